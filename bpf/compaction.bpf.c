@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Compaction. Only direct compaction, inside an allocation, is a stall of
+ * the allocating thread:
+ *   try_to_compact_pages (in the allocating task) opens an attempt;
+ *   each mm_compaction_begin/end pass in that task closes one slice of it.
+ * A slice runs from the end of the previous slice (or the attempt's start)
+ * to the pass's end, so the slices of an attempt add up to its whole time.
+ * Passes by kcompactd, and proactive or sysctl compaction, are counted
+ * system-wide and never charged to a thread.
+ *
+ * mm_compaction_end changed shape: newer kernels pass the compact_control
+ * first and the status fifth; older ones pass pfns and the status sixth.
+ * The loader picks the variant that matches the kernel's BTF.
+ */
+#include "common.h"
+
+/* mm_compaction_try_to_compact_pages(int order, gfp_t gfp_mask, int prio) */
+SEC("raw_tp/mm_compaction_try_to_compact_pages")
+int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 tgid, tid;
+
+	counter_add(COUNTER_DIRECT_COMPACT_ATTEMPTS, 1);
+	if (!current_wanted(&tgid, &tid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct pending p = {
+		.start_ns = now,
+		.mark_ns = now,
+		.order = ctx->args[0],
+		.gfp = ctx->args[1],
+		.aux = ctx->args[2],
+		.node = -1,
+	};
+	pending_start(tid, SLOT_COMPACT_ATTEMPT, &p);
+	return 0;
+}
+
+SEC("raw_tp/mm_compaction_begin")
+int compact_pass_begin(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending p = { .start_ns = bpf_ktime_get_ns(), .node = -1 };
+
+	pending_start(tid, SLOT_COMPACT_PASS, &p);
+	return 0;
+}
+
+/* is_direct: 1 direct, 0 not direct, -1 unknown (older kernels). */
+static __always_inline int compact_pass_end(int is_direct, __s32 status)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 now = bpf_ktime_get_ns();
+	struct pending pass;
+
+	if (!pending_take(tid, SLOT_COMPACT_PASS, &pass))
+		return 0;
+
+	struct pending_key akey = { .tid = tid, .slot = SLOT_COMPACT_ATTEMPT };
+	struct pending *attempt = bpf_map_lookup_elem(&pendings, &akey);
+
+	if (is_direct == 0 && attempt) {
+		/* A stale attempt of this thread: this pass is not an allocation's. */
+		bpf_map_delete_elem(&pendings, &akey);
+		attempt = NULL;
+	}
+	if (!attempt || is_direct == 0) {
+		struct task_struct *t = (void *)bpf_get_current_task();
+		bool kthread = BPF_CORE_READ(t, flags) & PF_KTHREAD;
+
+		counter_add(kthread ? COUNTER_KCOMPACTD_PASSES : COUNTER_PROACTIVE_PASSES, 1);
+		counter_add(kthread ? COUNTER_KCOMPACTD_NS : COUNTER_PROACTIVE_NS,
+			    now - pass.start_ns);
+		return 0;
+	}
+
+	__u64 dur = now - attempt->mark_ns;
+	attempt->mark_ns = now;
+
+	hist_add(tgid, tid, CAUSE_COMPACTION, dur);
+	if (!stream_wanted(CAUSE_COMPACTION, dur))
+		return 0;
+	struct event *e = event_reserve(tgid, tid, CAUSE_COMPACTION, now, dur);
+	if (!e)
+		return 0;
+	e->order = attempt->order;
+	e->gfp = attempt->gfp;
+	e->mode = attempt->aux;
+	e->status = status;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* mm_compaction_end(struct compact_control *cc, unsigned long zone_start,
+ *                   unsigned long zone_end, bool sync, int status) */
+SEC("raw_tp/mm_compaction_end")
+int compact_pass_end_cc(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct compact_control *cc = (void *)ctx->args[0];
+	int direct = BPF_CORE_READ(cc, direct_compaction) ? 1 : 0;
+
+	return compact_pass_end(direct, ctx->args[4]);
+}
+
+/* mm_compaction_end(unsigned long zone_start, unsigned long migrate_pfn,
+ *                   unsigned long free_pfn, unsigned long zone_end, bool sync, int status) */
+SEC("raw_tp/mm_compaction_end")
+int compact_pass_end_pfn(struct bpf_raw_tracepoint_args *ctx)
+{
+	return compact_pass_end(-1, ctx->args[5]);
+}

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mmap_lock waits (from mmap_lock_start_locking to
+ * mmap_lock_acquire_returned in the same thread) and khugepaged collapses,
+ * which take the mmap_lock for write and are a classic cause of those waits.
+ *
+ * Older kernels pass a memcg path as the second argument; the loader picks
+ * the acquire_returned variant that matches the kernel's BTF.
+ */
+#include "common.h"
+
+SEC("raw_tp/mmap_lock_start_locking")
+int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 tgid, tid;
+
+	if (!current_wanted(&tgid, &tid))
+		return 0;
+	struct pending p = { .start_ns = bpf_ktime_get_ns(), .node = -1 };
+
+	pending_start(tid, SLOT_MMAP_LOCK, &p);
+	return 0;
+}
+
+static __always_inline int mmap_lock_acquired(bool write, bool success)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct pending p;
+
+	if (!pending_take(tid, SLOT_MMAP_LOCK, &p))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 dur = now - p.start_ns;
+
+	hist_add(tgid, tid, CAUSE_MMAP_LOCK, dur);
+	if (!stream_wanted(CAUSE_MMAP_LOCK, dur))
+		return 0;
+	struct event *e = event_reserve(tgid, tid, CAUSE_MMAP_LOCK, now, dur);
+	if (!e)
+		return 0;
+	e->flags = (write ? FLAG_WRITE : 0) | (success ? FLAG_SUCCESS : 0);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* mmap_lock_acquire_returned(struct mm_struct *mm, bool write, bool success) */
+SEC("raw_tp/mmap_lock_acquire_returned")
+int mmap_lock_acquired_w1(struct bpf_raw_tracepoint_args *ctx)
+{
+	return mmap_lock_acquired(ctx->args[1], ctx->args[2]);
+}
+
+/* mmap_lock_acquire_returned(mm, const char *memcg_path, bool write, bool success) */
+SEC("raw_tp/mmap_lock_acquire_returned")
+int mmap_lock_acquired_w2(struct bpf_raw_tracepoint_args *ctx)
+{
+	return mmap_lock_acquired(ctx->args[2], ctx->args[3]);
+}
+
+/* mm_collapse_huge_page(struct mm_struct *mm, int isolated, int status): system-wide. */
+SEC("raw_tp/mm_collapse_huge_page")
+int khugepaged_collapse(struct bpf_raw_tracepoint_args *ctx)
+{
+	counter_add(COUNTER_KHUGEPAGED_COLLAPSES, 1);
+	if ((int)ctx->args[2] == bpf_core_enum_value(enum scan_result, SCAN_SUCCEED))
+		counter_add(COUNTER_KHUGEPAGED_COLLAPSED_OK, 1);
+	return 0;
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Every struct and enum shared between the BPF programs and Go lives here.
+ * bpf2go generates the Go side with -type; never mirror these by hand.
+ * Structs are padded explicitly so C and Go agree without packing.
+ */
+#ifndef NUMATRACE_H
+#define NUMATRACE_H
+
+/* What froze a thread. The Go names are in internal/stall. */
+enum cause {
+	CAUSE_DIRECT_RECLAIM = 0,
+	CAUSE_MEMCG_RECLAIM = 1,
+	CAUSE_NODE_RECLAIM = 2,
+	CAUSE_COMPACTION = 3,
+	CAUSE_NUMA_MIGRATION = 4,
+	CAUSE_NUMA_TASK_MOVE = 5,
+	CAUSE_TASK_MIGRATION = 6,
+	CAUSE_MMAP_LOCK = 7,
+	CAUSE_MAX = 8,
+};
+
+/* What a ring-buffer record is. */
+enum event_kind {
+	KIND_STALL = 0,
+	KIND_EXIT = 1, /* a traced thread exited; carries its last comm */
+};
+
+/* Bits in event.flags. */
+enum event_flag {
+	FLAG_SOFTLIMIT = 1,   /* memcg_reclaim: the soft-limit pair */
+	FLAG_WRITE = 2,       /* mmap_lock: write lock */
+	FLAG_SUCCESS = 4,     /* mmap_lock: acquired */
+	FLAG_SWAP = 8,        /* numa_task_move: sched_swap_numa */
+	FLAG_STICK = 16,      /* numa_task_move: sched_stick_numa (move failed) */
+	FLAG_GROUP_DEAD = 32, /* exit: last thread of the process */
+};
+
+/* System-wide per-CPU counters (index into the counters map). */
+enum counter_id {
+	COUNTER_LOST_EVENTS = 0,       /* ring-buffer reserve failures */
+	COUNTER_KSWAPD_WAKEUPS = 1,
+	COUNTER_KHUGEPAGED_COLLAPSES = 2,
+	COUNTER_KHUGEPAGED_COLLAPSED_OK = 3,
+	COUNTER_KCOMPACTD_PASSES = 4,  /* compaction by kcompactd */
+	COUNTER_KCOMPACTD_NS = 5,
+	COUNTER_PROACTIVE_PASSES = 6,  /* compaction outside an allocation (sysctl, proactive) */
+	COUNTER_PROACTIVE_NS = 7,
+	COUNTER_DIRECT_COMPACT_ATTEMPTS = 8,
+	COUNTER_MAX = 9,
+};
+
+/* Filter modes, set in .rodata before load. */
+enum filter_mode {
+	FILTER_NONE = 0,
+	FILTER_TGIDS = 1, /* --pid, --cgroup: the target_tgids map */
+	FILTER_TID = 2,   /* --tid */
+};
+
+#define HIST_SLOTS 40 /* log2(ns): slot i holds [2^i, 2^(i+1)) ns, up to ~18 min */
+#define COMM_LEN 16
+
+/* One closed stall, or a thread exit. ts_ns is CLOCK_MONOTONIC at the end. */
+struct event {
+	__u64 ts_ns;
+	__u64 dur_ns;
+	__u64 pages;     /* reclaimed, or migrated successfully */
+	__u64 cgroup_id; /* memcg_reclaim: the task's memory cgroup id */
+	__u32 kind;      /* enum event_kind */
+	__u32 cause;     /* enum cause */
+	__u32 pid;
+	__u32 tid;
+	__u32 gfp;
+	__u32 flags;     /* enum event_flag */
+	__s32 order;
+	__s32 node;      /* node_reclaim: node; numa_task_move: source node */
+	__s32 dst_node;
+	__s32 src_cpu;
+	__s32 dst_cpu;
+	__s32 reason;    /* numa_migration: enum migrate_reason */
+	__s32 mode;      /* numa_migration: migrate_mode; compaction: priority */
+	__s32 status;    /* compaction: compact_result */
+	__u32 other_tid; /* numa_task_move swap/stick: the other task */
+	__u32 cpu;       /* CPU the event was seen on */
+	char comm[COMM_LEN];
+};
+
+struct hist_key {
+	__u32 tid;
+	__u32 cause;
+};
+
+/* Exact per-thread, per-cause totals: they survive ring-buffer drops. */
+struct hist {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	__u32 pid;
+	__u32 _pad;
+	char comm[COMM_LEN];
+	__u64 slots[HIST_SLOTS];
+};
+
+/* task_migration is too hot to stream; it is counted here per thread. */
+struct thread_counts {
+	__u64 migrations;
+	__u64 cross_node;
+	__u32 pid;
+	__u32 _pad;
+	char comm[COMM_LEN];
+};
+
+#endif

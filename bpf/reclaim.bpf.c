@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Reclaim stalls: direct reclaim, memcg (cgroup limit) reclaim and its
+ * soft-limit pair, and node-local reclaim (vm.zone_reclaim_mode=1).
+ * Each begin/end pair in the same thread is one stall. Argument positions
+ * of these tracepoints have been stable since 4.x.
+ */
+#include "common.h"
+
+static __always_inline int reclaim_begin(__u32 slot, __s32 order, __u32 gfp, __s32 node)
+{
+	__u32 tgid, tid;
+
+	if (!current_wanted(&tgid, &tid))
+		return 0;
+	struct pending p = {
+		.start_ns = bpf_ktime_get_ns(),
+		.order = order,
+		.gfp = gfp,
+		.node = node,
+	};
+	pending_start(tid, slot, &p);
+	return 0;
+}
+
+static __always_inline __u64 memcg_id_of_current(void)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+
+	if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
+		return 0;
+	return BPF_CORE_READ(t, cgroups, subsys[id], cgroup, kn, id);
+}
+
+static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u64 reclaimed)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct pending p;
+
+	if (!pending_take(tid, slot, &p))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 dur = now - p.start_ns;
+
+	hist_add(tgid, tid, cause, dur);
+	if (!stream_wanted(cause, dur))
+		return 0;
+	struct event *e = event_reserve(tgid, tid, cause, now, dur);
+	if (!e)
+		return 0;
+	e->order = p.order;
+	e->gfp = p.gfp;
+	e->node = p.node;
+	e->pages = reclaimed;
+	e->flags = flags;
+	if (cause == CAUSE_MEMCG_RECLAIM)
+		e->cgroup_id = memcg_id_of_current();
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* mm_vmscan_direct_reclaim_begin(int order, gfp_t gfp_flags) */
+SEC("raw_tp/mm_vmscan_direct_reclaim_begin")
+int direct_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_begin(SLOT_DIRECT_RECLAIM, ctx->args[0], ctx->args[1], -1);
+}
+
+/* mm_vmscan_direct_reclaim_end(unsigned long nr_reclaimed) */
+SEC("raw_tp/mm_vmscan_direct_reclaim_end")
+int direct_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_end(SLOT_DIRECT_RECLAIM, CAUSE_DIRECT_RECLAIM, 0, ctx->args[0]);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
+int memcg_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_begin(SLOT_MEMCG_RECLAIM, ctx->args[0], ctx->args[1], -1);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_reclaim_end")
+int memcg_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_end(SLOT_MEMCG_RECLAIM, CAUSE_MEMCG_RECLAIM, 0, ctx->args[0]);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_softlimit_reclaim_begin")
+int memcg_softlimit_begin(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_begin(SLOT_MEMCG_SOFTLIMIT, ctx->args[0], ctx->args[1], -1);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_softlimit_reclaim_end")
+int memcg_softlimit_end(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_end(SLOT_MEMCG_SOFTLIMIT, CAUSE_MEMCG_RECLAIM, FLAG_SOFTLIMIT, ctx->args[0]);
+}
+
+/* mm_vmscan_node_reclaim_begin(int nid, int order, gfp_t gfp_flags) */
+SEC("raw_tp/mm_vmscan_node_reclaim_begin")
+int node_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_begin(SLOT_NODE_RECLAIM, ctx->args[1], ctx->args[2], ctx->args[0]);
+}
+
+SEC("raw_tp/mm_vmscan_node_reclaim_end")
+int node_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
+{
+	return reclaim_end(SLOT_NODE_RECLAIM, CAUSE_NODE_RECLAIM, 0, ctx->args[0]);
+}
+
+/* mm_vmscan_wakeup_kswapd(int nid, int zid, int order, gfp_t gfp_flags): system-wide. */
+SEC("raw_tp/mm_vmscan_wakeup_kswapd")
+int kswapd_wakeup(struct bpf_raw_tracepoint_args *ctx)
+{
+	counter_add(COUNTER_KSWAPD_WAKEUPS, 1);
+	return 0;
+}

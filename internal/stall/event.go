@@ -1,0 +1,41 @@
+package stall
+
+// Kind says what an Event is.
+type Kind uint8
+
+const (
+	KindStall Kind = iota // a closed stall (or a NUMA task move)
+	KindExit              // a traced thread exited
+)
+
+// Event is one closed stall or thread exit, as it left the kernel.
+// Fields that do not apply to the cause are zero (or -1 for nodes and CPUs).
+type Event struct {
+	Kind     Kind
+	Cause    Cause
+	TsNs     uint64 // CLOCK_MONOTONIC at the end of the stall
+	DurNs    uint64
+	PID      uint32
+	TID      uint32
+	Comm     string
+	CPU      uint32
+	Order    int32
+	GFP      uint32
+	Pages    uint64
+	CgroupID uint64
+	Node     int32 // node_reclaim: the node; numa_task_move: source node
+	DstNode  int32
+	SrcCPU   int32
+	DstCPU   int32
+	Reason   string // numa_migration: migrate reason (numa_misplaced, compaction, ...)
+	Mode     string // numa_migration: migrate mode; compaction: priority
+	Status   string // compaction: outcome of the pass (compact_result)
+	OtherTID uint32 // numa_task_move swap/stick: the other task
+
+	SoftLimit bool // memcg_reclaim from the soft-limit pair
+	Write     bool // mmap_lock: write lock
+	Acquired  bool // mmap_lock: the lock was taken
+	Swap      bool // numa_task_move: a swap with OtherTID
+	Stick     bool // numa_task_move: the move failed and the task stayed
+	GroupDead bool // exit: the last thread of the process
+}

@@ -1,0 +1,78 @@
+package topology
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseList(t *testing.T) {
+	got, err := ParseList("0-2,5,7-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 1, 2, 5, 7, 8}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+	for _, bad := range []string{"a", "3-1", "1-x", "1,,2"} {
+		if _, err := ParseList(bad); err == nil {
+			t.Errorf("ParseList(%q) accepted", bad)
+		}
+	}
+}
+
+func TestReadTwoNodes(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "devices/system/node/node0/cpulist"), "0-1\n")
+	write(t, filepath.Join(root, "devices/system/node/node1/cpulist"), "2-3\n")
+	write(t, filepath.Join(root, "devices/system/node/node1/meminfo"), "Node 1 MemTotal:       1048576 kB\nNode 1 MemFree: 5 kB\n")
+	write(t, filepath.Join(root, "devices/system/node/possible"), "0-1\n")
+	topo, err := Read(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(topo.Nodes, []int{0, 1}) {
+		t.Fatalf("nodes %v", topo.Nodes)
+	}
+	for cpu, node := range map[int]int{0: 0, 1: 0, 2: 1, 3: 1, 9: -1} {
+		if got := topo.NodeOf(cpu); got != node {
+			t.Errorf("NodeOf(%d) = %d, want %d", cpu, got, node)
+		}
+	}
+	if topo.NodeMem[1] != 1<<30 {
+		t.Errorf("node1 mem %d", topo.NodeMem[1])
+	}
+}
+
+func TestReadWithoutNUMA(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "devices/system/cpu/online"), "0-3\n")
+	topo, err := Read(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.NumCPUs() != 4 || topo.NodeOf(3) != 0 || len(topo.Nodes) != 1 {
+		t.Fatalf("unexpected %+v", topo)
+	}
+}
+
+func TestReadThisMachine(t *testing.T) {
+	topo, err := Read("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.NumCPUs() == 0 || len(topo.Nodes) == 0 {
+		t.Fatalf("empty topology %+v", topo)
+	}
+}

@@ -1,0 +1,94 @@
+package tracer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Feature is an optional kernel facility numatrace checked for.
+type Feature struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+	Detail    string `json:"detail"`
+}
+
+// probeFeatures checks fentry/fexit and kprobes, which give exact function
+// boundaries on kernels that allow them. numatrace's stall boundaries come
+// from tracepoints, which every supported kernel has; these results say
+// which finer hooks the kernel would allow.
+func probeFeatures(kspec *btf.Spec) []Feature {
+	return []Feature{probeFexit(kspec), probeKprobe()}
+}
+
+func trivial(typ ebpf.ProgramType, attach ebpf.AttachType, to string) *ebpf.ProgramSpec {
+	return &ebpf.ProgramSpec{
+		Type:         typ,
+		AttachType:   attach,
+		AttachTo:     to,
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	}
+}
+
+const featureTarget = "try_to_compact_pages"
+
+func probeFexit(kspec *btf.Spec) Feature {
+	f := Feature{Name: "fexit"}
+	prog, err := ebpf.NewProgramWithOptions(trivial(ebpf.Tracing, ebpf.AttachTraceFExit, featureTarget),
+		ebpf.ProgramOptions{KernelTypes: kspec})
+	if err != nil {
+		f.Detail = fmt.Sprintf("fexit/%s does not load (%s); stall boundaries come from tracepoints", featureTarget, short(err))
+		return f
+	}
+	defer prog.Close()
+	l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceFExit})
+	if err != nil {
+		f.Detail = fmt.Sprintf("fexit/%s loads but does not attach (%s)", featureTarget, short(err))
+		return f
+	}
+	l.Close()
+	f.Available = true
+	f.Detail = "fexit attaches; tracepoints are still used so results match every kernel"
+	return f
+}
+
+func probeKprobe() Feature {
+	f := Feature{Name: "kprobe"}
+	prog, err := ebpf.NewProgram(trivial(ebpf.Kprobe, ebpf.AttachNone, ""))
+	if err != nil {
+		f.Detail = fmt.Sprintf("kprobe programs do not load (%s)", short(err))
+		return f
+	}
+	defer prog.Close()
+	l, err := link.Kprobe(featureTarget, prog, nil)
+	if err != nil {
+		f.Detail = fmt.Sprintf("kprobe on %s does not attach (%s); stall boundaries come from tracepoints", featureTarget, short(err))
+		return f
+	}
+	l.Close()
+	f.Available = true
+	f.Detail = "kprobes attach; tracepoints are still used so results match every kernel"
+	return f
+}
+
+func short(err error) string {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return "verifier rejected it"
+	}
+	switch {
+	case errors.Is(err, unix.EPERM):
+		return "EPERM"
+	case errors.Is(err, unix.ENOENT):
+		return "ENOENT"
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, ebpf.ErrNotSupported):
+		return "not supported"
+	}
+	return err.Error()
+}

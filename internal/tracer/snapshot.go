@@ -1,0 +1,104 @@
+package tracer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Snapshot copies the kernel's exact per-thread histograms, migration
+// counts and system counters.
+func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
+	s := &stall.Snapshot{Threads: map[uint32]*stall.ThreadStats{}}
+	var (
+		hk typesHistKey
+		hv typesHist
+	)
+	it := t.maps["hists"].Iterate()
+	for it.Next(&hk, &hv) {
+		if hk.Cause >= uint32(stall.NumCauses) {
+			continue
+		}
+		th := s.Thread(hv.Pid, hk.Tid, cString(hv.Comm[:]))
+		h := &stall.Hist{Count: hv.Count, TotalNs: hv.TotalNs, MaxNs: hv.MaxNs}
+		copy(h.Slots[:], hv.Slots[:])
+		th.Hists[stall.Cause(hk.Cause)] = h
+	}
+	if err := iterErr(it, "hists"); err != nil {
+		return nil, err
+	}
+	var (
+		tid uint32
+		tc  typesThreadCounts
+	)
+	it = t.maps["thread_counts_map"].Iterate()
+	for it.Next(&tid, &tc) {
+		th := s.Thread(tc.Pid, tid, cString(tc.Comm[:]))
+		th.Migrations = tc.Migrations
+		th.CrossNodeMigrations = tc.CrossNode
+	}
+	if err := iterErr(it, "thread_counts"); err != nil {
+		return nil, err
+	}
+	c, err := t.counters()
+	if err != nil {
+		return nil, err
+	}
+	s.LostPerCPU = c.perCPU[typesCounterIdCOUNTER_LOST_EVENTS]
+	s.LostEvents = c.sum(typesCounterIdCOUNTER_LOST_EVENTS)
+	s.System = stall.SystemStats{
+		KswapdWakeups:         c.sum(typesCounterIdCOUNTER_KSWAPD_WAKEUPS),
+		KhugepagedCollapses:   c.sum(typesCounterIdCOUNTER_KHUGEPAGED_COLLAPSES),
+		KhugepagedCollapsedOK: c.sum(typesCounterIdCOUNTER_KHUGEPAGED_COLLAPSED_OK),
+		KcompactdPasses:       c.sum(typesCounterIdCOUNTER_KCOMPACTD_PASSES),
+		KcompactdNs:           c.sum(typesCounterIdCOUNTER_KCOMPACTD_NS),
+		ProactivePasses:       c.sum(typesCounterIdCOUNTER_PROACTIVE_PASSES),
+		ProactiveNs:           c.sum(typesCounterIdCOUNTER_PROACTIVE_NS),
+		DirectCompactAttempts: c.sum(typesCounterIdCOUNTER_DIRECT_COMPACT_ATTEMPTS),
+	}
+	return s, nil
+}
+
+// LostEvents is the number of records the kernel could not reserve.
+func (t *Tracer) LostEvents() (uint64, error) {
+	c, err := t.counters()
+	if err != nil {
+		return 0, err
+	}
+	return c.sum(typesCounterIdCOUNTER_LOST_EVENTS), nil
+}
+
+type counterValues struct {
+	perCPU map[typesCounterId][]uint64
+}
+
+func (c counterValues) sum(id typesCounterId) uint64 {
+	var n uint64
+	for _, v := range c.perCPU[id] {
+		n += v
+	}
+	return n
+}
+
+func (t *Tracer) counters() (counterValues, error) {
+	c := counterValues{perCPU: map[typesCounterId][]uint64{}}
+	m := t.maps["counters"]
+	for id := typesCounterId(0); id < typesCounterIdCOUNTER_MAX; id++ {
+		var vals []uint64
+		if err := m.Lookup(uint32(id), &vals); err != nil {
+			return c, fmt.Errorf("read counter %d: %w", id, err)
+		}
+		c.perCPU[id] = vals
+	}
+	return c, nil
+}
+
+func iterErr(it *ebpf.MapIterator, name string) error {
+	if err := it.Err(); err != nil && !errors.Is(err, ebpf.ErrIterationAborted) {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+const readRetryDelay = 10 * time.Millisecond
+
+// RecordReader is the part of *ringbuf.Reader the stream needs; tests put a
+// fake in front of the decoder without loading anything.
+type RecordReader interface {
+	ReadInto(*ringbuf.Record) error
+}
+
+// Stream reads records until the reader is closed, decodes each and hands
+// it to sink. Undecodable records and read errors other than closing are
+// counted in bad and reading goes on; it pauses briefly after a read error
+// so a persistent one cannot spin. It returns nil when the reader
+// is closed.
+func Stream(rd RecordReader, dec *Decoder, sink func(stall.Event), bad func(error)) error {
+	var rec ringbuf.Record
+	for {
+		if err := rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return nil
+			}
+			if bad != nil {
+				bad(fmt.Errorf("read ring buffer: %w", err))
+			}
+			time.Sleep(readRetryDelay) // a persistent error must not spin a core
+			continue
+		}
+		ev, err := dec.Decode(rec.RawSample)
+		if err != nil {
+			if bad != nil {
+				bad(err)
+			}
+			continue
+		}
+		sink(ev)
+	}
+}

@@ -1,0 +1,365 @@
+// Package tracer loads numatrace's BPF programs, attaches each probe on its
+// own, reads the ring buffer and the kernel-side histograms, and decodes
+// them into stall types. It prints nothing: callers decide what to show.
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/topology"
+)
+
+// FilterKind selects what the kernel side traces.
+type FilterKind int
+
+const (
+	FilterNone FilterKind = iota // system-wide
+	FilterPIDs                   // the processes in Config.PIDs (and, with FollowForks, their children)
+	FilterTID                    // one thread
+)
+
+// Config says what to trace.
+type Config struct {
+	Filter      FilterKind
+	PIDs        []uint32 // FilterPIDs: initial processes
+	TID         uint32   // FilterTID
+	FollowForks bool     // FilterPIDs: add new child processes in the kernel (--cgroup)
+
+	// MinEventNs drops shorter stalls from the stream (they still count in
+	// the histograms). Zero entries stream everything.
+	MinEventNs [stall.NumCauses]uint64
+
+	RingBufBytes int // 0 = the default of 8 MiB
+
+	Topology *topology.Topology
+
+	// KernelBTF is the path of the kernel's BTF; "" means /sys/kernel/btf/vmlinux.
+	KernelBTF string
+}
+
+// ProbeStatus says whether one probe is attached, and if not, why.
+type ProbeStatus struct {
+	Name        string   `json:"name"`
+	Cause       string   `json:"cause,omitempty"`
+	Description string   `json:"description"`
+	Tracepoints []string `json:"tracepoints"`
+	Programs    []string `json:"programs,omitempty"` // the variants chosen for this kernel
+	Attached    bool     `json:"attached"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// Tracer owns every BPF object numatrace loaded. Close releases them.
+type Tracer struct {
+	maps     map[string]*ebpf.Map
+	colls    []*ebpf.Collection
+	links    []link.Link
+	probes   []ProbeStatus
+	decoder  *Decoder
+	started  time.Time
+	features []Feature
+}
+
+// ErrNoBTF means the kernel has no BTF, which CO-RE needs.
+var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numatrace needs CONFIG_DEBUG_INFO_BTF=y, or --btf FILE)")
+
+// ErrPermission means the process may not load BPF programs.
+var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
+
+// sharedMaps are created once and handed to every object.
+var sharedMaps = []string{"events", "hists", "thread_counts_map", "pendings", "cpu_node", "target_tgids", "counters"}
+
+func loadKernelBTF(path string) (*btf.Spec, error) {
+	if path == "" {
+		if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+			return nil, ErrNoBTF
+		}
+		spec, err := btf.LoadKernelSpec()
+		if err != nil {
+			return nil, fmt.Errorf("load kernel BTF: %w", err)
+		}
+		return spec, nil
+	}
+	spec, err := btf.LoadSpec(path)
+	if err != nil {
+		return nil, fmt.Errorf("load BTF %s: %w", path, err)
+	}
+	return spec, nil
+}
+
+func objectSpecs() (map[object]*ebpf.CollectionSpec, error) {
+	loaders := map[object]func() (*ebpf.CollectionSpec, error){
+		objReclaim:    loadReclaim,
+		objCompaction: loadCompaction,
+		objNUMA:       loadNuma,
+		objSched:      loadSched,
+		objMmapLock:   loadMmaplock,
+	}
+	out := map[object]*ebpf.CollectionSpec{}
+	for o, load := range loaders {
+		spec, err := load()
+		if err != nil {
+			return nil, fmt.Errorf("parse BPF object: %w", err)
+		}
+		out[o] = spec
+	}
+	return out, nil
+}
+
+// Open loads the maps, then loads and attaches every probe independently.
+// A probe that fails is recorded in Probes() and does not stop the others.
+// Open fails only if nothing useful can run: no BTF, no permission, or no
+// probe attached.
+func Open(cfg Config) (t *Tracer, err error) {
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	kspec, err := loadKernelBTF(cfg.KernelBTF)
+	if err != nil {
+		return nil, err
+	}
+	// Kernels since 5.11 charge BPF memory to the cgroup; this only matters
+	// on older ones, and an error here is not fatal on newer ones.
+	_ = rlimit.RemoveMemlock()
+
+	t = &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), started: time.Now()}
+	defer func() {
+		if err != nil {
+			t.Close()
+			t = nil
+		}
+	}()
+
+	if err := t.createMaps(cfg); err != nil {
+		return nil, err
+	}
+	specs, err := objectSpecs()
+	if err != nil {
+		return nil, err
+	}
+	for o, spec := range specs {
+		if err := configure(spec, cfg); err != nil {
+			return nil, fmt.Errorf("configure object %d: %w", o, err)
+		}
+	}
+	attached := 0
+	for _, def := range probeDefs {
+		if def.cgroupOnly && !cfg.FollowForks {
+			continue
+		}
+		st := t.openProbe(def, specs[def.object], kspec)
+		if st.Attached {
+			attached++
+		}
+		t.probes = append(t.probes, st)
+	}
+	t.features = probeFeatures(kspec)
+	if attached == 0 {
+		first := "no probes"
+		if len(t.probes) > 0 {
+			first = t.probes[0].Name + ": " + t.probes[0].Error
+		}
+		return nil, fmt.Errorf("no probe could attach (%s)", first)
+	}
+	return t, nil
+}
+
+// configure sets the load-time constants the verifier will see.
+func configure(spec *ebpf.CollectionSpec, cfg Config) error {
+	mode := typesFilterModeFILTER_NONE
+	switch cfg.Filter {
+	case FilterPIDs:
+		mode = typesFilterModeFILTER_TGIDS
+	case FilterTID:
+		mode = typesFilterModeFILTER_TID
+	}
+	set := map[string]any{
+		"cfg_filter_mode":  uint32(mode),
+		"cfg_filter_tid":   cfg.TID,
+		"cfg_min_event_ns": cfg.MinEventNs,
+	}
+	for name, v := range set {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("variable %s missing", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (t *Tracer) createMaps(cfg Config) error {
+	spec, err := loadTypes()
+	if err != nil {
+		return fmt.Errorf("parse BPF object: %w", err)
+	}
+	for _, name := range sharedMaps {
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return fmt.Errorf("map %s missing from BPF object", name)
+		}
+		ms = ms.Copy()
+		if name == "events" && cfg.RingBufBytes > 0 {
+			ms.MaxEntries = uint32(cfg.RingBufBytes)
+		}
+		m, err := ebpf.NewMap(ms)
+		if err != nil {
+			return wrapLoadErr(fmt.Errorf("create map %s: %w", name, err))
+		}
+		t.maps[name] = m
+	}
+	if err := t.fillCPUNodes(cfg.Topology); err != nil {
+		return err
+	}
+	return t.AddPIDs(cfg.PIDs)
+}
+
+func (t *Tracer) fillCPUNodes(topo *topology.Topology) error {
+	if topo == nil {
+		return nil
+	}
+	m := t.maps["cpu_node"]
+	for cpu, node := range topo.CPUNode {
+		if cpu >= int(m.MaxEntries()) {
+			continue
+		}
+		if err := m.Put(uint32(cpu), int32(node)); err != nil {
+			return fmt.Errorf("fill cpu_node: %w", err)
+		}
+	}
+	return nil
+}
+
+// AddPIDs adds processes to the kernel-side target set (FilterPIDs).
+func (t *Tracer) AddPIDs(pids []uint32) error {
+	m := t.maps["target_tgids"]
+	for _, pid := range pids {
+		if err := m.Put(pid, uint8(1)); err != nil {
+			return fmt.Errorf("add target pid %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+func wrapLoadErr(err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	return err
+}
+
+// openProbe loads one probe's programs against the shared maps and
+// attaches them; on any failure everything it opened is closed again.
+func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.Spec) ProbeStatus {
+	st := ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description}
+	for _, h := range def.hooks {
+		st.Tracepoints = append(st.Tracepoints, h.tracepoint)
+	}
+	fail := func(err error) ProbeStatus {
+		st.Error = err.Error()
+		st.Programs = nil
+		return st
+	}
+	sub := spec.Copy()
+	sub.Programs = map[string]*ebpf.ProgramSpec{}
+	for _, h := range def.hooks {
+		sig, err := tracepointSignature(kspec, h.tracepoint)
+		if err != nil {
+			return fail(err)
+		}
+		prog, err := h.pick(sig)
+		if err != nil {
+			return fail(err)
+		}
+		ps, ok := spec.Programs[prog]
+		if !ok {
+			return fail(fmt.Errorf("program %s missing from BPF object", prog))
+		}
+		sub.Programs[prog] = ps.Copy()
+		st.Programs = append(st.Programs, prog)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
+		MapReplacements: t.maps,
+		Programs:        ebpf.ProgramOptions{KernelTypes: kspec},
+	})
+	if err != nil {
+		return fail(wrapLoadErr(fmt.Errorf("load: %w", err)))
+	}
+	var links []link.Link
+	for i, h := range def.hooks {
+		l, err := attach(coll.Programs[st.Programs[i]], h.tracepoint)
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			coll.Close()
+			return fail(wrapLoadErr(fmt.Errorf("attach %s: %w", h.tracepoint, err)))
+		}
+		links = append(links, l)
+	}
+	t.colls = append(t.colls, coll)
+	t.links = append(t.links, links...)
+	st.Attached = true
+	return st
+}
+
+func attach(p *ebpf.Program, tracepoint string) (link.Link, error) {
+	if p.Type() == ebpf.Tracing {
+		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+	}
+	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: p})
+}
+
+// Probes reports every probe and whether it attached, sorted as defined.
+func (t *Tracer) Probes() []ProbeStatus { return append([]ProbeStatus(nil), t.probes...) }
+
+// Features reports optional kernel features numatrace probed for.
+func (t *Tracer) Features() []Feature { return append([]Feature(nil), t.features...) }
+
+// Decoder returns the decoder for this kernel's records.
+func (t *Tracer) Decoder() *Decoder { return t.decoder }
+
+// NewReader opens a reader on the event ring buffer.
+func (t *Tracer) NewReader() (*ringbuf.Reader, error) {
+	rd, err := ringbuf.NewReader(t.maps["events"])
+	if err != nil {
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	return rd, nil
+}
+
+// Close detaches every probe and frees every map. Readers must be closed
+// by their owners first.
+func (t *Tracer) Close() error {
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	for _, c := range t.colls {
+		c.Close()
+	}
+	t.colls = nil
+	names := make([]string, 0, len(t.maps))
+	for n := range t.maps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		errs = append(errs, t.maps[n].Close())
+	}
+	t.maps = map[string]*ebpf.Map{}
+	return errors.Join(errs...)
+}
