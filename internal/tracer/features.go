@@ -3,6 +3,7 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -60,6 +61,12 @@ func probeFexit(kspec *btf.Spec) Feature {
 
 func probeKprobe() Feature {
 	f := Feature{Name: "kprobe"}
+	if _, err := os.Stat("/sys/bus/event_source/devices/kprobe"); err != nil {
+		// Without the kprobe PMU the only route left is tracefs kprobe_events,
+		// which also needs CONFIG_KPROBES.
+		f.Detail = "the kernel has no kprobe PMU (CONFIG_KPROBES is off); stall boundaries come from tracepoints"
+		return f
+	}
 	prog, err := ebpf.NewProgram(trivial(ebpf.Kprobe, ebpf.AttachNone, ""))
 	if err != nil {
 		f.Detail = fmt.Sprintf("kprobe programs do not load (%s)", short(err))

@@ -22,13 +22,14 @@ type RecordReader interface {
 // it to sink. Undecodable records and read errors other than closing are
 // counted in bad and reading goes on; it pauses briefly after a read error
 // so a persistent one cannot spin. It returns nil when the reader
-// is closed.
+// is closed, or once it has returned every record after Flush: that is how
+// a caller drains what is left before stopping.
 func Stream(rd RecordReader, dec *Decoder, sink func(stall.Event), bad func(error)) error {
 	var rec ringbuf.Record
 	for {
 		if err := rd.ReadInto(&rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
-				return nil
+			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {
+				return nil // closed, or drained after Flush
 			}
 			if bad != nil {
 				bad(fmt.Errorf("read ring buffer: %w", err))

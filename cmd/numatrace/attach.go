@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/target"
+	"github.com/numatrace/numatrace/internal/topology"
+	"github.com/numatrace/numatrace/internal/tracer"
+)
+
+type attachFlags struct {
+	pid, tid   int
+	cgroup     string
+	duration   time.Duration
+	window     time.Duration
+	noTUI      bool
+	asJSON     bool
+	readyFile  string
+	minEvent   string
+	ringBufMiB int
+	top        int
+	btf        string
+}
+
+// defaultMinEvent keeps uncontended mmap_lock acquisitions, which happen on
+// every fault, out of the stream; the histograms still count them.
+const defaultMinEvent = "mmap_lock=10us"
+
+func attachFlagSet(f *attachFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
+	fs.IntVar(&f.pid, "pid", 0, "trace every thread of this process, including threads it creates later")
+	fs.IntVar(&f.tid, "tid", 0, "trace one thread")
+	fs.StringVar(&f.cgroup, "cgroup", "", "trace the processes of this cgroup (absolute, or relative to /sys/fs/cgroup)")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
+	fs.DurationVar(&f.window, "window", time.Second, "length of the per-window totals")
+	fs.BoolVar(&f.noTUI, "no-tui", false, "print text or JSON instead of the interactive view")
+	fs.BoolVar(&f.asJSON, "json", false, "write NDJSON: stall and window lines, then a summary line")
+	fs.StringVar(&f.readyFile, "ready-file", "", "create this file once every probe is attached")
+	fs.StringVar(&f.minEvent, "min-event", defaultMinEvent,
+		"stream only stalls at least this long: DUR for every cause, or cause=DUR,... (histograms keep everything)")
+	fs.IntVar(&f.ringBufMiB, "ringbuf-mib", 8, "ring buffer size in MiB (a power of two)")
+	fs.IntVar(&f.top, "top", 20, "threads shown in the text report")
+	fs.StringVar(&f.btf, "btf", "", "kernel BTF file (default /sys/kernel/btf/vmlinux)")
+	return fs
+}
+
+// parseMinEvent parses "10us" or "mmap_lock=10us,compaction=0".
+func parseMinEvent(s string) ([stall.NumCauses]uint64, error) {
+	var out [stall.NumCauses]uint64
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, val, hasName := strings.Cut(part, "=")
+		if !hasName {
+			val = name
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(val))
+		if err != nil || d < 0 {
+			return out, fmt.Errorf("bad duration %q", val)
+		}
+		if !hasName {
+			for i := range out {
+				out[i] = uint64(d)
+			}
+			continue
+		}
+		c, err := stall.ParseCause(strings.TrimSpace(name))
+		if err != nil {
+			return out, err
+		}
+		out[c] = uint64(d)
+	}
+	return out, nil
+}
+
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+func runAttach(args []string, stdout, stderr io.Writer) error {
+	var f attachFlags
+	fs := attachFlagSet(&f)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	minEvent, err := parseMinEvent(f.minEvent)
+	if err != nil {
+		return usageErr("attach: --min-event: %v", err)
+	}
+	if f.window <= 0 {
+		return usageErr("attach: --window must be positive")
+	}
+	if f.duration < 0 {
+		return usageErr("attach: --duration must not be negative")
+	}
+	rb := f.ringBufMiB
+	if rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
+		return usageErr("attach: --ringbuf-mib must be a power of two up to 1024")
+	}
+	tgt, err := target.Resolve("/proc", "/sys/fs/cgroup", f.pid, f.tid, f.cgroup)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	topo, err := topology.Read("/sys")
+	if err != nil {
+		return err
+	}
+	cfg := tracer.Config{MinEventNs: minEvent, RingBufBytes: rb << 20, Topology: topo, KernelBTF: f.btf}
+	switch tgt.Kind {
+	case target.Process:
+		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}
+	case target.Thread:
+		cfg.Filter, cfg.TID = tracer.FilterTID, tgt.ID
+	case target.Cgroup:
+		pids, err := tgt.CgroupPIDs()
+		if err != nil {
+			return err
+		}
+		cfg.Filter, cfg.PIDs, cfg.FollowForks = tracer.FilterPIDs, pids, true
+	}
+	tr, err := tracer.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	return trace(tr, tgt, &f, stdout, stderr)
+}
+
+// trace runs the read loop until the duration ends, Ctrl-C, or the target
+// goes, then prints the summary.
+func trace(tr *tracer.Tracer, tgt *target.Target, f *attachFlags, stdout, stderr io.Writer) error {
+	rd, err := tr.NewReader()
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+
+	started := time.Now()
+	startNs := monotonicNs()
+	agg := aggregate.New(startNs, uint64(f.window))
+	events := make(chan stall.Event, 1<<16)
+	var badRecords uint64
+	go func() {
+		defer close(events)
+		tracer.Stream(rd, tr.Decoder(), func(ev stall.Event) { events <- ev },
+			func(error) { badRecords++ })
+	}()
+
+	if f.readyFile != "" {
+		if err := os.WriteFile(f.readyFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			return fmt.Errorf("write ready file: %w", err)
+		}
+	}
+
+	var nd *output.NDJSON
+	if f.asJSON {
+		nd = output.NewNDJSON(stdout)
+	}
+	gone := tgt.WaitGone(ctx)
+	tick := time.NewTicker(f.window / 4)
+	defer tick.Stop()
+	refresh := time.NewTicker(time.Second)
+	defer refresh.Stop()
+
+	var windows, lastLost uint64
+	emit := func(ws []*aggregate.Window) {
+		if len(ws) == 0 {
+			return
+		}
+		if lost, err := tr.LostEvents(); err == nil {
+			ws[len(ws)-1].LostEvents = lost - lastLost
+			lastLost = lost
+		}
+		for _, w := range ws {
+			windows++
+			if nd != nil {
+				nd.Window(w)
+			}
+		}
+		if nd != nil {
+			nd.Flush()
+		}
+	}
+	add := func(ev stall.Event) {
+		agg.Add(ev)
+		if nd != nil && ev.Kind == stall.KindStall {
+			nd.Stall(&ev)
+		}
+	}
+	// Events reach user space a little after they end: close a window only
+	// once this grace has passed.
+	grace := uint64(250 * time.Millisecond)
+	note := ""
+loop:
+	for {
+		select {
+		case ev := <-events:
+			add(ev)
+		case <-tick.C:
+			if now := monotonicNs(); now > grace {
+				emit(agg.Close(now - grace))
+			}
+		case <-refresh.C:
+			if tgt.Kind == target.Cgroup {
+				if pids, err := tgt.CgroupPIDs(); err == nil {
+					tr.AddPIDs(pids)
+				}
+			}
+		case <-gone:
+			note = fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond))
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	// Drain what the kernel already produced, then stop reading.
+	if err := rd.Flush(); err != nil {
+		rd.Close() // Stream ends on ErrClosed instead
+	}
+	for ev := range events {
+		add(ev)
+	}
+	endNs := monotonicNs()
+	emit(agg.CloseAll(endNs))
+
+	snap, err := tr.Snapshot()
+	if err != nil {
+		return err
+	}
+	report := &output.Report{
+		Target:     tgt.String(),
+		Kernel:     kernelRelease(),
+		DurationNs: endNs - startNs,
+		Summary:    agg.Summarize(snap),
+		Events:     agg.Events,
+		LateEvents: agg.LateEvents,
+		Windows:    windows,
+		Note:       note,
+		TopThreads: f.top,
+	}
+	for _, p := range tr.Probes() {
+		report.Probes = append(report.Probes, output.ProbeResult{Name: p.Name, Attached: p.Attached, Error: p.Error})
+	}
+	if badRecords > 0 {
+		fmt.Fprintf(stderr, "numatrace: %d ring-buffer records could not be read or decoded\n", badRecords)
+	}
+	if nd != nil {
+		err = nd.Summary(report)
+	} else {
+		err = report.Text(stdout)
+	}
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if note != "" && nd != nil {
+		fmt.Fprintf(stderr, "numatrace: %s\n", note)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+// Command numatrace shows which threads the kernel's memory management
+// froze, for how long and why: reclaim, compaction, NUMA migration, task
+// moves and mmap_lock waits.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitError carries an exit code with its one-line message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr is bad input: exit 2.
+func usageErr(format string, a ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
+}
+
+const usage = `numatrace: find the memory-management stalls behind latency spikes
+
+usage:
+  numatrace attach [--pid PID | --tid TID | --cgroup PATH] [--duration D] --no-tui [--json]
+  numatrace probes [--json]
+  numatrace version
+
+Run "numatrace <command> -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "attach":
+		err = runAttach(args[1:], stdout, stderr)
+	case "probes":
+		err = runProbes(args[1:], stdout)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "numatrace", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = usageErr("unknown command %q (try: attach, probes, version)", args[0])
+	}
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintf(stderr, "numatrace: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+// parseFlags parses quietly: the caller prints one line on error.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintf(stdout, "usage of numatrace %s:\n", fs.Name())
+			fs.PrintDefaults()
+			return err
+		}
+		return usageErr("%s: %v", fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}

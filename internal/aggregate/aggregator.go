@@ -1,0 +1,233 @@
+package aggregate
+
+import (
+	"sort"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Aggregator assigns events to fixed windows and remembers thread names
+// and exits. It is not safe for concurrent use: one goroutine feeds it.
+type Aggregator struct {
+	startNs  uint64
+	windowNs uint64
+	open     map[uint64]*Window
+	next     uint64 // index of the oldest window not yet closed
+
+	names  map[uint32]string
+	exited map[uint32]bool
+	// LateEvents counts events that arrived after their window closed;
+	// they are folded into the oldest open window.
+	LateEvents uint64
+	Events     uint64
+}
+
+// New starts windows of windowNs at startNs (CLOCK_MONOTONIC).
+func New(startNs, windowNs uint64) *Aggregator {
+	if windowNs == 0 {
+		windowNs = 1e9
+	}
+	return &Aggregator{
+		startNs:  startNs,
+		windowNs: windowNs,
+		open:     map[uint64]*Window{},
+		names:    map[uint32]string{},
+		exited:   map[uint32]bool{},
+	}
+}
+
+func (a *Aggregator) index(ts uint64) uint64 {
+	if ts < a.startNs {
+		return 0
+	}
+	return (ts - a.startNs) / a.windowNs
+}
+
+func (a *Aggregator) window(i uint64) *Window {
+	w := a.open[i]
+	if w == nil {
+		w = &Window{Index: i, StartNs: a.startNs + i*a.windowNs, EndNs: a.startNs + (i+1)*a.windowNs,
+			Threads: map[uint32]*ThreadWindow{}}
+		a.open[i] = w
+	}
+	return w
+}
+
+// Add takes one event.
+func (a *Aggregator) Add(ev stall.Event) {
+	a.Events++
+	if ev.Comm != "" {
+		a.names[ev.TID] = ev.Comm
+	}
+	if ev.Kind == stall.KindExit {
+		a.exited[ev.TID] = true
+		return
+	}
+	i := a.index(ev.TsNs)
+	if i < a.next {
+		a.LateEvents++
+		i = a.next
+	}
+	a.window(i).add(&ev)
+}
+
+// Close returns, in order, every window that ended at or before nowNs,
+// including empty ones, so a consumer sees a gap-free series.
+func (a *Aggregator) Close(nowNs uint64) []*Window {
+	var out []*Window
+	for {
+		end := a.startNs + (a.next+1)*a.windowNs
+		if end > nowNs {
+			break
+		}
+		out = append(out, a.window(a.next))
+		delete(a.open, a.next)
+		a.next++
+	}
+	return out
+}
+
+// CloseAll closes every window up to and including the one holding nowNs.
+func (a *Aggregator) CloseAll(nowNs uint64) []*Window {
+	out := a.Close(nowNs)
+	last := a.index(nowNs)
+	for i := range a.open {
+		if i > last {
+			last = i
+		}
+	}
+	for ; a.next <= last; a.next++ {
+		out = append(out, a.window(a.next))
+		delete(a.open, a.next)
+	}
+	return out
+}
+
+// Name returns the latest name seen for tid, or "".
+func (a *Aggregator) Name(tid uint32) string { return a.names[tid] }
+
+// Exited reports whether tid was seen exiting.
+func (a *Aggregator) Exited(tid uint32) bool { return a.exited[tid] }
+
+// CauseSummary is one cause's exact totals and histogram percentiles.
+type CauseSummary struct {
+	Count   uint64      `json:"count"`
+	TotalNs uint64      `json:"total_ns"`
+	MaxNs   uint64      `json:"max_ns"`
+	P50Ns   uint64      `json:"p50_ns"`
+	P90Ns   uint64      `json:"p90_ns"`
+	P99Ns   uint64      `json:"p99_ns"`
+	Hist    *stall.Hist `json:"-"`
+}
+
+func summarize(h *stall.Hist) CauseSummary {
+	return CauseSummary{Count: h.Count, TotalNs: h.TotalNs, MaxNs: h.MaxNs,
+		P50Ns: h.Quantile(0.50), P90Ns: h.Quantile(0.90), P99Ns: h.Quantile(0.99), Hist: h}
+}
+
+// Migrations are a thread's CPU changes.
+type Migrations struct {
+	Total     uint64 `json:"total"`
+	CrossNode uint64 `json:"cross_node"`
+}
+
+// ThreadSummary is everything known about one thread at the end.
+type ThreadSummary struct {
+	PID        uint32                  `json:"pid"`
+	TID        uint32                  `json:"tid"`
+	Comm       string                  `json:"comm"`
+	Exited     bool                    `json:"exited,omitempty"`
+	StallNs    uint64                  `json:"stall_ns"`
+	Stalls     map[string]CauseSummary `json:"stalls"`
+	Migrations Migrations              `json:"migrations"`
+}
+
+// ProcessSummary merges the threads of one process.
+type ProcessSummary struct {
+	PID        uint32                  `json:"pid"`
+	Comm       string                  `json:"comm"`
+	Threads    int                     `json:"threads"`
+	StallNs    uint64                  `json:"stall_ns"`
+	Stalls     map[string]CauseSummary `json:"stalls"`
+	Migrations Migrations              `json:"migrations"`
+}
+
+// Summary combines the kernel's exact aggregates with the names and exits
+// the event stream saw.
+type Summary struct {
+	Threads    []ThreadSummary
+	Processes  []ProcessSummary
+	System     stall.SystemStats
+	Lost       uint64
+	LostPerCPU []uint64
+}
+
+// Summarize builds the final summary from a kernel snapshot. Threads are
+// sorted by total stall time, then migrations, worst first.
+func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
+	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU}
+	procs := map[uint32]*ProcessSummary{}
+	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
+	for tid, th := range snap.Threads {
+		ts := ThreadSummary{PID: th.PID, TID: tid, Comm: th.Comm, Exited: a.exited[tid],
+			Stalls:     map[string]CauseSummary{},
+			Migrations: Migrations{Total: th.Migrations, CrossNode: th.CrossNodeMigrations}}
+		if n := a.names[tid]; n != "" {
+			ts.Comm = n
+		}
+		ph := procHists[th.PID]
+		if ph == nil {
+			ph = map[stall.Cause]*stall.Hist{}
+			procHists[th.PID] = ph
+		}
+		for c, h := range th.Hists {
+			ts.Stalls[c.String()] = summarize(h)
+			if c.Timed() {
+				ts.StallNs += h.TotalNs
+			}
+			if ph[c] == nil {
+				ph[c] = &stall.Hist{}
+			}
+			ph[c].Merge(h)
+		}
+		s.Threads = append(s.Threads, ts)
+
+		p := procs[th.PID]
+		if p == nil {
+			p = &ProcessSummary{PID: th.PID}
+			procs[th.PID] = p
+		}
+		p.Threads++
+		p.StallNs += ts.StallNs
+		p.Migrations.Total += th.Migrations
+		p.Migrations.CrossNode += th.CrossNodeMigrations
+		if tid == th.PID || p.Comm == "" {
+			p.Comm = ts.Comm
+		}
+	}
+	for pid, p := range procs {
+		p.Stalls = map[string]CauseSummary{}
+		for c, h := range procHists[pid] {
+			p.Stalls[c.String()] = summarize(h)
+		}
+		s.Processes = append(s.Processes, *p)
+	}
+	sort.Slice(s.Threads, func(i, j int) bool {
+		x, y := s.Threads[i], s.Threads[j]
+		if x.StallNs != y.StallNs {
+			return x.StallNs > y.StallNs
+		}
+		if x.Migrations.Total != y.Migrations.Total {
+			return x.Migrations.Total > y.Migrations.Total
+		}
+		return x.TID < y.TID
+	})
+	sort.Slice(s.Processes, func(i, j int) bool {
+		x, y := s.Processes[i], s.Processes[j]
+		if x.StallNs != y.StallNs {
+			return x.StallNs > y.StallNs
+		}
+		return x.PID < y.PID
+	})
+	return s
+}

@@ -1,0 +1,76 @@
+// Package aggregate turns a stream of stall events into per-window totals
+// and combines the kernel's exact per-thread histograms into summaries.
+// It is fed by any event source: the live tracer or a replay.
+package aggregate
+
+import (
+	"sort"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// CauseTotal is the stall count and time of one cause.
+type CauseTotal struct {
+	Count   uint64 `json:"count"`
+	TotalNs uint64 `json:"total_ns"`
+	MaxNs   uint64 `json:"max_ns"`
+}
+
+func (c *CauseTotal) add(dur uint64) {
+	c.Count++
+	c.TotalNs += dur
+	if dur > c.MaxNs {
+		c.MaxNs = dur
+	}
+}
+
+// ThreadWindow is one thread's stall time within a window.
+type ThreadWindow struct {
+	PID     uint32
+	TID     uint32
+	Comm    string
+	TotalNs uint64
+	ByCause [stall.NumCauses]CauseTotal
+}
+
+// Window holds the stalls that ended in [StartNs, EndNs) of CLOCK_MONOTONIC.
+type Window struct {
+	Index   uint64
+	StartNs uint64
+	EndNs   uint64
+	Causes  [stall.NumCauses]CauseTotal
+	Threads map[uint32]*ThreadWindow
+	// LostEvents is how many records the kernel dropped while this window
+	// was the newest one; set by whoever knows (the live loop).
+	LostEvents uint64
+}
+
+// TopThreads returns up to n threads by stall time, worst first.
+func (w *Window) TopThreads(n int) []*ThreadWindow {
+	out := make([]*ThreadWindow, 0, len(w.Threads))
+	for _, t := range w.Threads {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TotalNs != out[j].TotalNs {
+			return out[i].TotalNs > out[j].TotalNs
+		}
+		return out[i].TID < out[j].TID
+	})
+	if n >= 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+func (w *Window) add(ev *stall.Event) {
+	w.Causes[ev.Cause].add(ev.DurNs)
+	t := w.Threads[ev.TID]
+	if t == nil {
+		t = &ThreadWindow{PID: ev.PID, TID: ev.TID}
+		w.Threads[ev.TID] = t
+	}
+	t.Comm = ev.Comm
+	t.TotalNs += ev.DurNs
+	t.ByCause[ev.Cause].add(ev.DurNs)
+}

@@ -1,0 +1,86 @@
+package output
+
+import (
+	"github.com/numatrace/numatrace/internal/aggregate"
+)
+
+// ProbeResult is one probe's outcome, as the report shows it.
+type ProbeResult struct {
+	Name     string `json:"name"`
+	Attached bool   `json:"attached"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Report is everything the final summary shows.
+type Report struct {
+	Target     string // "system-wide", "pid 1234", ...
+	Kernel     string
+	DurationNs uint64
+	Probes     []ProbeResult
+	Summary    aggregate.Summary
+	Events     uint64 // events streamed
+	LateEvents uint64
+	Windows    uint64
+	Note       string // e.g. the target exited
+	// TopThreads limits the text report; JSON always lists every thread.
+	TopThreads int
+}
+
+type probesJSON struct {
+	Attached []string      `json:"attached"`
+	Failed   []ProbeResult `json:"failed"`
+}
+
+type systemJSON struct {
+	KswapdWakeups         uint64 `json:"kswapd_wakeups"`
+	KhugepagedCollapses   uint64 `json:"khugepaged_collapses"`
+	KhugepagedCollapsedOK uint64 `json:"khugepaged_collapsed_ok"`
+	KcompactdPasses       uint64 `json:"kcompactd_passes"`
+	KcompactdNs           uint64 `json:"kcompactd_ns"`
+	ProactivePasses       uint64 `json:"proactive_compaction_passes"`
+	ProactiveNs           uint64 `json:"proactive_compaction_ns"`
+	DirectCompactAttempts uint64 `json:"direct_compaction_attempts"`
+}
+
+type summaryJSON struct {
+	Type             string                     `json:"type"`
+	DurationNs       uint64                     `json:"duration_ns"`
+	LostEvents       uint64                     `json:"lost_events"`
+	LostEventsPerCPU []uint64                   `json:"lost_events_per_cpu"`
+	Target           string                     `json:"target"`
+	Kernel           string                     `json:"kernel"`
+	Events           uint64                     `json:"events"`
+	Windows          uint64                     `json:"windows"`
+	Probes           probesJSON                 `json:"probes"`
+	Threads          []aggregate.ThreadSummary  `json:"threads"`
+	Processes        []aggregate.ProcessSummary `json:"processes"`
+	System           systemJSON                 `json:"system"`
+	Note             string                     `json:"note,omitempty"`
+}
+
+func (r *Report) summaryLine() summaryJSON {
+	s := summaryJSON{Type: "summary", DurationNs: r.DurationNs, LostEvents: r.Summary.Lost,
+		LostEventsPerCPU: r.Summary.LostPerCPU, Target: r.Target, Kernel: r.Kernel,
+		Events: r.Events, Windows: r.Windows, Threads: r.Summary.Threads,
+		Processes: r.Summary.Processes, Note: r.Note,
+		Probes: probesJSON{Attached: []string{}, Failed: []ProbeResult{}}}
+	if s.Threads == nil {
+		s.Threads = []aggregate.ThreadSummary{}
+	}
+	if s.Processes == nil {
+		s.Processes = []aggregate.ProcessSummary{}
+	}
+	if s.LostEventsPerCPU == nil {
+		s.LostEventsPerCPU = []uint64{}
+	}
+	for _, p := range r.Probes {
+		if p.Attached {
+			s.Probes.Attached = append(s.Probes.Attached, p.Name)
+		} else {
+			s.Probes.Failed = append(s.Probes.Failed, p)
+		}
+	}
+	sys := r.Summary.System
+	s.System = systemJSON(sys)
+	return s
+}

@@ -1,0 +1,184 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Dur formats nanoseconds for people: 812ns, 16.4µs, 3.21ms, 1.50s.
+func Dur(ns uint64) string {
+	switch {
+	case ns < 1_000:
+		return fmt.Sprintf("%dns", ns)
+	case ns < 1_000_000:
+		return fmt.Sprintf("%.1fµs", float64(ns)/1e3)
+	case ns < 1_000_000_000:
+		return fmt.Sprintf("%.2fms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", float64(ns)/1e9)
+}
+
+// HistogramsShown is how many (thread, cause) histograms the text report draws.
+const HistogramsShown = 10
+
+// Text writes the human-readable report.
+func (r *Report) Text(w io.Writer) error {
+	attached := 0
+	var failed []string
+	for _, p := range r.Probes {
+		if p.Attached {
+			attached++
+		} else {
+			failed = append(failed, p.Name)
+		}
+	}
+	s := r.Summary
+	fmt.Fprintf(w, "numatrace: %s for %s on %s | probes %d/%d attached | events %d | lost events %d\n",
+		r.Target, time.Duration(r.DurationNs).Round(time.Millisecond), r.Kernel, attached, len(r.Probes), r.Events, s.Lost)
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "not attached: %s (see `numatrace probes`)\n", strings.Join(failed, ", "))
+	}
+	if s.Lost > 0 {
+		fmt.Fprintf(w, "WARNING: %d events were dropped by a full ring buffer; totals and histograms below are still exact\n", s.Lost)
+	}
+	fmt.Fprintln(w)
+	if len(s.Threads) == 0 {
+		fmt.Fprintln(w, "No stalls or migrations recorded.")
+	} else {
+		r.threadTable(w)
+		r.histograms(w)
+	}
+	r.system(w)
+	if r.Note != "" {
+		fmt.Fprintf(w, "\nnote: %s\n", r.Note)
+	}
+	return nil
+}
+
+func (r *Report) threadTable(w io.Writer) {
+	threads := r.Summary.Threads
+	top := r.TopThreads
+	if top <= 0 {
+		top = 20
+	}
+	if len(threads) > top {
+		fmt.Fprintf(w, "THREADS (top %d of %d by stall time)\n", top, len(threads))
+		threads = threads[:top]
+	} else {
+		fmt.Fprintf(w, "THREADS (%d)\n", len(threads))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "PID\tTID\tCOMM\tCAUSE\tCOUNT\tTOTAL\tMAX\tP50\tP99\tMIGRATIONS\tCROSS-NODE\t")
+	for _, t := range threads {
+		comm := t.Comm
+		if t.Exited {
+			comm += "*"
+		}
+		first := true
+		row := func(cause string, c *aggregate.CauseSummary) {
+			pid, tid, name, mig, cross := "", "", "", "", ""
+			if first {
+				pid, tid, name = fmt.Sprint(t.PID), fmt.Sprint(t.TID), comm
+				mig, cross = fmt.Sprint(t.Migrations.Total), fmt.Sprint(t.Migrations.CrossNode)
+				first = false
+			}
+			if c == nil {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t\t\t\t\t\t%s\t%s\t\n", pid, tid, name, mig, cross)
+				return
+			}
+			if cause == stall.NUMATaskMove.String() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t-\t-\t-\t-\t%s\t%s\t\n", pid, tid, name, cause, c.Count, mig, cross)
+				return
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", pid, tid, name, cause, c.Count,
+				Dur(c.TotalNs), Dur(c.MaxNs), Dur(c.P50Ns), Dur(c.P99Ns), mig, cross)
+		}
+		for _, c := range stall.AllCauses() {
+			if cs, ok := t.Stalls[c.String()]; ok {
+				row(c.String(), &cs)
+			}
+		}
+		if first {
+			row("", nil)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(* = thread exited)")
+}
+
+type histRef struct {
+	t     aggregate.ThreadSummary
+	cause string
+	cs    aggregate.CauseSummary
+}
+
+func (r *Report) histograms(w io.Writer) {
+	var refs []histRef
+	for _, t := range r.Summary.Threads {
+		for name, cs := range t.Stalls {
+			if cs.Hist == nil || cs.TotalNs == 0 {
+				continue
+			}
+			refs = append(refs, histRef{t, name, cs})
+		}
+	}
+	sort.Slice(refs, func(i, j int) bool {
+		if refs[i].cs.TotalNs != refs[j].cs.TotalNs {
+			return refs[i].cs.TotalNs > refs[j].cs.TotalNs
+		}
+		return refs[i].t.TID < refs[j].t.TID
+	})
+	if len(refs) > HistogramsShown {
+		refs = refs[:HistogramsShown]
+	}
+	for _, ref := range refs {
+		fmt.Fprintf(w, "\n%s of tid %d (%s): %d stalls, total %s\n", ref.cause, ref.t.TID, ref.t.Comm,
+			ref.cs.Count, Dur(ref.cs.TotalNs))
+		WriteHist(w, ref.cs.Hist)
+	}
+}
+
+// WriteHist draws a log2 histogram, one bar per non-empty bucket range.
+func WriteHist(w io.Writer, h *stall.Hist) {
+	lo, hi := -1, -1
+	var peak uint64
+	for i, c := range h.Slots {
+		if c == 0 {
+			continue
+		}
+		if lo < 0 {
+			lo = i
+		}
+		hi = i
+		if c > peak {
+			peak = c
+		}
+	}
+	if lo < 0 {
+		return
+	}
+	const width = 40
+	fmt.Fprintf(w, "  %21s : %-8s %s\n", "duration", "count", "distribution")
+	for i := lo; i <= hi; i++ {
+		a, b := stall.SlotRange(i)
+		c := h.Slots[i]
+		bar := int((c*width + peak - 1) / peak)
+		fmt.Fprintf(w, "  %9s -> %-8s : %-8d |%-*s|\n", Dur(a), Dur(b), c, width, strings.Repeat("*", bar))
+	}
+}
+
+func (r *Report) system(w io.Writer) {
+	s := r.Summary.System
+	fmt.Fprintln(w, "\nSYSTEM-WIDE (never charged to a thread)")
+	fmt.Fprintf(w, "  kswapd wakeups %d | khugepaged collapses %d (%d succeeded)\n",
+		s.KswapdWakeups, s.KhugepagedCollapses, s.KhugepagedCollapsedOK)
+	fmt.Fprintf(w, "  kcompactd passes %d (%s) | proactive/sysctl compaction passes %d (%s) | direct compaction attempts %d\n",
+		s.KcompactdPasses, Dur(s.KcompactdNs), s.ProactivePasses, Dur(s.ProactiveNs), s.DirectCompactAttempts)
+}

@@ -1,0 +1,224 @@
+// Package target resolves what numatrace was asked to trace (a process, a
+// thread, a cgroup or the whole system) and notices when it goes away.
+package target
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kind of target.
+type Kind int
+
+const (
+	System Kind = iota
+	Process
+	Thread
+	Cgroup
+)
+
+// Target is one resolved target.
+type Target struct {
+	Kind Kind
+	ID   uint32 // Process: pid; Thread: tid
+	Path string // Cgroup: absolute directory
+	Comm string
+	proc string // procfs root, "/proc" outside tests
+}
+
+// ErrNotFound means the named process, thread or cgroup does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Resolve checks that the target exists. At most one of pid, tid and
+// cgroup may be set; none means system-wide. cgroupRoot is where relative
+// cgroup paths are looked up (normally /sys/fs/cgroup).
+func Resolve(procRoot, cgroupRoot string, pid, tid int, cgroup string) (*Target, error) {
+	set := 0
+	for _, b := range []bool{pid != 0, tid != 0, cgroup != ""} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		return nil, errors.New("give at most one of --pid, --tid and --cgroup")
+	}
+	t := &Target{proc: procRoot}
+	switch {
+	case pid != 0:
+		if pid < 0 {
+			return nil, fmt.Errorf("invalid pid %d", pid)
+		}
+		t.Kind, t.ID = Process, uint32(pid)
+		tgid, err := readTgid(filepath.Join(procRoot, strconv.Itoa(pid), "status"))
+		if err != nil {
+			return nil, fmt.Errorf("no process with pid %d: %w", pid, ErrNotFound)
+		}
+		if tgid != pid {
+			return nil, fmt.Errorf("%d is a thread of process %d; use --tid %d or --pid %d", pid, tgid, pid, tgid)
+		}
+		t.Comm = readComm(filepath.Join(procRoot, strconv.Itoa(pid), "comm"))
+	case tid != 0:
+		if tid < 0 {
+			return nil, fmt.Errorf("invalid tid %d", tid)
+		}
+		t.Kind, t.ID = Thread, uint32(tid)
+		if _, err := readTgid(filepath.Join(procRoot, strconv.Itoa(tid), "status")); err != nil {
+			return nil, fmt.Errorf("no thread with tid %d: %w", tid, ErrNotFound)
+		}
+		t.Comm = readComm(filepath.Join(procRoot, strconv.Itoa(tid), "comm"))
+	case cgroup != "":
+		p := cgroup
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cgroupRoot, p)
+		}
+		st, err := os.Stat(filepath.Join(p, "cgroup.procs"))
+		if err != nil || st.IsDir() {
+			return nil, fmt.Errorf("no cgroup at %s: %w", p, ErrNotFound)
+		}
+		t.Kind, t.Path = Cgroup, filepath.Clean(p)
+	}
+	return t, nil
+}
+
+// String describes the target for reports.
+func (t *Target) String() string {
+	switch t.Kind {
+	case Process:
+		return fmt.Sprintf("pid %d (%s)", t.ID, t.Comm)
+	case Thread:
+		return fmt.Sprintf("tid %d (%s)", t.ID, t.Comm)
+	case Cgroup:
+		return "cgroup " + t.Path
+	}
+	return "system-wide"
+}
+
+func readTgid(status string) (int, error) {
+	f, err := os.Open(status)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Tgid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("%s: no Tgid line", status)
+}
+
+func readComm(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// CgroupPIDs lists the processes in the cgroup and all its descendants.
+func (t *Target) CgroupPIDs() ([]uint32, error) {
+	var out []uint32
+	err := filepath.WalkDir(t.Path, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == t.Path {
+				return err
+			}
+			return nil // a child cgroup vanished while walking
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.ParseUint(f, 10, 32); err == nil {
+				out = append(out, uint32(n))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read cgroup %s: %w", t.Path, err)
+	}
+	return out, nil
+}
+
+// WaitGone returns a channel closed when the target no longer exists: a
+// process when all its threads have exited, a thread when it has exited, a
+// cgroup when its directory is removed. A system-wide target never goes,
+// and after ctx ends the channel is never closed.
+func (t *Target) WaitGone(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	if t.Kind == System {
+		return done
+	}
+	go func() {
+		if t.waitGone(ctx) {
+			close(done)
+		}
+	}()
+	return done
+}
+
+// waitGone blocks until the target is gone (true) or ctx ends (false).
+func (t *Target) waitGone(ctx context.Context) bool {
+	if t.Kind == Process {
+		// A pidfd becomes readable when the whole thread group has exited.
+		if fd, err := unix.PidfdOpen(int(t.ID), 0); err == nil {
+			defer unix.Close(fd)
+			for ctx.Err() == nil {
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				if n, err := unix.Poll(fds, 200); err == nil && n > 0 {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !t.exists() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+func (t *Target) exists() bool {
+	switch t.Kind {
+	case Thread, Process:
+		b, err := os.ReadFile(filepath.Join(t.proc, strconv.Itoa(int(t.ID)), "stat"))
+		if err != nil {
+			return false
+		}
+		// state is the field after the ")" closing comm.
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+			st := s[i+2]
+			return st != 'Z' && st != 'X'
+		}
+		return true
+	case Cgroup:
+		_, err := os.Stat(t.Path)
+		return err == nil
+	}
+	return true
+}
