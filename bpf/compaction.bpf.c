@@ -99,9 +99,12 @@ SEC("raw_tp/mm_compaction_end")
 int compact_pass_end_cc(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct compact_control *cc = (void *)ctx->args[0];
-	int direct = BPF_CORE_READ(cc, direct_compaction) ? 1 : 0;
+	bool direct;
 
-	return compact_pass_end(direct, ctx->args[4]);
+	/* An unreadable cc leaves the attempt heuristic to decide. */
+	if (bpf_core_read(&direct, sizeof(direct), &cc->direct_compaction))
+		return compact_pass_end(-1, ctx->args[4]);
+	return compact_pass_end(direct ? 1 : 0, ctx->args[4]);
 }
 
 /* mm_compaction_end(unsigned long zone_start, unsigned long migrate_pfn,

@@ -1,0 +1,46 @@
+# numatrace: see README.md. `make` builds, `make test` is what CI runs.
+GO ?= go
+BIN := numatrace
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GOTEST_FLAGS ?= -count=1 -p 1 -timeout 20m
+
+.PHONY: all build deps generate check-generated vmlinux lint test test-unit bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/numatrace
+
+deps:
+	./scripts/install-deps.sh
+
+# Rebuild the BPF objects and their Go bindings (needs clang and llvm-strip).
+generate:
+	$(GO) generate ./internal/tracer
+
+# CI: the committed objects must be exactly what the sources produce.
+check-generated: generate
+	@git add -N internal/tracer 2>/dev/null || true
+	@git diff --exit-code --stat -- internal/tracer || \
+		(echo "generated BPF objects are stale: run 'make generate' and commit" >&2; exit 1)
+
+# Regenerate headers/vmlinux.h from the running kernel's BTF.
+vmlinux:
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > headers/vmlinux.h
+
+lint:
+	@test -z "$$(gofmt -l .)" || (echo "gofmt needed on:"; gofmt -l .; exit 1)
+	$(GO) vet ./...
+
+test-unit:
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+# Everything CI checks. Privileged tests fail, not skip, when CI=true.
+test: deps check-generated lint build
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+bench: deps build
+	./bench/run.sh
+
+clean:
+	rm -f $(BIN)

@@ -1,0 +1,36 @@
+// Package testutil holds helpers shared by numatrace's tests.
+package testutil
+
+import (
+	"os"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI (CI=true), where a missing
+// privilege or kernel feature is a failure rather than a skip.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// RequireRoot skips the test when not root, except in CI, where it fails.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if InCI() {
+		t.Fatal("this test needs root and CI=true: run the suite as root")
+	}
+	t.Skip("needs root (set CI=true to make this a failure)")
+}
+
+// RequireFeature skips when the kernel lacks something the test needs,
+// with the reason; in CI it fails, since CI's kernel is known to have it.
+func RequireFeature(t testing.TB, ok bool, reason string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if InCI() {
+		t.Fatalf("kernel feature missing in CI: %s", reason)
+	}
+	t.Skip(reason)
+}

@@ -1,0 +1,250 @@
+package tracer
+
+// These tests drive the BPF handlers directly with BPF_PROG_TEST_RUN on
+// their raw_tp programs: the stalls this one-node machine cannot produce
+// (direct and node reclaim, direct compaction, NUMA migration and task
+// moves) still go through the exact programs the tool attaches.
+
+import (
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/testutil"
+	"github.com/numatrace/numatrace/internal/topology"
+)
+
+const gfpKernel = 0xcc0
+
+func twoNodes() *topology.Topology {
+	return &topology.Topology{Nodes: []int{0, 1}, CPUNode: map[int]int{0: 0, 1: 1}, NodeMem: map[int]uint64{}}
+}
+
+func TestDirectReclaimHandler(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	run(t, tr, "direct_reclaim_begin", 3, gfpKernel)
+	time.Sleep(2 * time.Millisecond)
+	run(t, tr, "direct_reclaim_end", 42)
+
+	evs := only(t, drain(t, tr, 300*time.Millisecond), stall.DirectReclaim)
+	if len(evs) != 1 {
+		t.Fatalf("got %d direct_reclaim events, want 1", len(evs))
+	}
+	e := evs[0]
+	if e.TID != tid || e.Order != 3 || e.GFP != gfpKernel || e.Pages != 42 {
+		t.Errorf("event %+v: want tid %d order 3 gfp %#x pages 42", e, tid, gfpKernel)
+	}
+	if e.DurNs < uint64(2*time.Millisecond) || e.DurNs > uint64(time.Second) {
+		t.Errorf("duration %d ns, want >= 2ms", e.DurNs)
+	}
+	h := threadHist(t, tr, tid, stall.DirectReclaim)
+	if h.Count != 1 || h.TotalNs != e.DurNs || h.MaxNs != e.DurNs || h.Slots[stall.SlotOf(e.DurNs)] != 1 {
+		t.Errorf("histogram %+v does not hold exactly the one stall of %d ns", h, e.DurNs)
+	}
+}
+
+func TestEndWithoutBeginIsIgnored(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	run(t, tr, "memcg_reclaim_end", 5)
+	if evs := only(t, drain(t, tr, 100*time.Millisecond), stall.MemcgReclaim); len(evs) != 0 {
+		t.Fatalf("an end without a begin produced %d events", len(evs))
+	}
+	if h := threadHist(t, tr, tid, stall.MemcgReclaim); h.Count != 0 {
+		t.Fatalf("an end without a begin counted %d stalls", h.Count)
+	}
+}
+
+func TestNestedSoftlimitInsideDirectReclaim(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	// Soft-limit reclaim runs inside global reclaim; the two must not clobber.
+	run(t, tr, "direct_reclaim_begin", 0, gfpKernel)
+	run(t, tr, "memcg_softlimit_begin", 0, gfpKernel)
+	time.Sleep(time.Millisecond)
+	run(t, tr, "memcg_softlimit_end", 9)
+	run(t, tr, "direct_reclaim_end", 10)
+
+	evs := drain(t, tr, 300*time.Millisecond)
+	dr, mr := only(t, evs, stall.DirectReclaim), only(t, evs, stall.MemcgReclaim)
+	if len(dr) != 1 || len(mr) != 1 {
+		t.Fatalf("got %d direct and %d memcg events, want 1 and 1", len(dr), len(mr))
+	}
+	if !mr[0].SoftLimit || mr[0].Pages != 9 || dr[0].Pages != 10 {
+		t.Errorf("softlimit %+v direct %+v", mr[0], dr[0])
+	}
+	if dr[0].DurNs < mr[0].DurNs {
+		t.Errorf("outer stall %d shorter than the nested one %d", dr[0].DurNs, mr[0].DurNs)
+	}
+}
+
+func TestNodeReclaimHandler(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	run(t, tr, "node_reclaim_begin", 1, 2, gfpKernel) // nid, order, gfp
+	run(t, tr, "node_reclaim_end", 7)
+	evs := only(t, drain(t, tr, 300*time.Millisecond), stall.NodeReclaim)
+	if len(evs) != 1 || evs[0].Node != 1 || evs[0].Order != 2 || evs[0].Pages != 7 {
+		t.Fatalf("node_reclaim events %+v, want one on node 1, order 2, 7 pages", evs)
+	}
+}
+
+func TestDirectCompactionHandler(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	success := enumValue(t, "compact_result", "COMPACT_SUCCESS")
+	complete := enumValue(t, "compact_result", "COMPACT_COMPLETE")
+	before, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// One attempt with two zone passes: the slices add up to the attempt.
+	start := time.Now()
+	run(t, tr, "compact_attempt", 9, gfpKernel, 1) // order, gfp, prio
+	time.Sleep(time.Millisecond)
+	run(t, tr, "compact_pass_begin")
+	run(t, tr, "compact_pass_end_cc", 0, 0, 0, 1, complete)
+	run(t, tr, "compact_pass_begin")
+	time.Sleep(time.Millisecond)
+	run(t, tr, "compact_pass_end_cc", 0, 0, 0, 1, success)
+	elapsed := uint64(time.Since(start))
+
+	evs := only(t, drain(t, tr, 300*time.Millisecond), stall.Compaction)
+	if len(evs) != 2 {
+		t.Fatalf("got %d compaction events, want 2 (one per zone pass)", len(evs))
+	}
+	if evs[0].Status != "complete" || evs[1].Status != "success" || evs[0].Order != 9 {
+		t.Errorf("events %+v", evs)
+	}
+	sum := evs[0].DurNs + evs[1].DurNs
+	if sum < uint64(2*time.Millisecond) || sum > elapsed {
+		t.Errorf("slices add to %d ns; the attempt took %d ns and slept 2ms", sum, elapsed)
+	}
+	after, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.System.DirectCompactAttempts-before.System.DirectCompactAttempts < 1 {
+		t.Error("direct compaction attempt not counted system-wide")
+	}
+}
+
+func TestCompactionOutsideAllocationIsNotCharged(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	before, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pass with no try_to_compact_pages before it: sysctl or proactive.
+	run(t, tr, "compact_pass_begin")
+	run(t, tr, "compact_pass_end_cc", 0, 0, 0, 1, 5)
+	after, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.System.ProactivePasses - before.System.ProactivePasses; got < 1 {
+		t.Errorf("proactive passes grew by %d, want >= 1", got)
+	}
+	if h := threadHist(t, tr, tid, stall.Compaction); h.Count != 0 {
+		t.Errorf("a pass outside an allocation was charged to the thread: %+v", h)
+	}
+}
+
+func TestNUMAMigrationHandler(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	misplaced := enumValue(t, "migrate_reason", "MR_NUMA_MISPLACED")
+	async := enumValue(t, "migrate_mode", "MIGRATE_ASYNC")
+	run(t, tr, "migrate_start", async, misplaced)
+	time.Sleep(time.Millisecond)
+	// This kernel's mm_migrate_pages has 8 arguments: reason is the 8th.
+	run(t, tr, "migrate_end_r7", 512, 3, 0, 0, 0, 0, async, misplaced)
+	evs := only(t, drain(t, tr, 300*time.Millisecond), stall.NUMAMigration)
+	if len(evs) != 1 {
+		t.Fatalf("got %d numa_migration events, want 1", len(evs))
+	}
+	if e := evs[0]; e.Pages != 512 || e.Reason != "numa_misplaced" || e.Mode != "async" || e.DurNs < uint64(time.Millisecond) {
+		t.Errorf("event %+v", e)
+	}
+}
+
+func TestNUMATaskMoveHandlers(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, twoNodes())
+	// A NULL task is the current one (the kernel moves current on a fault).
+	run(t, tr, "numa_move_task", 0, 0, 1)
+	run(t, tr, "numa_swap_task", 0, 1, 0, 0)
+	run(t, tr, "numa_stick_task", 0, 0, 0, ^uint64(0)) // dst_cpu -1: no target
+	evs := only(t, drain(t, tr, 300*time.Millisecond), stall.NUMATaskMove)
+	if len(evs) != 3 {
+		t.Fatalf("got %d numa_task_move events, want 3: %+v", len(evs), evs)
+	}
+	move, swap, stick := evs[0], evs[1], evs[2]
+	if move.TID != tid || move.Node != 0 || move.DstNode != 1 || move.Swap || move.Stick {
+		t.Errorf("move %+v: want tid %d node 0 -> 1", move, tid)
+	}
+	if !swap.Swap || swap.Node != 1 || swap.DstNode != 0 {
+		t.Errorf("swap %+v: want node 1 -> 0", swap)
+	}
+	if !stick.Stick || stick.DstNode != -1 {
+		t.Errorf("stick %+v: want a failed move with no destination", stick)
+	}
+	if h := threadHist(t, tr, tid, stall.NUMATaskMove); h.Count != 3 || h.TotalNs != 0 {
+		t.Errorf("histogram %+v: want 3 moves, no time", h)
+	}
+}
+
+func TestMmapLockHandler(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	run(t, tr, "mmap_lock_start", 0, 1)
+	time.Sleep(time.Millisecond)
+	run(t, tr, "mmap_lock_acquired_w1", 0, 1, 1)
+	// The thread's own real mmap_lock traffic shows up too; ours is the
+	// only one that waited a millisecond.
+	var long []stall.Event
+	for _, e := range only(t, drain(t, tr, 300*time.Millisecond), stall.MmapLock) {
+		if e.DurNs >= uint64(time.Millisecond) {
+			long = append(long, e)
+		}
+	}
+	if len(long) != 1 || !long[0].Write || !long[0].Acquired || long[0].TID != tid {
+		t.Fatalf("mmap_lock events of >= 1ms: %+v, want one write acquisition", long)
+	}
+}
+
+func TestFilterDropsOtherThreads(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid+1_000_000, nil) // some other thread
+	run(t, tr, "direct_reclaim_begin", 0, gfpKernel)
+	run(t, tr, "direct_reclaim_end", 1)
+	if evs := only(t, drain(t, tr, 100*time.Millisecond), stall.DirectReclaim); len(evs) != 0 {
+		t.Fatalf("filtered thread produced %d events", len(evs))
+	}
+}
+
+func TestMinEventKeepsHistogramExact(t *testing.T) {
+	tid := lockedThread(t)
+	testutil.RequireRoot(t)
+	topo, _ := topology.Read("/sys")
+	cfg := Config{Filter: FilterTID, TID: tid, Topology: topo}
+	cfg.MinEventNs[stall.DirectReclaim] = uint64(time.Hour)
+	tr, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for i := 0; i < 5; i++ {
+		run(t, tr, "direct_reclaim_begin", 0, gfpKernel)
+		run(t, tr, "direct_reclaim_end", 1)
+	}
+	if evs := only(t, drain(t, tr, 100*time.Millisecond), stall.DirectReclaim); len(evs) != 0 {
+		t.Fatalf("stalls below --min-event were streamed: %d", len(evs))
+	}
+	if h := threadHist(t, tr, tid, stall.DirectReclaim); h.Count != 5 {
+		t.Fatalf("histogram count %d, want 5", h.Count)
+	}
+}

@@ -1,0 +1,150 @@
+package tracer
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/testutil"
+	"github.com/numatrace/numatrace/internal/topology"
+)
+
+// program returns a loaded program by name, so tests can drive a handler
+// with BPF_PROG_TEST_RUN.
+func (t *Tracer) program(name string) *ebpf.Program {
+	for _, c := range t.colls {
+		if p, ok := c.Programs[name]; ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// lockedThread pins the test goroutine to its OS thread and returns its tid.
+func lockedThread(t *testing.T) uint32 {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	return uint32(unix.Gettid())
+}
+
+// openForThread loads every probe, tracing only tid.
+func openForThread(t *testing.T, tid uint32, topo *topology.Topology) *Tracer {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if topo == nil {
+		var err error
+		if topo, err = topology.Read("/sys"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo})
+	if err != nil {
+		t.Fatalf("open tracer: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return tr
+}
+
+// run drives one raw_tp program on the calling thread with these arguments.
+func run(t *testing.T, tr *Tracer, prog string, args ...uint64) {
+	t.Helper()
+	p := tr.program(prog)
+	if p == nil {
+		t.Fatalf("program %s not loaded", prog)
+	}
+	if len(args) == 0 {
+		args = []uint64{0}
+	}
+	if _, err := p.Run(&ebpf.RunOptions{Context: args}); err != nil {
+		t.Fatalf("test-run %s: %v", prog, err)
+	}
+}
+
+// drain reads every record available within wait.
+func drain(t *testing.T, tr *Tracer, wait time.Duration) []stall.Event {
+	t.Helper()
+	rd, err := tr.NewReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var out []stall.Event
+	rd.SetDeadline(time.Now().Add(wait))
+	var rec ringbuf.Record
+	for {
+		err := rd.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		ev, err := tr.Decoder().Decode(rec.RawSample)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		out = append(out, ev)
+	}
+}
+
+func only(t *testing.T, evs []stall.Event, c stall.Cause) []stall.Event {
+	t.Helper()
+	var out []stall.Event
+	for _, e := range evs {
+		if e.Kind == stall.KindStall && e.Cause == c {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func threadHist(t *testing.T, tr *Tracer, tid uint32, c stall.Cause) *stall.Hist {
+	t.Helper()
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := snap.Threads[tid]
+	if th == nil || th.Hists[c] == nil {
+		return &stall.Hist{}
+	}
+	return th.Hists[c]
+}
+
+// enumValue reads a kernel enum constant from BTF.
+func enumValue(t *testing.T, enum, name string) uint64 {
+	t.Helper()
+	spec, err := loadKernelBTF("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, n := range enumNames(spec, enum, "") {
+		if n == lower(name) {
+			return uint64(v)
+		}
+	}
+	t.Fatalf("enum %s has no %s", enum, name)
+	return 0
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 32
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,21 @@
+#!/bin/bash
+# Installs what building, generating and testing numatrace needs on a fresh
+# Debian machine. Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have clang || need+=(clang)
+have llvm-strip || need+=(llvm)
+have bpftool || need+=(bpftool)
+have bpftrace || need+=(bpftrace)
+have stress-ng || need+=(stress-ng)
+have jq || need+=(jq)
+have gcc || need+=(gcc)
+
+if ((${#need[@]})); then
+	echo "install-deps: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
