@@ -4,15 +4,11 @@ package tracer
 // workload's own thread ids and, where one exists, the kernel's counters.
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -90,130 +86,16 @@ func TestTaskMigrationSameNodeIsNotCrossNode(t *testing.T) {
 	}
 }
 
-// memcgChild starts `cat FILE > /dev/null` inside a 64 MiB memory cgroup,
-// held at a gate until release is called. KERNEL.md: about 166 reclaims.
-type memcgChild struct {
-	cmd      *exec.Cmd
-	gate     *os.File
-	cgroupID uint64
-}
-
-const memcgV1 = "/sys/fs/cgroup/memory"
-
-func bigFile(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(os.TempDir(), "numatrace-400m")
-	if st, err := os.Stat(path); err == nil && st.Size() == 400<<20 {
-		return path
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	for i := 0; i < 400; i++ {
-		if _, err := f.Write(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func startMemcgChild(t *testing.T, name string) *memcgChild {
-	t.Helper()
-	testutil.RequireRoot(t)
-	_, err := os.Stat(filepath.Join(memcgV1, "memory.limit_in_bytes"))
-	testutil.RequireFeature(t, err == nil, "needs the cgroup v1 memory controller at "+memcgV1)
-	file := bigFile(t)
-	cg := filepath.Join(memcgV1, name)
-	if err := os.Mkdir(cg, 0o755); err != nil && !os.IsExist(err) {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte(strconv.Itoa(64<<20)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(cg, &st); err != nil {
-		t.Fatal(err)
-	}
-	dropCaches(t)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The shell joins the cgroup, waits at the gate, then becomes cat.
-	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && read x && exec cat %s > /dev/null", cg, file)
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Stdin = r
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	c := &memcgChild{cmd: cmd, gate: w, cgroupID: st.Ino}
-	t.Cleanup(func() {
-		c.gate.Close()
-		c.cmd.Process.Kill()
-		c.cmd.Wait()
-		for i := 0; i < 50; i++ {
-			if err := os.Remove(cg); err == nil || os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	waitInCgroup(t, cg, cmd.Process.Pid)
-	return c
-}
-
-func waitInCgroup(t *testing.T, cg string, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
-		for _, f := range strings.Fields(string(b)) {
-			if f == strconv.Itoa(pid) {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("pid %d never joined %s", pid, cg)
-}
-
-func (c *memcgChild) run(t *testing.T) {
-	t.Helper()
-	if _, err := c.gate.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("workload: %v", err)
-	}
-}
-
-func dropCaches(t *testing.T) {
-	t.Helper()
-	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o644); err != nil {
-		t.Fatalf("drop caches: %v", err)
-	}
-}
-
 func TestMemcgReclaimChargedToWorkloadThread(t *testing.T) {
-	child := startMemcgChild(t, "numatrace-test-tracer")
-	pid := uint32(child.cmd.Process.Pid)
+	child := testutil.StartMemcgWorkload(t, "numatrace-test-tracer", true)
+	pid := uint32(child.PID())
 	topo, _ := topology.Read("/sys")
 	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{pid}, Topology: topo})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	child.run(t)
+	child.Release(t)
 
 	evs := only(t, drain(t, tr, 500*time.Millisecond), stall.MemcgReclaim)
 	h := threadHist(t, tr, pid, stall.MemcgReclaim)
@@ -228,8 +110,8 @@ func TestMemcgReclaimChargedToWorkloadThread(t *testing.T) {
 		if e.TID != pid || e.PID != pid {
 			t.Fatalf("stall charged to %d/%d, want the workload %d", e.PID, e.TID, pid)
 		}
-		if e.CgroupID != child.cgroupID {
-			t.Fatalf("cgroup id %d, want %d (the memory cgroup's inode)", e.CgroupID, child.cgroupID)
+		if e.CgroupID != child.CgroupID {
+			t.Fatalf("cgroup id %d, want %d (the memory cgroup's inode)", e.CgroupID, child.CgroupID)
 		}
 		sum += e.DurNs
 	}

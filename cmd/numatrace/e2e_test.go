@@ -1,0 +1,410 @@
+package main
+
+// End-to-end tests of the built binary: real probes, real workloads, and
+// an independent bpftrace count of the same tracepoints.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/numatrace/numatrace/internal/testutil"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds numatrace once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "numatrace-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "numatrace")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// attachRun is a running `numatrace attach`.
+type attachRun struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	ready          string
+}
+
+func startAttach(t *testing.T, args ...string) *attachRun {
+	t.Helper()
+	testutil.RequireRoot(t)
+	r := &attachRun{ready: filepath.Join(t.TempDir(), "ready")}
+	args = append([]string{"attach", "--no-tui", "--ready-file", r.ready}, args...)
+	r.cmd = exec.Command(binary(t), args...)
+	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.cmd.Process.Kill(); r.cmd.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(r.ready); err == nil {
+			return r
+		}
+		if r.cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("numatrace never became ready; stderr: %s", r.stderr.String())
+	return nil
+}
+
+func (r *attachRun) wait(t *testing.T, limit time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("numatrace: %v; stderr: %s", err, r.stderr.String())
+		}
+	case <-time.After(limit):
+		r.cmd.Process.Kill()
+		t.Fatalf("numatrace did not exit within %s", limit)
+	}
+}
+
+type summaryLine struct {
+	Type       string `json:"type"`
+	DurationNs uint64 `json:"duration_ns"`
+	LostEvents uint64 `json:"lost_events"`
+	Note       string `json:"note"`
+	Threads    []struct {
+		PID    uint32 `json:"pid"`
+		TID    uint32 `json:"tid"`
+		Comm   string `json:"comm"`
+		Stalls map[string]struct {
+			Count   uint64 `json:"count"`
+			TotalNs uint64 `json:"total_ns"`
+			MaxNs   uint64 `json:"max_ns"`
+			P50Ns   uint64 `json:"p50_ns"`
+			P99Ns   uint64 `json:"p99_ns"`
+		} `json:"stalls"`
+		Migrations struct {
+			Total     uint64 `json:"total"`
+			CrossNode uint64 `json:"cross_node"`
+		} `json:"migrations"`
+	} `json:"threads"`
+}
+
+// parseNDJSON checks every line is JSON, that the summary is last, and
+// returns the stall lines and the summary.
+func parseNDJSON(t *testing.T, out []byte) ([]map[string]any, []map[string]any, summaryLine) {
+	t.Helper()
+	var stalls, windows []map[string]any
+	var sum summaryLine
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %d is not JSON: %q", i+1, line)
+		}
+		switch m["type"] {
+		case "stall":
+			stalls = append(stalls, m)
+		case "window":
+			windows = append(windows, m)
+		case "summary":
+			if i != len(lines)-1 {
+				t.Fatalf("summary on line %d of %d; it must be last", i+1, len(lines))
+			}
+			if err := json.Unmarshal([]byte(line), &sum); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("line %d has unknown type %v", i+1, m["type"])
+		}
+	}
+	if sum.Type != "summary" {
+		t.Fatal("no summary line")
+	}
+	return stalls, windows, sum
+}
+
+func mountTracefs(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/sys/kernel/tracing/events"); err == nil {
+		return
+	}
+	if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+		t.Fatalf("mount tracefs for bpftrace: %v", err)
+	}
+}
+
+// bpftraceMemcg counts memcg reclaim pairs of pid, as an independent check.
+const bpftraceMemcg = `
+tracepoint:vmscan:mm_vmscan_memcg_reclaim_begin,
+tracepoint:vmscan:mm_vmscan_memcg_softlimit_reclaim_begin
+/pid == %d/ { @s[tid] = nsecs; }
+tracepoint:vmscan:mm_vmscan_memcg_reclaim_end,
+tracepoint:vmscan:mm_vmscan_memcg_softlimit_reclaim_end
+/@s[tid]/ { @n = count(); @t = sum(nsecs - @s[tid]); delete(@s[tid]); }
+END { clear(@s); }
+`
+
+type bpftraceRun struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+}
+
+func startBpftrace(t *testing.T, script string) *bpftraceRun {
+	t.Helper()
+	_, err := exec.LookPath("bpftrace")
+	testutil.RequireFeature(t, err == nil, "bpftrace not installed (make deps installs it)")
+	mountTracefs(t)
+	b := &bpftraceRun{cmd: exec.Command("bpftrace", "-f", "json", "-e", script)}
+	pipe, err := b.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cmd.Stderr = os.Stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.cmd.Process.Kill(); b.cmd.Wait() })
+	attached := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.Contains(line, "attached_probes") {
+				once.Do(func() { close(attached) })
+			}
+			b.out.WriteString(line + "\n")
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(60 * time.Second):
+		t.Fatal("bpftrace did not attach")
+	}
+	return b
+}
+
+// stop ends bpftrace and returns its integer maps by name.
+func (b *bpftraceRun) stop(t *testing.T) map[string]float64 {
+	t.Helper()
+	b.cmd.Process.Signal(syscall.SIGINT)
+	b.cmd.Wait()
+	maps := map[string]float64{}
+	for _, line := range strings.Split(b.out.String(), "\n") {
+		var m struct {
+			Type string                     `json:"type"`
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Type != "map" {
+			continue
+		}
+		for k, v := range m.Data {
+			var n float64
+			if json.Unmarshal(v, &n) == nil {
+				maps[k] = n
+			}
+		}
+	}
+	return maps
+}
+
+// The issue's acceptance check: for a process doing memcg reclaim,
+// numatrace's count is within 2% and its total within 10% of bpftrace's.
+func TestAttachMemcgReclaimMatchesBpftrace(t *testing.T) {
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-pid", true)
+	pid := wl.PID()
+	bt := startBpftrace(t, fmt.Sprintf(bpftraceMemcg, pid))
+	nt := startAttach(t, "--pid", fmt.Sprint(pid), "--duration", "10s", "--json")
+	wl.Release(t)
+	nt.wait(t, 20*time.Second)
+	maps := bt.stop(t)
+
+	stalls, windows, sum := parseNDJSON(t, nt.stdout.Bytes())
+	var th *struct {
+		Count, TotalNs uint64
+	}
+	for _, tr := range sum.Threads {
+		if tr.TID == uint32(pid) {
+			s := tr.Stalls["memcg_reclaim"]
+			th = &struct{ Count, TotalNs uint64 }{s.Count, s.TotalNs}
+		}
+	}
+	if th == nil {
+		t.Fatalf("workload tid %d missing from the summary: %+v", pid, sum.Threads)
+	}
+	btCount, btTotal := maps["@n"], maps["@t"]
+	t.Logf("numatrace: %d stalls, %d ns; bpftrace: %.0f stalls, %.0f ns; %d stall lines, %d windows",
+		th.Count, th.TotalNs, btCount, btTotal, len(stalls), len(windows))
+	if btCount < 50 {
+		t.Fatalf("bpftrace saw only %.0f memcg reclaims; the workload did not reclaim", btCount)
+	}
+	if d := math.Abs(float64(th.Count)-btCount) / btCount; d > 0.02 {
+		t.Errorf("count %d vs bpftrace %.0f: %.1f%% apart, limit 2%%", th.Count, btCount, d*100)
+	}
+	if d := math.Abs(float64(th.TotalNs)-btTotal) / btTotal; d > 0.10 {
+		t.Errorf("total %d ns vs bpftrace %.0f ns: %.1f%% apart, limit 10%%", th.TotalNs, btTotal, d*100)
+	}
+	var memcgLines uint64
+	for _, s := range stalls {
+		if s["tid"].(float64) != float64(pid) {
+			t.Fatalf("stall line for another thread: %v", s)
+		}
+		if s["cause"] != "memcg_reclaim" {
+			continue // e.g. a long mmap_lock wait of the same thread
+		}
+		memcgLines++
+		if s["cgroup_id"].(float64) != float64(wl.CgroupID) {
+			t.Fatalf("stall line with cgroup_id %v, want %d: %v", s["cgroup_id"], wl.CgroupID, s)
+		}
+	}
+	if memcgLines != th.Count {
+		t.Errorf("%d memcg_reclaim lines but the summary counts %d", memcgLines, th.Count)
+	}
+	if len(windows) == 0 {
+		t.Error("no window lines")
+	}
+	if !strings.Contains(nt.stderr.String(), "exited") || !strings.Contains(sum.Note, "exited") {
+		t.Errorf("target exit not noted: stderr %q note %q", nt.stderr.String(), sum.Note)
+	}
+}
+
+// --cgroup follows a process forked inside the cgroup after attaching.
+func TestAttachCgroupFollowsForks(t *testing.T) {
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-cg", false)
+	nt := startAttach(t, "--cgroup", "memory/numatrace-e2e-cg", "--duration", "30s", "--json")
+	wl.Release(t)
+	nt.cmd.Process.Signal(os.Interrupt)
+	nt.wait(t, 20*time.Second)
+	_, _, sum := parseNDJSON(t, nt.stdout.Bytes())
+	for _, th := range sum.Threads {
+		if th.Comm == "cat" && int(th.PID) != wl.PID() && th.Stalls["memcg_reclaim"].Count >= 50 {
+			return
+		}
+	}
+	t.Fatalf("no forked cat with memcg reclaim in %+v", sum.Threads)
+}
+
+// Text mode prints the report on Ctrl-C and exits 0.
+func TestAttachTextReportOnInterrupt(t *testing.T) {
+	nt := startAttach(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	exec.CommandContext(ctx, "sh", "-c", "for i in 1 2 3; do taskset -c $((i%2)) true; done").Run()
+	nt.cmd.Process.Signal(os.Interrupt)
+	nt.wait(t, 15*time.Second)
+	out := nt.stdout.String()
+	for _, want := range []string{"numatrace: system-wide", "probes 12/12 attached", "lost events 0", "SYSTEM-WIDE"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestProbesAllAttachHere(t *testing.T) {
+	testutil.RequireRoot(t)
+	out, err := exec.Command(binary(t), "probes", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Probes []struct {
+			Name     string `json:"name"`
+			Attached bool   `json:"attached"`
+			Error    string `json:"error"`
+		} `json:"probes"`
+		Features []struct {
+			Name      string `json:"name"`
+			Available bool   `json:"available"`
+			Detail    string `json:"detail"`
+		} `json:"features"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim", "compaction",
+		"numa_migration", "numa_task_move", "task_migration", "mmap_lock", "kswapd_wakeup",
+		"khugepaged_collapse", "thread_exit", "cgroup_fork"}
+	if len(res.Probes) != len(want) {
+		t.Fatalf("%d probes listed, want %d", len(res.Probes), len(want))
+	}
+	for i, p := range res.Probes {
+		if p.Name != want[i] || !p.Attached {
+			t.Errorf("probe %d: %+v, want %s attached", i, p, want[i])
+		}
+	}
+	if len(res.Features) != 2 {
+		t.Fatalf("features %+v", res.Features)
+	}
+	for _, f := range res.Features {
+		if f.Detail == "" {
+			t.Errorf("feature %s has no detail", f.Name)
+		}
+	}
+}
+
+// Without privileges the tool says what it needs, in one line.
+func TestAttachWithoutPrivilegesSaysWhatIsNeeded(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := binary(t)
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "attach", "--no-tui", "--duration", "1s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1", err)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "CAP_BPF and CAP_PERFMON") {
+		t.Fatalf("message %q: want one line naming CAP_BPF and CAP_PERFMON", msg)
+	}
+}
+
+func TestAttachMissingPIDExits2(t *testing.T) {
+	cmd := exec.Command(binary(t), "attach", "--no-tui", "--pid", "2147483646")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2", err)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "2147483646") {
+		t.Fatalf("message %q: want one line naming the pid", msg)
+	}
+}

@@ -1,0 +1,142 @@
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// MemcgV1 is where this machine mounts the cgroup v1 memory controller.
+const MemcgV1 = "/sys/fs/cgroup/memory"
+
+// MemcgWorkload is a shell held at a gate inside a 64 MiB memory cgroup.
+// Released, it reads a 400 MiB file, which forces memcg reclaim (about
+// 166 reclaims on this machine kind, see shared/KERNEL.md).
+type MemcgWorkload struct {
+	Cmd      *exec.Cmd
+	Cgroup   string // absolute path of the cgroup directory
+	CgroupID uint64 // the directory's inode: the kernel's cgroup id
+	gate     *os.File
+}
+
+// PID is the shell's pid.
+func (w *MemcgWorkload) PID() int { return w.Cmd.Process.Pid }
+
+// BigFile returns a 400 MiB file in the temp dir, creating it once.
+func BigFile(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(os.TempDir(), "numatrace-400m")
+	if st, err := os.Stat(path); err == nil && st.Size() == 400<<20 {
+		return path
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for i := 0; i < 400; i++ {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// DropCaches empties the page cache so the next read must allocate.
+func DropCaches(t testing.TB) {
+	t.Helper()
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o644); err != nil {
+		t.Fatalf("drop caches: %v", err)
+	}
+}
+
+// StartMemcgWorkload creates cgroup name under the v1 memory controller and
+// starts the gated shell in it. With exec the shell becomes cat (same
+// pid); without, cat is a forked child. Cleanup kills it and removes the
+// cgroup.
+func StartMemcgWorkload(t testing.TB, name string, exec_ bool) *MemcgWorkload {
+	t.Helper()
+	RequireRoot(t)
+	_, err := os.Stat(filepath.Join(MemcgV1, "memory.limit_in_bytes"))
+	RequireFeature(t, err == nil, "needs the cgroup v1 memory controller at "+MemcgV1)
+	file := BigFile(t)
+	cg := filepath.Join(MemcgV1, name)
+	if err := os.Mkdir(cg, 0o755); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte(strconv.Itoa(64<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(cg, &st); err != nil {
+		t.Fatal(err)
+	}
+	DropCaches(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := "cat"
+	if exec_ {
+		run = "exec cat"
+	}
+	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && read x && %s %s > /dev/null", cg, run, file)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Stdin = r
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	wl := &MemcgWorkload{Cmd: cmd, Cgroup: cg, CgroupID: st.Ino, gate: w}
+	t.Cleanup(func() {
+		wl.gate.Close()
+		wl.Cmd.Process.Kill()
+		wl.Cmd.Wait()
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(cg); err == nil || os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			if f == strconv.Itoa(cmd.Process.Pid) {
+				return wl
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d never joined %s", cmd.Process.Pid, cg)
+	return nil
+}
+
+// Release opens the gate and waits for the workload to finish.
+func (w *MemcgWorkload) Release(t testing.TB) {
+	t.Helper()
+	if _, err := w.gate.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Cmd.Wait(); err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+}
