@@ -4,12 +4,18 @@ BIN := numatrace
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOTEST_FLAGS ?= -count=1 -p 1 -timeout 20m
 
-.PHONY: all build deps generate check-generated vmlinux lint test test-unit bench clean
+ARGS ?= --duration 10s
+
+.PHONY: all build run deps generate check-generated vmlinux lint test test-unit bench clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/numatrace
+
+# The main job: trace the whole machine (as root) and print the report.
+run: build
+	./$(BIN) attach --no-tui $(ARGS)
 
 deps:
 	./scripts/install-deps.sh

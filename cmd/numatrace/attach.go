@@ -228,7 +228,10 @@ func trace(tr *tracer.Tracer, tgt *target.Target, f *attachFlags, stdout, stderr
 loop:
 	for {
 		select {
-		case ev := <-events:
+		case ev, ok := <-events:
+			if !ok {
+				break loop // the reader stopped on its own
+			}
 			add(ev)
 		case <-tick.C:
 			if now := monotonicNs(); now > grace {

@@ -318,7 +318,7 @@ func TestAttachCgroupFollowsForks(t *testing.T) {
 
 // Text mode prints the report on Ctrl-C and exits 0.
 func TestAttachTextReportOnInterrupt(t *testing.T) {
-	nt := startAttach(t)
+	nt := startAttach(t, "--ringbuf-mib", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	exec.CommandContext(ctx, "sh", "-c", "for i in 1 2 3; do taskset -c $((i%2)) true; done").Run()

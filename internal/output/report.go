@@ -50,6 +50,7 @@ type summaryJSON struct {
 	Target           string                     `json:"target"`
 	Kernel           string                     `json:"kernel"`
 	Events           uint64                     `json:"events"`
+	LateEvents       uint64                     `json:"late_events"`
 	Windows          uint64                     `json:"windows"`
 	Probes           probesJSON                 `json:"probes"`
 	Threads          []aggregate.ThreadSummary  `json:"threads"`
@@ -61,7 +62,7 @@ type summaryJSON struct {
 func (r *Report) summaryLine() summaryJSON {
 	s := summaryJSON{Type: "summary", DurationNs: r.DurationNs, LostEvents: r.Summary.Lost,
 		LostEventsPerCPU: r.Summary.LostPerCPU, Target: r.Target, Kernel: r.Kernel,
-		Events: r.Events, Windows: r.Windows, Threads: r.Summary.Threads,
+		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
 		Processes: r.Summary.Processes, Note: r.Note,
 		Probes: probesJSON{Attached: []string{}, Failed: []ProbeResult{}}}
 	if s.Threads == nil {

@@ -17,9 +17,9 @@ func Dur(ns uint64) string {
 	switch {
 	case ns < 1_000:
 		return fmt.Sprintf("%dns", ns)
-	case ns < 1_000_000:
+	case ns < 999_950: // not "1000.0µs"
 		return fmt.Sprintf("%.1fµs", float64(ns)/1e3)
-	case ns < 1_000_000_000:
+	case ns < 999_995_000:
 		return fmt.Sprintf("%.2fms", float64(ns)/1e6)
 	}
 	return fmt.Sprintf("%.2fs", float64(ns)/1e9)
@@ -28,8 +28,30 @@ func Dur(ns uint64) string {
 // HistogramsShown is how many (thread, cause) histograms the text report draws.
 const HistogramsShown = 10
 
-// Text writes the human-readable report.
-func (r *Report) Text(w io.Writer) error {
+// errWriter remembers the first write error so the report can be written
+// without checking every Fprintf.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+// Text writes the human-readable report and returns the first write error.
+func (r *Report) Text(out io.Writer) error {
+	ew := &errWriter{w: out}
+	r.text(ew)
+	return ew.err
+}
+
+func (r *Report) text(w io.Writer) {
 	attached := 0
 	var failed []string
 	for _, p := range r.Probes {
@@ -52,6 +74,7 @@ func (r *Report) Text(w io.Writer) error {
 	if len(s.Threads) == 0 {
 		fmt.Fprintln(w, "No stalls or migrations recorded.")
 	} else {
+		r.processTable(w)
 		r.threadTable(w)
 		r.histograms(w)
 	}
@@ -59,7 +82,6 @@ func (r *Report) Text(w io.Writer) error {
 	if r.Note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", r.Note)
 	}
-	return nil
 }
 
 func (r *Report) threadTable(w io.Writer) {
@@ -113,6 +135,33 @@ func (r *Report) threadTable(w io.Writer) {
 	fmt.Fprintln(w, "(* = thread exited)")
 }
 
+// ProcessesShown is how many processes the text report lists.
+const ProcessesShown = 10
+
+func (r *Report) processTable(w io.Writer) {
+	procs := r.Summary.Processes
+	if len(procs) > ProcessesShown {
+		fmt.Fprintf(w, "PROCESSES (top %d of %d by stall time)\n", ProcessesShown, len(procs))
+		procs = procs[:ProcessesShown]
+	} else {
+		fmt.Fprintf(w, "PROCESSES (%d)\n", len(procs))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "PID\tCOMM\tTHREADS\tSTALL\tWORST CAUSE\tMIGRATIONS\tCROSS-NODE\t")
+	for _, p := range procs {
+		worst, worstNs := "-", uint64(0)
+		for _, c := range stall.AllCauses() {
+			if cs, ok := p.Stalls[c.String()]; ok && c.Timed() && cs.TotalNs > worstNs {
+				worst, worstNs = c.String(), cs.TotalNs
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t\n", p.PID, p.Comm, p.Threads, Dur(p.StallNs), worst,
+			p.Migrations.Total, p.Migrations.CrossNode)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
 type histRef struct {
 	t     aggregate.ThreadSummary
 	cause string
@@ -133,7 +182,10 @@ func (r *Report) histograms(w io.Writer) {
 		if refs[i].cs.TotalNs != refs[j].cs.TotalNs {
 			return refs[i].cs.TotalNs > refs[j].cs.TotalNs
 		}
-		return refs[i].t.TID < refs[j].t.TID
+		if refs[i].t.TID != refs[j].t.TID {
+			return refs[i].t.TID < refs[j].t.TID
+		}
+		return refs[i].cause < refs[j].cause
 	})
 	if len(refs) > HistogramsShown {
 		refs = refs[:HistogramsShown]

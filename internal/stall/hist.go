@@ -84,9 +84,12 @@ func (h *Hist) Quantile(q float64) uint64 {
 		}
 		if float64(seen+c) >= rank {
 			lo, hi := SlotRange(i)
+			if i == HistSlots-1 && h.MaxNs > hi {
+				hi = h.MaxNs // the last slot is open-ended
+			}
 			frac := (rank - float64(seen)) / float64(c)
 			v := uint64(float64(lo) + frac*float64(hi-lo))
-			if h.MaxNs > 0 && v > h.MaxNs {
+			if v > h.MaxNs {
 				v = h.MaxNs
 			}
 			return v

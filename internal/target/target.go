@@ -191,6 +191,9 @@ func (t *Target) waitGone(ctx context.Context) bool {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if ctx.Err() != nil {
+			return false
+		}
 		if !t.exists() {
 			return true
 		}

@@ -248,3 +248,38 @@ func TestMinEventKeepsHistogramExact(t *testing.T) {
 		t.Fatalf("histogram count %d, want 5", h.Count)
 	}
 }
+
+func TestLostEventsCountedAndTotalsStayExact(t *testing.T) {
+	tid := lockedThread(t)
+	testutil.RequireRoot(t)
+	topo, _ := topology.Read("/sys")
+	// One page of ring buffer holds a few dozen records; nobody reads it.
+	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo, RingBufBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	const stalls = 300
+	for i := 0; i < stalls; i++ {
+		run(t, tr, "direct_reclaim_begin", 0, gfpKernel)
+		run(t, tr, "direct_reclaim_end", 1)
+	}
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := uint64(len(drain(t, tr, 100*time.Millisecond)))
+	if snap.LostEvents == 0 || snap.LostEvents+streamed < stalls {
+		t.Fatalf("lost %d + streamed %d < %d stalls: drops went uncounted", snap.LostEvents, streamed, stalls)
+	}
+	var perCPU uint64
+	for _, n := range snap.LostPerCPU {
+		perCPU += n
+	}
+	if perCPU != snap.LostEvents {
+		t.Errorf("per-CPU losses add to %d, total %d", perCPU, snap.LostEvents)
+	}
+	if h := snap.Threads[tid].Hists[stall.DirectReclaim]; h == nil || h.Count != stalls {
+		t.Fatalf("histogram %+v: want exactly %d stalls despite the drops", h, stalls)
+	}
+}

@@ -120,7 +120,7 @@ func objectSpecs() (map[object]*ebpf.CollectionSpec, error) {
 // A probe that fails is recorded in Probes() and does not stop the others.
 // Open fails only if nothing useful can run: no BTF, no permission, or no
 // probe attached.
-func Open(cfg Config) (t *Tracer, err error) {
+func Open(cfg Config) (*Tracer, error) {
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
 	}
@@ -132,24 +132,27 @@ func Open(cfg Config) (t *Tracer, err error) {
 	// on older ones, and an error here is not fatal on newer ones.
 	_ = rlimit.RemoveMemlock()
 
-	t = &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), started: time.Now()}
-	defer func() {
-		if err != nil {
-			t.Close()
-			t = nil
-		}
-	}()
-
-	if err := t.createMaps(cfg); err != nil {
+	t := &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), started: time.Now()}
+	if err := t.load(cfg, kspec); err != nil {
+		t.Close()
 		return nil, err
+	}
+	return t, nil
+}
+
+// load creates the maps and loads every probe; Open closes what it made
+// if it fails.
+func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
+	if err := t.createMaps(cfg); err != nil {
+		return err
 	}
 	specs, err := objectSpecs()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for o, spec := range specs {
 		if err := configure(spec, cfg); err != nil {
-			return nil, fmt.Errorf("configure object %d: %w", o, err)
+			return fmt.Errorf("configure object %d: %w", o, err)
 		}
 	}
 	attached := 0
@@ -169,13 +172,17 @@ func Open(cfg Config) (t *Tracer, err error) {
 		if len(t.probes) > 0 {
 			first = t.probes[0].Name + ": " + t.probes[0].Error
 		}
-		return nil, fmt.Errorf("no probe could attach (%s)", first)
+		return fmt.Errorf("no probe could attach (%s)", first)
 	}
-	return t, nil
+	return nil
 }
 
-// configure sets the load-time constants the verifier will see.
+// configure sets the load-time constants the verifier will see, and the
+// ring buffer size, which must match the shared map it is replaced with.
 func configure(spec *ebpf.CollectionSpec, cfg Config) error {
+	if ev, ok := spec.Maps["events"]; ok && cfg.RingBufBytes > 0 {
+		ev.MaxEntries = uint32(cfg.RingBufBytes)
+	}
 	mode := typesFilterModeFILTER_NONE
 	switch cfg.Filter {
 	case FilterPIDs:

@@ -1,0 +1,295 @@
+package main
+
+// Unprivileged tests of the command line: every case here fails before
+// anything is loaded into the kernel.
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// runCLI runs the command in-process and returns its exit code and output.
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// oneErrorLine checks that stderr is exactly one "numatrace: ..." line and
+// returns it without the prefix.
+func oneErrorLine(t *testing.T, stderr string) string {
+	t.Helper()
+	if !strings.HasSuffix(stderr, "\n") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("stderr %q: want exactly one line", stderr)
+	}
+	msg, ok := strings.CutPrefix(strings.TrimSuffix(stderr, "\n"), "numatrace: ")
+	if !ok {
+		t.Fatalf("stderr %q does not start with %q", stderr, "numatrace: ")
+	}
+	return msg
+}
+
+// missingPID is above any pid_max the kernel allows (2^22), and above this
+// machine's, so no process has it.
+func missingPID(t *testing.T) string {
+	t.Helper()
+	pid := 1 << 22 * 2
+	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+		if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && max >= pid {
+			t.Fatalf("pid_max %d is above %d", max, pid)
+		}
+	}
+	return strconv.Itoa(pid)
+}
+
+func TestRunNoArgsPrintsUsage(t *testing.T) {
+	code, stdout, stderr := runCLI()
+	if code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	if stdout != "" || !strings.Contains(stderr, "usage:") || !strings.Contains(stderr, "numatrace attach") {
+		t.Errorf("stdout %q stderr %q", stdout, stderr)
+	}
+}
+
+func TestRunUnknownCommand(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"--pid", "1"}, {"Attach"}, {""}} {
+		code, stdout, stderr := runCLI(args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+		if stdout != "" {
+			t.Errorf("%q: stdout %q", args, stdout)
+		}
+		msg := oneErrorLine(t, stderr)
+		if !strings.Contains(msg, "unknown command") || !strings.Contains(msg, strconv.Quote(args[0])) {
+			t.Errorf("%q: message %q", args, msg)
+		}
+	}
+}
+
+func TestRunVersionAndHelp(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		code, stdout, stderr := runCLI(arg)
+		if code != 0 || stdout != "numatrace "+version+"\n" || stderr != "" {
+			t.Errorf("%s: exit %d stdout %q stderr %q", arg, code, stdout, stderr)
+		}
+	}
+	for _, arg := range []string{"help", "-h", "--help"} {
+		code, stdout, stderr := runCLI(arg)
+		if code != 0 || !strings.Contains(stdout, "usage:") || stderr != "" {
+			t.Errorf("%s: exit %d stdout %q stderr %q", arg, code, stdout, stderr)
+		}
+	}
+}
+
+func TestAttachHelpExits0(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		code, stdout, stderr := runCLI("attach", arg)
+		if code != 0 {
+			t.Errorf("attach %s: exit %d, want 0", arg, code)
+		}
+		if stderr != "" {
+			t.Errorf("attach %s: stderr %q", arg, stderr)
+		}
+		for _, want := range []string{"usage of numatrace attach:", "-pid", "-tid", "-cgroup", "-duration", "-min-event"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("attach %s: help lacks %q", arg, want)
+			}
+		}
+	}
+}
+
+func hasTarget(args []string) bool {
+	for _, a := range args {
+		for _, f := range []string{"--pid", "--tid", "--cgroup"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Bad input is exit 2 with one line on stderr and nothing on stdout.
+func TestAttachUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string // substrings of the message
+	}{
+		{[]string{"--duration=xyz"}, []string{"attach:", "duration", "xyz"}},
+		{[]string{"--duration", "-1s"}, []string{"--duration must not be negative"}},
+		{[]string{"--window", "0"}, []string{"--window must be positive"}},
+		{[]string{"--window=-1s"}, []string{"--window must be positive"}},
+		{[]string{"--no-such-flag"}, []string{"attach:", "no-such-flag"}},
+		{[]string{"--pid", "abc"}, []string{"attach:", "pid", "abc"}},
+		{[]string{"--pid"}, []string{"attach:", "pid"}},
+		{[]string{"--no-tui", "extra"}, []string{"unexpected argument \"extra\""}},
+		{[]string{"--ringbuf-mib", "3"}, []string{"--ringbuf-mib must be a power of two"}},
+		{[]string{"--ringbuf-mib", "0"}, []string{"--ringbuf-mib"}},
+		{[]string{"--ringbuf-mib", "2048"}, []string{"--ringbuf-mib"}},
+		{[]string{"--min-event", "bogus=1s"}, []string{"--min-event", "unknown cause \"bogus\""}},
+		{[]string{"--min-event", "x"}, []string{"--min-event", "bad duration"}},
+		{[]string{"--pid", "1", "--tid", "1"}, []string{"at most one of --pid, --tid and --cgroup"}},
+		{[]string{"--pid", "1", "--cgroup", "/"}, []string{"at most one of"}},
+		{[]string{"--pid=-3"}, []string{"invalid pid -3"}},
+		{[]string{"--tid=-3"}, []string{"invalid tid -3"}},
+		{[]string{"--cgroup", "no/such/numatrace-test.slice"}, []string{"no cgroup at /sys/fs/cgroup/no/such/numatrace-test.slice", "not found"}},
+	}
+	pid := missingPID(t)
+	for _, c := range cases {
+		args := append([]string{"attach"}, c.args...)
+		if !hasTarget(c.args) {
+			// Should the checked error ever stop firing, the missing pid
+			// still ends the run before anything is loaded or traced.
+			args = append([]string{"attach", "--pid", pid}, c.args...)
+		}
+		code, stdout, stderr := runCLI(args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, stderr)
+			continue
+		}
+		if stdout != "" {
+			t.Errorf("%q: stdout %q", args, stdout)
+		}
+		msg := oneErrorLine(t, stderr)
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%q: message %q lacks %q", args, msg, w)
+			}
+		}
+	}
+}
+
+func TestAttachMissingPID(t *testing.T) {
+	pid := missingPID(t)
+	for _, flag := range []string{"--pid", "--tid"} {
+		code, stdout, stderr := runCLI("attach", "--no-tui", flag, pid)
+		if code != 2 {
+			t.Errorf("%s %s: exit %d, want 2", flag, pid, code)
+		}
+		if stdout != "" {
+			t.Errorf("stdout %q", stdout)
+		}
+		msg := oneErrorLine(t, stderr)
+		if !strings.Contains(msg, pid) || !strings.Contains(msg, "not found") {
+			t.Errorf("%s: message %q should name pid %s and say not found", flag, msg, pid)
+		}
+	}
+}
+
+// A thread id given as --pid is rejected with the right suggestion.
+func TestAttachPidOfAThread(t *testing.T) {
+	tids, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skip(err)
+	}
+	pid := os.Getpid()
+	other := 0
+	for _, d := range tids {
+		if n, err := strconv.Atoi(d.Name()); err == nil && n != pid {
+			other = n
+			break
+		}
+	}
+	if other == 0 {
+		t.Skip("test process has a single thread")
+	}
+	code, _, stderr := runCLI("attach", "--no-tui", "--pid", strconv.Itoa(other))
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	msg := oneErrorLine(t, stderr)
+	want := strconv.Itoa(other) + " is a thread of process " + strconv.Itoa(pid)
+	if !strings.HasPrefix(msg, want) {
+		t.Errorf("message %q, want prefix %q", msg, want)
+	}
+}
+
+func TestParseMinEvent(t *testing.T) {
+	all := func(d time.Duration) (out [stall.NumCauses]uint64) {
+		for i := range out {
+			out[i] = uint64(d)
+		}
+		return out
+	}
+	with := func(base [stall.NumCauses]uint64, kv map[stall.Cause]time.Duration) [stall.NumCauses]uint64 {
+		for c, d := range kv {
+			base[c] = uint64(d)
+		}
+		return base
+	}
+	cases := []struct {
+		in   string
+		want [stall.NumCauses]uint64
+	}{
+		{"", [stall.NumCauses]uint64{}},
+		{"   ", [stall.NumCauses]uint64{}},
+		{"0", [stall.NumCauses]uint64{}},
+		{"5us", all(5 * time.Microsecond)},
+		{"1.5ms", all(1500 * time.Microsecond)},
+		{"mmap_lock=10us", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{stall.MmapLock: 10 * time.Microsecond})},
+		{"mmap_lock=10us,compaction=1ms", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{
+			stall.MmapLock: 10 * time.Microsecond, stall.Compaction: time.Millisecond})},
+		{" mmap_lock = 10us , compaction=0 ", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{
+			stall.MmapLock: 10 * time.Microsecond})},
+		// A bare duration sets every cause; a named one after it overrides that cause.
+		{"5us,mmap_lock=1ms", with(all(5*time.Microsecond), map[stall.Cause]time.Duration{stall.MmapLock: time.Millisecond})},
+		{"numa_task_move=1s,direct_reclaim=2ns", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{
+			stall.NUMATaskMove: time.Second, stall.DirectReclaim: 2})},
+	}
+	for _, c := range cases {
+		got, err := parseMinEvent(c.in)
+		if err != nil {
+			t.Errorf("parseMinEvent(%q): %v", c.in, err)
+			continue
+		}
+		if got != c.want {
+			t.Errorf("parseMinEvent(%q) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	// The default in the flag set must parse and keep only mmap_lock.
+	got, err := parseMinEvent(defaultMinEvent)
+	if err != nil || got[stall.MmapLock] != uint64(10*time.Microsecond) || got[stall.DirectReclaim] != 0 {
+		t.Errorf("default %q = %v, %v", defaultMinEvent, got, err)
+	}
+}
+
+func TestParseMinEventErrors(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"bogus=1s", `unknown cause "bogus"`},
+		{"x", `bad duration "x"`},
+		{"10", "bad duration"}, // no unit
+		{"-1us", "bad duration"},
+		{"mmap_lock=-1us", "bad duration"},
+		{"mmap_lock=", "bad duration"},
+		{"mmap_lock=10us,", "bad duration"}, // empty part
+		{"=10us", "unknown cause"},
+		{"mmap_lock=10us,bogus=1s", `unknown cause "bogus"`},
+		{"mmap_lock=10us=3", "bad duration"},
+	}
+	for _, c := range cases {
+		_, err := parseMinEvent(c.in)
+		if err == nil {
+			t.Errorf("parseMinEvent(%q) accepted", c.in)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("parseMinEvent(%q) = %q, want it to contain %q", c.in, err, c.want)
+		}
+	}
+}
+
+func TestExitErrorUnwraps(t *testing.T) {
+	err := usageErr("bad %s", "thing")
+	ee, ok := err.(*exitError)
+	if !ok || ee.code != 2 || err.Error() != "bad thing" || ee.Unwrap() == nil {
+		t.Errorf("usageErr = %#v", err)
+	}
+}
