@@ -20,6 +20,12 @@
 /* Set by the loader before load; the verifier sees them as constants. */
 const volatile __u32 cfg_filter_mode = FILTER_NONE;
 const volatile __u32 cfg_filter_tid = 0;
+/*
+ * Waking the reader from inside a program costs microseconds on a VM (an
+ * irq_work self-IPI), charged to the traced thread. Records are submitted
+ * without a wakeup unless this much data is waiting; the reader polls.
+ */
+const volatile __u64 cfg_wakeup_bytes = 256 << 10;
 /* Stalls shorter than this still land in the histograms but are not streamed. */
 const volatile __u64 cfg_min_event_ns[CAUSE_MAX] = {};
 
@@ -170,6 +176,14 @@ static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 d
 		__sync_fetch_and_add(&h->slots[slot], 1);
 }
 
+/* Submits a record, waking the reader only when enough data waits. */
+static __always_inline void event_submit(struct event *e)
+{
+	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+
+	bpf_ringbuf_submit(e, waiting >= cfg_wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
 /* Reserves a stall record for the current thread; counts a loss on failure. */
 static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 cause,
 						   __u64 now, __u64 dur)
@@ -223,18 +237,31 @@ static __always_inline bool pending_take(__u32 tid, __u32 slot, struct pending *
 	return true;
 }
 
-/* Task fields that moved between kernel versions. */
+/*
+ * Closes the current thread's open stall in slot: counts it in the exact
+ * histogram and, when it is long enough to stream, returns a reserved
+ * record for the caller to fill in and submit. *p receives the begin state.
+ */
+static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct pending *p)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+
+	if (!pending_take(tid, slot, p))
+		return NULL;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 dur = now - p->start_ns;
+
+	hist_add(tgid, tid, cause, dur);
+	if (!stream_wanted(cause, dur))
+		return NULL;
+	return event_reserve(tgid, tid, cause, now, dur);
+}
+
+/* task_struct::cpu, where kernels keep it outside thread_info. */
 struct task_struct___cpu_in_task {
 	unsigned int cpu;
 } __attribute__((preserve_access_index));
-
-static __always_inline __s32 task_cpu_of(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->thread_info.cpu))
-		return BPF_CORE_READ(t, thread_info.cpu);
-	struct task_struct___cpu_in_task *o = (void *)t;
-	return BPF_CORE_READ(o, cpu);
-}
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -89,7 +89,7 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	e->gfp = attempt->gfp;
 	e->mode = attempt->aux;
 	e->status = status;
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e);
 	return 0;
 }
 

@@ -24,23 +24,13 @@ int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
 
 static __always_inline int mmap_lock_acquired(bool write, bool success)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct pending p;
+	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p);
 
-	if (!pending_take(tid, SLOT_MMAP_LOCK, &p))
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 dur = now - p.start_ns;
-
-	hist_add(tgid, tid, CAUSE_MMAP_LOCK, dur);
-	if (!stream_wanted(CAUSE_MMAP_LOCK, dur))
-		return 0;
-	struct event *e = event_reserve(tgid, tid, CAUSE_MMAP_LOCK, now, dur);
 	if (!e)
 		return 0;
 	e->flags = (write ? FLAG_WRITE : 0) | (success ? FLAG_SUCCESS : 0);
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e);
 	return 0;
 }
 

@@ -28,25 +28,15 @@ int migrate_start(struct bpf_raw_tracepoint_args *ctx)
 
 static __always_inline int migrate_end(__u64 succeeded, __s32 mode, __s32 reason)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct pending p;
+	struct event *e = stall_close(SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p);
 
-	if (!pending_take(tid, SLOT_MIGRATE, &p))
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 dur = now - p.start_ns;
-
-	hist_add(tgid, tid, CAUSE_NUMA_MIGRATION, dur);
-	if (!stream_wanted(CAUSE_NUMA_MIGRATION, dur))
-		return 0;
-	struct event *e = event_reserve(tgid, tid, CAUSE_NUMA_MIGRATION, now, dur);
 	if (!e)
 		return 0;
 	e->pages = succeeded;
 	e->mode = mode;
 	e->reason = reason;
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e);
 	return 0;
 }
 
@@ -89,7 +79,7 @@ static __always_inline void numa_move(struct task_struct *t, __s32 src_cpu, __s3
 	e->flags = flags;
 	if (other)
 		e->other_tid = BPF_CORE_READ(other, pid);
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e);
 }
 
 /* sched_move_numa(struct task_struct *tsk, int src_cpu, int dst_cpu) */

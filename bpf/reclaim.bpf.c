@@ -35,19 +35,9 @@ static __always_inline __u64 memcg_id_of_current(void)
 
 static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u64 reclaimed)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct pending p;
+	struct event *e = stall_close(slot, cause, &p);
 
-	if (!pending_take(tid, slot, &p))
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 dur = now - p.start_ns;
-
-	hist_add(tgid, tid, cause, dur);
-	if (!stream_wanted(cause, dur))
-		return 0;
-	struct event *e = event_reserve(tgid, tid, cause, now, dur);
 	if (!e)
 		return 0;
 	e->order = p.order;
@@ -57,7 +47,7 @@ static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u
 	e->flags = flags;
 	if (cause == CAUSE_MEMCG_RECLAIM)
 		e->cgroup_id = memcg_id_of_current();
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e);
 	return 0;
 }
 

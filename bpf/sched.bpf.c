@@ -6,6 +6,14 @@
  */
 #include "common.h"
 
+/* task_cpu(p) read directly through the BTF-typed pointer: no helper call. */
+static __always_inline __s32 task_cpu_direct(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return p->thread_info.cpu;
+	return ((struct task_struct___cpu_in_task *)p)->cpu;
+}
+
 /* sched_migrate_task(struct task_struct *p, int dest_cpu), fired before p moves. */
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(task_migrate, struct task_struct *p, int dest_cpu)
@@ -14,7 +22,7 @@ int BPF_PROG(task_migrate, struct task_struct *p, int dest_cpu)
 
 	if (!wanted(tgid, tid))
 		return 0;
-	bool cross = node_of_cpu(task_cpu_of(p)) != node_of_cpu(dest_cpu);
+	bool cross = node_of_cpu(task_cpu_direct(p)) != node_of_cpu(dest_cpu);
 	struct thread_counts *c = bpf_map_lookup_elem(&thread_counts_map, &tid);
 
 	if (!c) {
@@ -26,9 +34,10 @@ int BPF_PROG(task_migrate, struct task_struct *p, int dest_cpu)
 		if (!c)
 			return 0;
 	}
-	__sync_fetch_and_add(&c->migrations, 1);
+	/* set_task_cpu() runs under p's pi_lock or rq lock: one writer per thread. */
+	c->migrations++;
 	if (cross)
-		__sync_fetch_and_add(&c->cross_node, 1);
+		c->cross_node++;
 	return 0;
 }
 
@@ -40,22 +49,14 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 
 	if (!current_wanted(&tgid, &tid))
 		return 0;
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		counter_add(COUNTER_LOST_EVENTS, 1);
+	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0);
+	if (!e)
 		return 0;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
 	e->kind = KIND_EXIT;
-	e->ts_ns = bpf_ktime_get_ns();
-	e->pid = tgid;
-	e->tid = tid;
-	e->cpu = bpf_get_smp_processor_id();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	struct task_struct *t = (void *)bpf_get_current_task();
 	if (BPF_CORE_READ(t, signal, live.counter) == 0)
 		e->flags = FLAG_GROUP_DEAD;
-	bpf_ringbuf_submit(e, 0);
+	event_submit(e);
 	return 0;
 }
 

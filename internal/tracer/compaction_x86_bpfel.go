@@ -73,6 +73,7 @@ const (
 	compactionVarCfgFilterMode      = "cfg_filter_mode"
 	compactionVarCfgFilterTid       = "cfg_filter_tid"
 	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
+	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 )
 
 // loadCompaction returns the embedded CollectionSpec for compaction.
@@ -140,9 +141,10 @@ type compactionMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionVariableSpecs struct {
-	CfgFilterMode *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // compactionObjects contains all objects after they have been loaded into the kernel.
@@ -190,9 +192,10 @@ func (m *compactionMaps) Close() error {
 //
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionVariables struct {
-	CfgFilterMode *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // compactionPrograms contains all programs after they have been loaded into the kernel.

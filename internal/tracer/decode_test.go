@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -344,9 +345,10 @@ func TestEnumNames(t *testing.T) {
 
 // fakeReader hands out scripted results, one per ReadInto call.
 type fakeReader struct {
-	mu    sync.Mutex
-	steps []any // []byte (a record) or error
-	calls int
+	mu        sync.Mutex
+	steps     []any // []byte (a record) or error
+	calls     int
+	deadlines int
 }
 
 func (f *fakeReader) ReadInto(rec *ringbuf.Record) error {
@@ -367,6 +369,13 @@ func (f *fakeReader) ReadInto(rec *ringbuf.Record) error {
 		return nil
 	}
 	panic("bad step")
+}
+
+// SetDeadline records that the stream polls with a deadline.
+func (f *fakeReader) SetDeadline(time.Time) {
+	f.mu.Lock()
+	f.deadlines++
+	f.mu.Unlock()
 }
 
 // runStream runs Stream with a timeout so a Stream that never returns
@@ -400,7 +409,7 @@ func TestStream(t *testing.T) {
 	short := raw(r1)[:10]
 	unknown := stallRecord(typesCauseCAUSE_MAX)
 	rd := &fakeReader{steps: []any{
-		raw(r1), transient, raw(r2), short, raw(unknown), raw(r3),
+		raw(r1), transient, raw(r2), os.ErrDeadlineExceeded, short, raw(unknown), raw(r3),
 		ringbuf.ErrClosed,
 		raw(r1), // never read: Stream stopped
 	}}
@@ -420,8 +429,13 @@ func TestStream(t *testing.T) {
 	if !strings.Contains(bad[1].Error(), "short record") || !strings.Contains(bad[2].Error(), "unknown cause") {
 		t.Errorf("bad = %v", bad)
 	}
-	if rd.calls != 7 {
-		t.Errorf("ReadInto called %d times, want 7 (stop at ErrClosed)", rd.calls)
+	if rd.calls != 8 {
+		t.Errorf("ReadInto called %d times, want 8 (stop at ErrClosed)", rd.calls)
+	}
+	// An empty poll interval is not an error, and every read has a deadline
+	// so records submitted without a wakeup are still picked up.
+	if rd.deadlines != rd.calls {
+		t.Errorf("%d deadlines for %d reads", rd.deadlines, rd.calls)
 	}
 }
 

@@ -73,6 +73,7 @@ const (
 	mmaplockVarCfgFilterMode       = "cfg_filter_mode"
 	mmaplockVarCfgFilterTid        = "cfg_filter_tid"
 	mmaplockVarCfgMinEventNs       = "cfg_min_event_ns"
+	mmaplockVarCfgWakeupBytes      = "cfg_wakeup_bytes"
 )
 
 // loadMmaplock returns the embedded CollectionSpec for mmaplock.
@@ -140,9 +141,10 @@ type mmaplockMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockVariableSpecs struct {
-	CfgFilterMode *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // mmaplockObjects contains all objects after they have been loaded into the kernel.
@@ -190,9 +192,10 @@ func (m *mmaplockMaps) Close() error {
 //
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockVariables struct {
-	CfgFilterMode *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // mmaplockPrograms contains all programs after they have been loaded into the kernel.

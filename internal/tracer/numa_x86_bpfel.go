@@ -75,6 +75,7 @@ const (
 	numaVarCfgFilterMode   = "cfg_filter_mode"
 	numaVarCfgFilterTid    = "cfg_filter_tid"
 	numaVarCfgMinEventNs   = "cfg_min_event_ns"
+	numaVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
 
 // loadNuma returns the embedded CollectionSpec for numa.
@@ -144,9 +145,10 @@ type numaMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaVariableSpecs struct {
-	CfgFilterMode *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // numaObjects contains all objects after they have been loaded into the kernel.
@@ -194,9 +196,10 @@ func (m *numaMaps) Close() error {
 //
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaVariables struct {
-	CfgFilterMode *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // numaPrograms contains all programs after they have been loaded into the kernel.

@@ -78,6 +78,7 @@ const (
 	reclaimVarCfgFilterMode        = "cfg_filter_mode"
 	reclaimVarCfgFilterTid         = "cfg_filter_tid"
 	reclaimVarCfgMinEventNs        = "cfg_min_event_ns"
+	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 )
 
 // loadReclaim returns the embedded CollectionSpec for reclaim.
@@ -150,9 +151,10 @@ type reclaimMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reclaimVariableSpecs struct {
-	CfgFilterMode *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // reclaimObjects contains all objects after they have been loaded into the kernel.
@@ -200,9 +202,10 @@ func (m *reclaimMaps) Close() error {
 //
 // It can be passed to loadReclaimObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reclaimVariables struct {
-	CfgFilterMode *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // reclaimPrograms contains all programs after they have been loaded into the kernel.

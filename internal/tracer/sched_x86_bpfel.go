@@ -72,6 +72,7 @@ const (
 	schedVarCfgFilterMode   = "cfg_filter_mode"
 	schedVarCfgFilterTid    = "cfg_filter_tid"
 	schedVarCfgMinEventNs   = "cfg_min_event_ns"
+	schedVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
 
 // loadSched returns the embedded CollectionSpec for sched.
@@ -138,9 +139,10 @@ type schedMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
-	CfgFilterMode *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // schedObjects contains all objects after they have been loaded into the kernel.
@@ -188,9 +190,10 @@ func (m *schedMaps) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
-	CfgFilterMode *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid  *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMinEventNs *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // schedPrograms contains all programs after they have been loaded into the kernel.

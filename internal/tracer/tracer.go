@@ -190,7 +190,12 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	case FilterTID:
 		mode = typesFilterModeFILTER_TID
 	}
+	ring := cfg.RingBufBytes
+	if ring <= 0 {
+		ring = int(spec.Maps["events"].MaxEntries)
+	}
 	set := map[string]any{
+		"cfg_wakeup_bytes": uint64(ring / 8),
 		"cfg_filter_mode":  uint32(mode),
 		"cfg_filter_tid":   cfg.TID,
 		"cfg_min_event_ns": cfg.MinEventNs,

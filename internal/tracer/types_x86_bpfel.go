@@ -149,6 +149,7 @@ const (
 	typesVarCfgFilterMode      = "cfg_filter_mode"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
+	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	typesVarUnusedCause        = "unused_cause"
 	typesVarUnusedCounter      = "unused_counter"
 	typesVarUnusedEvent        = "unused_event"
@@ -224,6 +225,7 @@ type typesVariableSpecs struct {
 	CfgFilterMode      *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -283,6 +285,7 @@ type typesVariables struct {
 	CfgFilterMode      *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
