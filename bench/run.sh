@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# bench/run.sh: the benchmark behind `make bench`. Run it as root from
+# anywhere; it writes BENCHMARKS.md at the repository root from figures it
+# measures (see bench/runner/main.go for what and how).
+#
+# It installs what it needs with apt-get when missing (bpftool, bpftrace),
+# builds numatrace and the benchmark's helpers into a scratch directory,
+# mounts tracefs if needed, and runs bench/runner. On any exit it restores
+# kernel.bpf_stats_enabled, removes the memory cgroup and the scratch
+# directory, and unmounts tracefs if it mounted it; the runner itself stops
+# every process it started.
+#
+# Environment knobs (defaults in brackets):
+#   BENCH_ROUNDS [4]   rounds of interleaved phases
+#   BENCH_ARGS   []    more bench/runner flags, e.g. "-flip-duration 5s"
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+if [ "$(id -u)" != 0 ]; then
+	echo "bench: must run as root (it loads BPF programs and creates a memory cgroup)" >&2
+	exit 1
+fi
+
+need() { # need COMMAND PACKAGE
+	command -v "$1" >/dev/null 2>&1 && return 0
+	echo "bench: $1 not found; installing $2" >&2
+	if ! apt-get install -y "$2" >/dev/null; then
+		apt-get update >/dev/null && apt-get install -y "$2" >/dev/null
+	fi
+	command -v "$1" >/dev/null 2>&1 || { echo "bench: could not install $2" >&2; exit 1; }
+}
+need bpftool bpftool
+need bpftrace bpftrace
+command -v go >/dev/null 2>&1 || { echo "bench: needs the Go toolchain (go.mod's version) on PATH" >&2; exit 1; }
+
+STATS=/proc/sys/kernel/bpf_stats_enabled
+STATS_ORIG=$(cat "$STATS")
+TRACEFS=/sys/kernel/tracing
+MOUNTED_TRACEFS=
+WORK=
+CGROUPS=(/sys/fs/cgroup/memory/nt-bench /sys/fs/cgroup/nt-bench)
+
+cleanup() {
+	local rc=$? cg i
+	trap - EXIT INT TERM HUP
+	set +e
+	echo "$STATS_ORIG" >"$STATS" 2>/dev/null || echo "bench: could not restore $STATS to $STATS_ORIG" >&2
+	for cg in "${CGROUPS[@]}"; do
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			if [ ! -d "$cg" ]; then break; fi
+			rmdir "$cg" 2>/dev/null || sleep 0.2
+		done
+		if [ -d "$cg" ]; then echo "bench: could not remove $cg" >&2; fi
+	done
+	if [ -n "$MOUNTED_TRACEFS" ]; then umount "$TRACEFS" 2>/dev/null; fi
+	if [ -n "$WORK" ]; then rm -rf "$WORK"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+if [ ! -d "$TRACEFS/events" ]; then
+	mount -t tracefs tracefs "$TRACEFS"
+	MOUNTED_TRACEFS=1
+fi
+
+# Scratch on a disk file system: the memcg workload reads a file after
+# dropping caches, which does not work for a file on tmpfs.
+WORK=$(mktemp -d /var/tmp/nt-bench.XXXXXX)
+
+echo "bench: building numatrace and the benchmark helpers" >&2
+go build -o "$WORK/numatrace" ./cmd/numatrace
+go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/runner
+
+# shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
+"$WORK/runner" \
+	-numatrace "$WORK/numatrace" -floor "$WORK/floor" -flip "$WORK/flip" -mmaploop "$WORK/mmaploop" \
+	-bpftrace-script "$ROOT/bench/equivalent.bt" -workdir "$WORK" -out "$ROOT/BENCHMARKS.md" \
+	-rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}

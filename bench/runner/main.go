@@ -1,0 +1,226 @@
+// Command runner is the benchmark behind `make bench` (bench/run.sh builds
+// it and the binaries it drives). It measures, in one run:
+//
+//   - the in-kernel cost per run (run_time_ns / run_cnt from
+//     kernel.bpf_stats_enabled=1) of every numatrace BPF program, traced
+//     system-wide, under three workloads: CPU-affinity flips (task
+//     migrations), memcg limit reclaim, and an mmap/munmap loop (mmap_lock);
+//   - the same for an empty tp_btf program on sched_migrate_task (the floor)
+//     and for the equivalent bpftrace script on the same tracepoints;
+//   - how long `numatrace attach` takes to have every probe attached.
+//
+// Each tracer is attached alone, in its own phase; phases are interleaved
+// over several rounds (the order rotates) because the machine is noisy, and
+// ratios come from figures of this run only. It writes BENCHMARKS.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	numatrace, floor, flip, mmaploop string
+	script                           string
+	out, workdir                     string
+	rounds                           int
+	flipDur, mmapDur                 time.Duration
+	memcgReads                       int
+	fileMiB, limitMiB                int
+	attachRuns                       int
+	cgroupName                       string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.numatrace, "numatrace", "", "numatrace binary")
+	flag.StringVar(&c.floor, "floor", "", "bench/floor binary")
+	flag.StringVar(&c.flip, "flip", "", "bench/flip binary")
+	flag.StringVar(&c.mmaploop, "mmaploop", "", "bench/mmaploop binary")
+	flag.StringVar(&c.script, "bpftrace-script", "bench/equivalent.bt", "bpftrace script, the reference")
+	flag.StringVar(&c.out, "out", "BENCHMARKS.md", "report to write")
+	flag.StringVar(&c.workdir, "workdir", "", "scratch directory on a disk file system (not tmpfs)")
+	flag.IntVar(&c.rounds, "rounds", 4, "rounds; each round runs every tracer's phase once")
+	flag.DurationVar(&c.flipDur, "flip-duration", 3*time.Second, "migration workload length per phase")
+	flag.DurationVar(&c.mmapDur, "mmap-duration", 2*time.Second, "mmap_lock workload length per phase")
+	flag.IntVar(&c.memcgReads, "memcg-reads", 6, "memcg workload: reads of the file per phase")
+	flag.IntVar(&c.fileMiB, "file-mib", 400, "memcg workload: size of the file read")
+	flag.IntVar(&c.limitMiB, "limit-mib", 64, "memcg workload: the cgroup's memory limit")
+	flag.IntVar(&c.attachRuns, "attach-runs", 5, "attach-time runs (the median is reported)")
+	flag.StringVar(&c.cgroupName, "cgroup", "nt-bench", "memory cgroup to create for the memcg workload")
+	flag.Parse()
+
+	for _, p := range []struct{ flag, v string }{
+		{"numatrace", c.numatrace}, {"floor", c.floor}, {"flip", c.flip},
+		{"mmaploop", c.mmaploop}, {"workdir", c.workdir},
+	} {
+		if p.v == "" {
+			fmt.Fprintf(os.Stderr, "bench: -%s is required\n", p.flag)
+			os.Exit(2)
+		}
+	}
+	if c.rounds < 1 || c.attachRuns < 1 || c.memcgReads < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds, -attach-runs and -memcg-reads must be at least 1")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	err := run(ctx, &c)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "bench: interrupted; cleaned up")
+			os.Exit(130)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// cleanups run in reverse order when run returns, however it returns.
+type cleanups []func()
+
+func (c *cleanups) add(f func()) { *c = append(*c, f) }
+func (c *cleanups) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func run(ctx context.Context, c *config) (err error) {
+	var cl cleanups
+	defer cl.run()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	cl.add(killAll)
+
+	if os.Geteuid() != 0 {
+		return errors.New("must run as root")
+	}
+	if _, err := os.Stat("/sys/kernel/tracing/events/sched/sched_migrate_task"); err != nil {
+		return errors.New("tracefs is not mounted at /sys/kernel/tracing (bpftrace needs it; bench/run.sh mounts it)")
+	}
+
+	// kernel.bpf_stats_enabled=1, restored at exit.
+	const statsPath = "/proc/sys/kernel/bpf_stats_enabled"
+	orig, err := os.ReadFile(statsPath)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", statsPath, err)
+	}
+	if err := os.WriteFile(statsPath, []byte("1\n"), 0o644); err != nil {
+		return fmt.Errorf("enable BPF stats: %w", err)
+	}
+	cl.add(func() {
+		if err := os.WriteFile(statsPath, orig, 0o644); err != nil {
+			logf("restore %s: %v", statsPath, err)
+		}
+	})
+
+	r := newResults(c)
+	r.env = collectEnv(ctx)
+
+	// The memcg workload's cgroup and file.
+	cg, err := setupCgroup(c.cgroupName, c.limitMiB)
+	if err != nil {
+		return err
+	}
+	cl.add(cg.remove)
+	file := filepath.Join(c.workdir, "nt-bench-read.dat")
+	logf("writing a %d MiB file for the memcg workload", c.fileMiB)
+	if err := writeFile(file, c.fileMiB); err != nil {
+		return err
+	}
+	cl.add(func() { os.Remove(file) })
+
+	w := &workloads{c: c, cg: cg, file: file}
+	tracers := []*tracerKind{
+		{key: "numatrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startNumatrace},
+		{key: "floor", workloads: []string{wlMigrate}, start: startFloor},
+		{key: "bpftrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startBpftrace},
+	}
+
+	start := time.Now()
+	// Attach time first, while nothing else of ours is attached.
+	for i := 0; i < c.attachRuns; i++ {
+		d, err := attachTime(ctx, c, i)
+		if err != nil {
+			return fmt.Errorf("attach time: %w", err)
+		}
+		logf("attach time run %d: %.1f ms", i+1, float64(d)/1e6)
+		r.attach = append(r.attach, d)
+	}
+
+	for round := 0; round < c.rounds; round++ {
+		for i := range tracers {
+			t := tracers[(i+round)%len(tracers)]
+			if err := runPhase(ctx, c, w, r, t, round); err != nil {
+				return fmt.Errorf("round %d, %s phase: %w", round+1, t.key, err)
+			}
+		}
+	}
+	r.elapsed = time.Since(start)
+
+	problems := r.write(c.out)
+	logf("wrote %s (measuring took %s)", c.out, r.elapsed.Round(time.Second))
+	if len(problems) > 0 {
+		return fmt.Errorf("measured no runs for: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// runPhase attaches one tracer alone, runs its workloads one after the
+// other, and records what each of the tracer's programs used during each.
+func runPhase(ctx context.Context, c *config, w *workloads, r *results, t *tracerKind, round int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s, err := t.start(ctx, c, round)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	logf("round %d: %s attached (%d programs)", round+1, t.key, len(s.progs))
+	for _, wl := range t.workloads {
+		before, err := progStats(ctx)
+		if err != nil {
+			return err
+		}
+		note, err := w.run(ctx, wl)
+		if err != nil {
+			return fmt.Errorf("%s workload: %w", wl, err)
+		}
+		after, err := progStats(ctx)
+		if err != nil {
+			return err
+		}
+		if s.p.exited() {
+			return fmt.Errorf("%s exited during the %s workload: %s", t.key, wl, logTail(s.p.log))
+		}
+		for id, u := range delta(before, after, s.progs) {
+			name := after[id].Name
+			r.record(t.key, wl, s.progs[id], name, round, u)
+		}
+		r.note(t.key, wl, round, note)
+		logf("round %d: %s under %s: %s", round+1, t.key, wl, note)
+	}
+	// Programs loaded but idle still belong in the list of programs.
+	for id, tp := range s.progs {
+		r.loaded(t.key, tp, s.names[id])
+	}
+	return s.stop()
+}
