@@ -408,3 +408,45 @@ func TestAttachMissingPIDExits2(t *testing.T) {
 		t.Fatalf("message %q: want one line naming the pid", msg)
 	}
 }
+
+// A BTF file that cannot be read is one clear line, exit 1.
+func TestAttachBadBTFIsOneLine(t *testing.T) {
+	testutil.RequireRoot(t)
+	cmd := exec.Command(binary(t), "attach", "--no-tui", "--duration", "1s", "--btf", "/nonexistent/vmlinux")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1", err)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "BTF") || !strings.Contains(msg, "/nonexistent/vmlinux") {
+		t.Fatalf("message %q: want one line naming the BTF file", msg)
+	}
+}
+
+// --tid follows one thread and stops with a note when it exits.
+func TestAttachTIDStopsWhenThreadExits(t *testing.T) {
+	sleeper := exec.Command("sleep", "1")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Wait()
+	tid := sleeper.Process.Pid // a single-threaded process: its tid is its pid
+	start := time.Now()
+	nt := startAttach(t, "--tid", fmt.Sprint(tid), "--duration", "30s", "--json")
+	sleeper.Wait()
+	nt.wait(t, 10*time.Second)
+	if time.Since(start) > 8*time.Second {
+		t.Fatalf("numatrace kept running %s after the thread exited", time.Since(start))
+	}
+	_, _, sum := parseNDJSON(t, nt.stdout.Bytes())
+	if !strings.Contains(sum.Note, fmt.Sprintf("tid %d", tid)) || !strings.Contains(sum.Note, "exited") {
+		t.Fatalf("note %q, want the thread's exit", sum.Note)
+	}
+	for _, th := range sum.Threads {
+		if th.TID != uint32(tid) {
+			t.Fatalf("thread %d in a --tid %d trace", th.TID, tid)
+		}
+	}
+}

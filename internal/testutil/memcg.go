@@ -31,7 +31,9 @@ func (w *MemcgWorkload) PID() int { return w.Cmd.Process.Pid }
 // BigFile returns a 400 MiB file in the temp dir, creating it once.
 func BigFile(t testing.TB) string {
 	t.Helper()
-	path := filepath.Join(os.TempDir(), "numatrace-400m")
+	// /var/tmp, not a possibly-tmpfs /tmp: the pages must be page cache that
+	// dropping caches evicts.
+	path := filepath.Join("/var/tmp", "numatrace-400m")
 	if st, err := os.Stat(path); err == nil && st.Size() == 400<<20 {
 		return path
 	}

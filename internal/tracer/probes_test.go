@@ -1,0 +1,132 @@
+package tracer
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/numatrace/numatrace/internal/testutil"
+)
+
+func sig(names ...string) *signature {
+	s := &signature{names: names}
+	for range names {
+		s.types = append(s.types, &btf.Int{Name: "int", Size: 4})
+	}
+	return s
+}
+
+func unnamed(n int) *signature {
+	s := &signature{}
+	for i := 0; i < n; i++ {
+		s.types = append(s.types, &btf.Int{Name: "int", Size: 4})
+	}
+	return s
+}
+
+func hookFor(t *testing.T, tracepoint string) hook {
+	t.Helper()
+	for _, d := range probeDefs {
+		for _, h := range d.hooks {
+			if h.tracepoint == tracepoint {
+				return h
+			}
+		}
+	}
+	t.Fatalf("no hook for %s", tracepoint)
+	return hook{}
+}
+
+// The variants must follow the kernel's signature, not the newest kernel's:
+// a 7-argument program on an 8-argument tracepoint loads and reads garbage.
+func TestPickFollowsKernelSignature(t *testing.T) {
+	cases := []struct {
+		tracepoint string
+		sig        *signature
+		want       string
+	}{
+		{"mm_migrate_pages", sig("succeeded", "failed", "thp_succeeded", "thp_failed", "thp_split", "large_folio_split", "mode", "reason"), "migrate_end_r7"},
+		{"mm_migrate_pages", sig("succeeded", "failed", "thp_succeeded", "thp_failed", "thp_split", "mode", "reason"), "migrate_end_r6"},
+		{"mm_migrate_pages", unnamed(7), "migrate_end_r6"},
+		{"mm_compaction_end", sig("cc", "zone_start", "zone_end", "sync", "status"), "compact_pass_end_cc"},
+		{"mm_compaction_end", sig("zone_start", "migrate_pfn", "free_pfn", "zone_end", "sync", "status"), "compact_pass_end_pfn"},
+		{"mmap_lock_acquire_returned", sig("mm", "write", "success"), "mmap_lock_acquired_w1"},
+		{"mmap_lock_acquire_returned", sig("mm", "memcg_path", "write", "success"), "mmap_lock_acquired_w2"},
+		{"mm_vmscan_direct_reclaim_begin", unnamed(2), "direct_reclaim_begin"},
+		{"mmap_lock_start_locking", sig("mm", "memcg_path", "write"), "mmap_lock_start"},
+	}
+	for _, c := range cases {
+		got, err := hookFor(t, c.tracepoint).pick(c.sig)
+		if err != nil || got != c.want {
+			t.Errorf("%s%s: got %q, %v; want %s", c.tracepoint, c.sig, got, err, c.want)
+		}
+	}
+}
+
+func TestPickRejectsUnknownSignatures(t *testing.T) {
+	cases := []struct {
+		tracepoint string
+		sig        *signature
+	}{
+		// 5.4's four-argument mm_migrate_pages: no variant reads it right.
+		{"mm_migrate_pages", sig("succeeded", "failed", "mode", "reason")},
+		// Right count, wrong names: the arguments moved.
+		{"mm_migrate_pages", sig("succeeded", "failed", "thp_succeeded", "thp_failed", "thp_split", "reason", "mode")},
+		{"mm_vmscan_direct_reclaim_end", unnamed(2)},
+		{"mm_vmscan_node_reclaim_begin", sig("order", "nid", "gfp_flags")},
+	}
+	for _, c := range cases {
+		got, err := hookFor(t, c.tracepoint).pick(c.sig)
+		if err == nil {
+			t.Errorf("%s%s picked %s", c.tracepoint, c.sig, got)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.tracepoint) {
+			t.Errorf("error %q does not name the tracepoint", err)
+		}
+	}
+}
+
+// Every probe's programs exist in the compiled objects, and every program
+// in the objects is used by some probe: a renamed C function cannot slip by.
+func TestProbeDefsMatchObjects(t *testing.T) {
+	specs, err := objectSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, d := range probeDefs {
+		for _, h := range d.hooks {
+			for _, v := range h.variants {
+				if _, ok := specs[d.object].Programs[v.program]; !ok {
+					t.Errorf("probe %s: program %s not in its object", d.name, v.program)
+				}
+				used[v.program] = true
+			}
+		}
+	}
+	for _, spec := range specs {
+		for name := range spec.Programs {
+			if !used[name] {
+				t.Errorf("program %s is compiled but no probe uses it", name)
+			}
+		}
+	}
+}
+
+func TestSignatureFromThisKernel(t *testing.T) {
+	spec, err := loadKernelBTF("")
+	testutil.RequireFeature(t, err == nil, fmt.Sprint("kernel BTF: ", err))
+	s, err := tracepointSignature(spec, "mm_vmscan_node_reclaim_begin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.types) != 3 || (s.named() && s.names[0] != "nid") {
+		t.Fatalf("node_reclaim_begin signature %s", s)
+	}
+	if _, err := tracepointSignature(spec, "no_such_tracepoint"); err == nil {
+		t.Fatal("a missing tracepoint was found")
+	}
+}
