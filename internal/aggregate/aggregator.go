@@ -97,7 +97,9 @@ func (a *Aggregator) CloseAll(nowNs uint64) []*Window {
 		}
 	}
 	for ; a.next <= last; a.next++ {
-		out = append(out, a.window(a.next))
+		w := a.window(a.next)
+		w.Partial = w.EndNs > nowNs
+		out = append(out, w)
 		delete(a.open, a.next)
 	}
 	return out

@@ -411,3 +411,14 @@ func TestSummarizeEmpty(t *testing.T) {
 		t.Errorf("empty snapshot gave %d threads, %d processes", len(s.Threads), len(s.Processes))
 	}
 }
+
+func TestCloseAllMarksOnlyTheCutWindowPartial(t *testing.T) {
+	a := New(1000, 100)
+	ws := a.CloseAll(1250) // windows [1000,1100) [1100,1200) [1200,1300)
+	if len(ws) != 3 {
+		t.Fatalf("%d windows", len(ws))
+	}
+	if ws[0].Partial || ws[1].Partial || !ws[2].Partial {
+		t.Fatalf("partial flags %v %v %v, want only the last", ws[0].Partial, ws[1].Partial, ws[2].Partial)
+	}
+}

@@ -40,6 +40,8 @@ type Window struct {
 	EndNs   uint64
 	Causes  [stall.NumCauses]CauseTotal
 	Threads map[uint32]*ThreadWindow
+	// Partial is set on the last window when tracing stopped before its end.
+	Partial bool
 	// LostEvents is how many records the kernel dropped while this window
 	// was the newest one; set by whoever knows (the live loop).
 	LostEvents uint64

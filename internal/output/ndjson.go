@@ -112,6 +112,7 @@ type windowLine struct {
 	Index      uint64                          `json:"index"`
 	StartNs    uint64                          `json:"start_ns"`
 	EndNs      uint64                          `json:"end_ns"`
+	Partial    bool                            `json:"partial,omitempty"`
 	StallNs    uint64                          `json:"stall_ns"`
 	Stalls     map[string]aggregate.CauseTotal `json:"stalls"`
 	LostEvents uint64                          `json:"lost_events"`
@@ -123,7 +124,7 @@ const WindowThreads = 20
 
 // WindowLine builds the JSON object for one window.
 func WindowLine(w *aggregate.Window) any {
-	l := windowLine{Type: "window", Index: w.Index, StartNs: w.StartNs, EndNs: w.EndNs,
+	l := windowLine{Type: "window", Index: w.Index, StartNs: w.StartNs, EndNs: w.EndNs, Partial: w.Partial,
 		Stalls: map[string]aggregate.CauseTotal{}, LostEvents: w.LostEvents, Threads: []windowThread{}}
 	for c, t := range w.Causes {
 		if t.Count == 0 {
