@@ -170,6 +170,7 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU}
 	procs := map[uint32]*ProcessSummary{}
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
+	commTID := map[uint32]uint32{}
 	for tid, th := range snap.Threads {
 		ts := ThreadSummary{PID: th.PID, TID: tid, Comm: th.Comm, Exited: a.exited[tid],
 			Stalls:     map[string]CauseSummary{},
@@ -203,8 +204,11 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		p.StallNs += ts.StallNs
 		p.Migrations.Total += th.Migrations
 		p.Migrations.CrossNode += th.CrossNodeMigrations
-		if tid == th.PID || p.Comm == "" {
+		// Name the process after its main thread, else its lowest tid, so
+		// the name does not depend on map order.
+		if tid == th.PID || p.Comm == "" || (commTID[th.PID] != th.PID && tid < commTID[th.PID]) {
 			p.Comm = ts.Comm
+			commTID[th.PID] = tid
 		}
 	}
 	for pid, p := range procs {
