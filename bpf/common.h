@@ -20,6 +20,8 @@
 /* Set by the loader before load; the verifier sees them as constants. */
 const volatile __u32 cfg_filter_mode = FILTER_NONE;
 const volatile __u32 cfg_filter_tid = 0;
+/* numatrace itself, left out of system-wide traces. */
+const volatile __u32 cfg_self_tgid = 0;
 /*
  * Waking the reader from inside a program costs microseconds on a VM (an
  * irq_work self-IPI), charged to the traced thread. Records are submitted
@@ -67,11 +69,14 @@ struct pending_key {
 
 struct pending {
 	__u64 start_ns;
+	__u64 mark_ns; /* compaction: end of the attempt's previous pass */
+	__u64 sum_ns;  /* compaction: the attempt's time so far */
 	__u32 gfp;
 	__s32 order;
 	__s32 node;
-	__s32 aux; /* compaction priority */
-	__u64 mark_ns; /* compaction: end of the previous pass in this attempt */
+	__s32 aux;     /* compaction priority; migrate mode */
+	__u32 passes;  /* compaction: zone passes so far */
+	__u32 wanted;  /* compaction: the thread passes the filter */
 };
 
 struct {
@@ -114,7 +119,7 @@ static __always_inline void counter_add(__u32 id, __u64 n)
 static __always_inline bool wanted(__u32 tgid, __u32 tid)
 {
 	if (cfg_filter_mode == FILTER_NONE)
-		return true;
+		return tgid != cfg_self_tgid;
 	if (cfg_filter_mode == FILTER_TID)
 		return tid == cfg_filter_tid;
 	return bpf_map_lookup_elem(&target_tgids, &tgid) != NULL;
@@ -152,28 +157,62 @@ static __always_inline __u32 log2_slot(__u64 v)
 	return r < HIST_SLOTS ? r : HIST_SLOTS - 1;
 }
 
-/* Adds one stall to the thread's exact histogram. comm is the thread's. */
-static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 dur)
+/* Fills comm from t, or from the current task when t is NULL. */
+static __always_inline void comm_of(char *dst, struct task_struct *t)
+{
+	if (t)
+		BPF_CORE_READ_STR_INTO((char(*)[COMM_LEN])dst, t, comm);
+	else
+		bpf_get_current_comm(dst, COMM_LEN);
+}
+
+/* The thread's histogram for cause, created on first use. */
+static __always_inline struct hist *hist_get(__u32 tgid, __u32 tid, __u32 cause, struct task_struct *t)
 {
 	struct hist_key key = { .tid = tid, .cause = cause };
 	struct hist *h = bpf_map_lookup_elem(&hists, &key);
 
-	if (!h) {
-		struct hist zero = { .pid = tgid };
+	if (h)
+		return h;
+	struct hist zero = { .pid = tgid };
 
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		bpf_map_update_elem(&hists, &key, &zero, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(&hists, &key);
-		if (!h)
-			return;
+	comm_of(zero.comm, t);
+	bpf_map_update_elem(&hists, &key, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&hists, &key);
+}
+
+/*
+ * Grows one stall in the thread's histogram from prev to now_total ns: a
+ * new stall when first, else the same stall moved to its new bucket. A
+ * thread's own stalls are serial, so only the bucket counters need atomics
+ * (numa_task_move may touch another thread's entry).
+ */
+static __always_inline void hist_grow(struct hist *h, __u64 prev, __u64 now_total, bool first, bool nested)
+{
+	if (first)
+		__sync_fetch_and_add(&h->count, 1);
+	__sync_fetch_and_add(&h->total_ns, now_total - prev);
+	if (nested)
+		__sync_fetch_and_add(&h->nested_ns, now_total - prev);
+	if (now_total > h->max_ns)
+		h->max_ns = now_total;
+	if (!first) {
+		__u32 old = log2_slot(prev);
+		if (old < HIST_SLOTS && h->slots[old])
+			__sync_fetch_and_add(&h->slots[old], -1);
 	}
-	__sync_fetch_and_add(&h->count, 1);
-	__sync_fetch_and_add(&h->total_ns, dur);
-	if (dur > h->max_ns)
-		h->max_ns = dur; /* one thread's stalls are serial: no race that matters */
-	__u32 slot = log2_slot(dur);
+	__u32 slot = log2_slot(now_total);
 	if (slot < HIST_SLOTS)
 		__sync_fetch_and_add(&h->slots[slot], 1);
+}
+
+/* Adds one whole stall of the current thread. */
+static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 dur, bool nested)
+{
+	struct hist *h = hist_get(tgid, tid, cause, NULL);
+
+	if (h)
+		hist_grow(h, 0, dur, true, nested);
 }
 
 /* Submits a record, waking the reader only when enough data waits. */
@@ -242,7 +281,7 @@ static __always_inline bool pending_take(__u32 tid, __u32 slot, struct pending *
  * histogram and, when it is long enough to stream, returns a reserved
  * record for the caller to fill in and submit. *p receives the begin state.
  */
-static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct pending *p)
+static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct pending *p, bool nested)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
@@ -252,10 +291,21 @@ static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct
 	__u64 now = bpf_ktime_get_ns();
 	__u64 dur = now - p->start_ns;
 
-	hist_add(tgid, tid, cause, dur);
+	hist_add(tgid, tid, cause, dur, nested);
 	if (!stream_wanted(cause, dur))
 		return NULL;
-	return event_reserve(tgid, tid, cause, now, dur);
+	struct event *e = event_reserve(tgid, tid, cause, now, dur);
+	if (e && nested)
+		e->flags |= FLAG_NESTED;
+	return e;
+}
+
+/* Whether the thread has a stall open in slot. */
+static __always_inline bool is_open(__u32 tid, __u32 slot)
+{
+	struct pending_key key = { .tid = tid, .slot = slot };
+
+	return bpf_map_lookup_elem(&pendings, &key) != NULL;
 }
 
 /* task_struct::cpu, where kernels keep it outside thread_info. */

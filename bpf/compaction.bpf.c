@@ -6,14 +6,22 @@
  *   each mm_compaction_begin/end pass in that task closes one slice of it.
  * A slice runs from the end of the previous slice (or the attempt's start)
  * to the pass's end, so the slices of an attempt add up to its whole time.
+ * Each slice is streamed as it closes; the histogram counts the attempt
+ * once and moves it to a longer bucket as its slices add up.
  * Passes by kcompactd, and proactive or sysctl compaction, are counted
  * system-wide and never charged to a thread.
+ *
+ * No tracepoint marks the end of an attempt. A pass belongs to the
+ * thread's attempt only if it begins within ATTEMPT_GAP_NS of the attempt's
+ * last mark: between the zones of one attempt only a few checks run.
  *
  * mm_compaction_end changed shape: newer kernels pass the compact_control
  * first and the status fifth; older ones pass pfns and the status sixth.
  * The loader picks the variant that matches the kernel's BTF.
  */
 #include "common.h"
+
+#define ATTEMPT_GAP_NS (10 * 1000 * 1000ULL)
 
 /* mm_compaction_try_to_compact_pages(int order, gfp_t gfp_mask, int prio) */
 SEC("raw_tp/mm_compaction_try_to_compact_pages")
@@ -22,8 +30,8 @@ int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
 	__u32 tgid, tid;
 
 	counter_add(COUNTER_DIRECT_COMPACT_ATTEMPTS, 1);
-	if (!current_wanted(&tgid, &tid))
-		return 0;
+	/* Recorded for every thread, so a pass can always be told direct. */
+	bool want = current_wanted(&tgid, &tid);
 	__u64 now = bpf_ktime_get_ns();
 	struct pending p = {
 		.start_ns = now,
@@ -32,6 +40,7 @@ int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
 		.gfp = ctx->args[1],
 		.aux = ctx->args[2],
 		.node = -1,
+		.wanted = want,
 	};
 	pending_start(tid, SLOT_COMPACT_ATTEMPT, &p);
 	return 0;
@@ -41,10 +50,24 @@ SEC("raw_tp/mm_compaction_begin")
 int compact_pass_begin(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending p = { .start_ns = bpf_ktime_get_ns(), .node = -1 };
+	__u64 now = bpf_ktime_get_ns();
+	struct pending p = { .start_ns = now, .node = -1 };
+	struct pending_key akey = { .tid = tid, .slot = SLOT_COMPACT_ATTEMPT };
+	struct pending *attempt = bpf_map_lookup_elem(&pendings, &akey);
 
+	if (attempt && now - attempt->mark_ns > ATTEMPT_GAP_NS)
+		bpf_map_delete_elem(&pendings, &akey); /* an earlier allocation's */
 	pending_start(tid, SLOT_COMPACT_PASS, &p);
 	return 0;
+}
+
+static __always_inline void count_background_pass(__u64 dur)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	bool kthread = BPF_CORE_READ(t, flags) & PF_KTHREAD;
+
+	counter_add(kthread ? COUNTER_KCOMPACTD_PASSES : COUNTER_PROACTIVE_PASSES, 1);
+	counter_add(kthread ? COUNTER_KCOMPACTD_NS : COUNTER_PROACTIVE_NS, dur);
 }
 
 /* is_direct: 1 direct, 0 not direct, -1 unknown (older kernels). */
@@ -61,34 +84,39 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	struct pending_key akey = { .tid = tid, .slot = SLOT_COMPACT_ATTEMPT };
 	struct pending *attempt = bpf_map_lookup_elem(&pendings, &akey);
 
-	if (is_direct == 0 && attempt) {
-		/* A stale attempt of this thread: this pass is not an allocation's. */
-		bpf_map_delete_elem(&pendings, &akey);
+	if (attempt && is_direct == 0) {
+		bpf_map_delete_elem(&pendings, &akey); /* stale: this pass is not an allocation's */
 		attempt = NULL;
 	}
-	if (!attempt || is_direct == 0) {
-		struct task_struct *t = (void *)bpf_get_current_task();
-		bool kthread = BPF_CORE_READ(t, flags) & PF_KTHREAD;
-
-		counter_add(kthread ? COUNTER_KCOMPACTD_PASSES : COUNTER_PROACTIVE_PASSES, 1);
-		counter_add(kthread ? COUNTER_KCOMPACTD_NS : COUNTER_PROACTIVE_NS,
-			    now - pass.start_ns);
+	if (!attempt) {
+		/* A direct pass with no attempt began before numatrace attached. */
+		if (is_direct != 1)
+			count_background_pass(now - pass.start_ns);
 		return 0;
 	}
 
-	__u64 dur = now - attempt->mark_ns;
-	attempt->mark_ns = now;
+	__u64 slice = now - attempt->mark_ns;
+	__u64 prev = attempt->sum_ns;
 
-	hist_add(tgid, tid, CAUSE_COMPACTION, dur);
-	if (!stream_wanted(CAUSE_COMPACTION, dur))
+	attempt->mark_ns = now;
+	attempt->sum_ns = prev + slice;
+	attempt->passes++;
+	if (!attempt->wanted)
 		return 0;
-	struct event *e = event_reserve(tgid, tid, CAUSE_COMPACTION, now, dur);
+	struct hist *h = hist_get(tgid, tid, CAUSE_COMPACTION, NULL);
+	if (h)
+		hist_grow(h, prev, prev + slice, attempt->passes == 1, false);
+	if (!stream_wanted(CAUSE_COMPACTION, slice))
+		return 0;
+	struct event *e = event_reserve(tgid, tid, CAUSE_COMPACTION, now, slice);
 	if (!e)
 		return 0;
 	e->order = attempt->order;
 	e->gfp = attempt->gfp;
 	e->mode = attempt->aux;
 	e->status = status;
+	e->total_ns = prev + slice;
+	e->pass = attempt->passes;
 	event_submit(e);
 	return 0;
 }

@@ -25,11 +25,11 @@ int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
 static __always_inline int mmap_lock_acquired(bool write, bool success)
 {
 	struct pending p;
-	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p);
+	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false);
 
 	if (!e)
 		return 0;
-	e->flags = (write ? FLAG_WRITE : 0) | (success ? FLAG_SUCCESS : 0);
+	e->flags |= (write ? FLAG_WRITE : 0) | (success ? FLAG_SUCCESS : 0);
 	event_submit(e);
 	return 0;
 }

@@ -29,7 +29,11 @@ int migrate_start(struct bpf_raw_tracepoint_args *ctx)
 static __always_inline int migrate_end(__u64 succeeded, __s32 mode, __s32 reason)
 {
 	struct pending p;
-	struct event *e = stall_close(SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	/* Compaction and reclaim (demotion) migrate pages inside their own stall. */
+	bool nested = is_open(tid, SLOT_COMPACT_PASS) || is_open(tid, SLOT_DIRECT_RECLAIM) ||
+		      is_open(tid, SLOT_MEMCG_RECLAIM) || is_open(tid, SLOT_NODE_RECLAIM);
+	struct event *e = stall_close(SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p, nested);
 
 	if (!e)
 		return 0;
@@ -54,7 +58,11 @@ int migrate_end_r6(struct bpf_raw_tracepoint_args *ctx)
 	return migrate_end(ctx->args[0], ctx->args[5], ctx->args[6]);
 }
 
-/* One NUMA task move of t from src_cpu to dst_cpu. t may be NULL for stick. */
+/*
+ * One NUMA task move of t from src_cpu to dst_cpu. The kernel always names
+ * the moving task; a NULL one is taken as the current task, which is what
+ * NUMA balancing moves (and what BPF_PROG_TEST_RUN can pass).
+ */
 static __always_inline void numa_move(struct task_struct *t, __s32 src_cpu, __s32 dst_cpu,
 				      __u32 flags, struct task_struct *other)
 {
@@ -66,8 +74,10 @@ static __always_inline void numa_move(struct task_struct *t, __s32 src_cpu, __s3
 	if (!wanted(tgid, tid))
 		return;
 	__u64 now = bpf_ktime_get_ns();
+	struct hist *h = hist_get(tgid, tid, CAUSE_NUMA_TASK_MOVE, t);
 
-	hist_add(tgid, tid, CAUSE_NUMA_TASK_MOVE, 0);
+	if (h)
+		hist_grow(h, 0, 0, true, false);
 	struct event *e = event_reserve(tgid, tid, CAUSE_NUMA_TASK_MOVE, now, 0);
 	if (!e)
 		return;

@@ -34,6 +34,7 @@ enum event_flag {
 	FLAG_SWAP = 8,        /* numa_task_move: sched_swap_numa */
 	FLAG_STICK = 16,      /* numa_task_move: sched_stick_numa (move failed) */
 	FLAG_GROUP_DEAD = 32, /* exit: last thread of the process */
+	FLAG_NESTED = 64,     /* ran inside another open stall of the thread (not added twice) */
 };
 
 /* System-wide per-CPU counters (index into the counters map). */
@@ -47,7 +48,8 @@ enum counter_id {
 	COUNTER_PROACTIVE_PASSES = 6,  /* compaction outside an allocation (sysctl, proactive) */
 	COUNTER_PROACTIVE_NS = 7,
 	COUNTER_DIRECT_COMPACT_ATTEMPTS = 8,
-	COUNTER_MAX = 9,
+	COUNTER_TARGETS_FULL = 9,      /* a followed process did not fit in target_tgids */
+	COUNTER_MAX = 10,
 };
 
 /* Filter modes, set in .rodata before load. */
@@ -66,6 +68,7 @@ struct event {
 	__u64 dur_ns;
 	__u64 pages;     /* reclaimed, or migrated successfully */
 	__u64 cgroup_id; /* memcg_reclaim: the task's memory cgroup id */
+	__u64 total_ns;  /* compaction: the attempt's time so far, this pass included */
 	__u32 kind;      /* enum event_kind */
 	__u32 cause;     /* enum cause */
 	__u32 pid;
@@ -82,6 +85,8 @@ struct event {
 	__s32 status;    /* compaction: compact_result */
 	__u32 other_tid; /* numa_task_move swap/stick: the other task */
 	__u32 cpu;       /* CPU the event was seen on */
+	__u32 pass;      /* compaction: zone pass number within the attempt, from 1 */
+	__u32 _pad;
 	char comm[COMM_LEN];
 };
 
@@ -90,11 +95,15 @@ struct hist_key {
 	__u32 cause;
 };
 
-/* Exact per-thread, per-cause totals: they survive ring-buffer drops. */
+/*
+ * Exact per-thread, per-cause totals: they survive ring-buffer drops.
+ * For compaction one count is one attempt, however many zone passes it took.
+ */
 struct hist {
 	__u64 count;
 	__u64 total_ns;
 	__u64 max_ns;
+	__u64 nested_ns; /* part of total_ns spent inside another cause's stall */
 	__u32 pid;
 	__u32 _pad;
 	char comm[COMM_LEN];

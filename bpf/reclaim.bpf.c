@@ -36,7 +36,10 @@ static __always_inline __u64 memcg_id_of_current(void)
 static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u64 reclaimed)
 {
 	struct pending p;
-	struct event *e = stall_close(slot, cause, &p);
+	/* Soft-limit reclaim runs inside global direct reclaim. */
+	bool nested = slot == SLOT_MEMCG_SOFTLIMIT &&
+		      is_open((__u32)bpf_get_current_pid_tgid(), SLOT_DIRECT_RECLAIM);
+	struct event *e = stall_close(slot, cause, &p, nested);
 
 	if (!e)
 		return 0;
@@ -44,7 +47,7 @@ static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u
 	e->gfp = p.gfp;
 	e->node = p.node;
 	e->pages = reclaimed;
-	e->flags = flags;
+	e->flags |= flags;
 	if (cause == CAUSE_MEMCG_RECLAIM)
 		e->cgroup_id = memcg_id_of_current();
 	event_submit(e);

@@ -54,8 +54,12 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	e->kind = KIND_EXIT;
 	struct task_struct *t = (void *)bpf_get_current_task();
-	if (BPF_CORE_READ(t, signal, live.counter) == 0)
+	if (BPF_CORE_READ(t, signal, live.counter) == 0) {
 		e->flags = FLAG_GROUP_DEAD;
+		/* The process is gone: its pid may be reused by anyone. */
+		if (cfg_filter_mode == FILTER_TGIDS)
+			bpf_map_delete_elem(&target_tgids, &tgid);
+	}
 	event_submit(e);
 	return 0;
 }
@@ -71,6 +75,7 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
 
 	if (ctgid == ptgid || !bpf_map_lookup_elem(&target_tgids, &ptgid))
 		return 0;
-	bpf_map_update_elem(&target_tgids, &ctgid, &one, BPF_ANY);
+	if (bpf_map_update_elem(&target_tgids, &ctgid, &one, BPF_ANY))
+		counter_add(COUNTER_TARGETS_FULL, 1);
 	return 0;
 }

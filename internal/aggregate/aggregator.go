@@ -113,17 +113,19 @@ func (a *Aggregator) Exited(tid uint32) bool { return a.exited[tid] }
 
 // CauseSummary is one cause's exact totals and histogram percentiles.
 type CauseSummary struct {
-	Count   uint64      `json:"count"`
-	TotalNs uint64      `json:"total_ns"`
-	MaxNs   uint64      `json:"max_ns"`
-	P50Ns   uint64      `json:"p50_ns"`
-	P90Ns   uint64      `json:"p90_ns"`
-	P99Ns   uint64      `json:"p99_ns"`
-	Hist    *stall.Hist `json:"-"`
+	Count   uint64 `json:"count"`
+	TotalNs uint64 `json:"total_ns"`
+	MaxNs   uint64 `json:"max_ns"`
+	// NestedNs is the part of TotalNs inside another cause's stall.
+	NestedNs uint64      `json:"nested_ns,omitempty"`
+	P50Ns    uint64      `json:"p50_ns"`
+	P90Ns    uint64      `json:"p90_ns"`
+	P99Ns    uint64      `json:"p99_ns"`
+	Hist     *stall.Hist `json:"-"`
 }
 
 func summarize(h *stall.Hist) CauseSummary {
-	return CauseSummary{Count: h.Count, TotalNs: h.TotalNs, MaxNs: h.MaxNs,
+	return CauseSummary{Count: h.Count, TotalNs: h.TotalNs, MaxNs: h.MaxNs, NestedNs: h.NestedNs,
 		P50Ns: h.Quantile(0.50), P90Ns: h.Quantile(0.90), P99Ns: h.Quantile(0.99), Hist: h}
 }
 
@@ -162,12 +164,16 @@ type Summary struct {
 	System     stall.SystemStats
 	Lost       uint64
 	LostPerCPU []uint64
+	// HistMapFull means the kernel's histogram map filled up during the
+	// run, so the least recently used threads' histograms were evicted.
+	HistMapFull bool
 }
 
 // Summarize builds the final summary from a kernel snapshot. Threads are
 // sorted by total stall time, then migrations, worst first.
 func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
-	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU}
+	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU,
+		HistMapFull: snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity}
 	procs := map[uint32]*ProcessSummary{}
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
 	commTID := map[uint32]uint32{}
@@ -186,7 +192,7 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		for c, h := range th.Hists {
 			ts.Stalls[c.String()] = summarize(h)
 			if c.Timed() {
-				ts.StallNs += h.TotalNs
+				ts.StallNs += h.FreezeNs()
 			}
 			if ph[c] == nil {
 				ph[c] = &stall.Hist{}

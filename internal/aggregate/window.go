@@ -16,11 +16,17 @@ type CauseTotal struct {
 	MaxNs   uint64 `json:"max_ns"`
 }
 
-func (c *CauseTotal) add(dur uint64) {
-	c.Count++
-	c.TotalNs += dur
-	if dur > c.MaxNs {
-		c.MaxNs = dur
+func (c *CauseTotal) add(ev *stall.Event) {
+	if ev.Counts() {
+		c.Count++
+	}
+	c.TotalNs += ev.DurNs
+	longest := ev.DurNs
+	if ev.AttemptNs > longest {
+		longest = ev.AttemptNs // a compaction attempt so far
+	}
+	if longest > c.MaxNs {
+		c.MaxNs = longest
 	}
 }
 
@@ -29,7 +35,7 @@ type ThreadWindow struct {
 	PID     uint32
 	TID     uint32
 	Comm    string
-	TotalNs uint64
+	TotalNs uint64 // freeze time: nested stalls are not counted twice
 	ByCause [stall.NumCauses]CauseTotal
 }
 
@@ -66,13 +72,13 @@ func (w *Window) TopThreads(n int) []*ThreadWindow {
 }
 
 func (w *Window) add(ev *stall.Event) {
-	w.Causes[ev.Cause].add(ev.DurNs)
+	w.Causes[ev.Cause].add(ev)
 	t := w.Threads[ev.TID]
 	if t == nil {
 		t = &ThreadWindow{PID: ev.PID, TID: ev.TID}
 		w.Threads[ev.TID] = t
 	}
 	t.Comm = ev.Comm
-	t.TotalNs += ev.DurNs
-	t.ByCause[ev.Cause].add(ev.DurNs)
+	t.TotalNs += ev.FreezeNs()
+	t.ByCause[ev.Cause].add(ev)
 }

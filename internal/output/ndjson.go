@@ -46,6 +46,8 @@ type stallLine struct {
 	SoftLimit bool    `json:"softlimit,omitempty"`
 	Priority  string  `json:"priority,omitempty"`
 	Status    string  `json:"status,omitempty"`
+	Pass      uint32  `json:"pass,omitempty"`
+	AttemptNs uint64  `json:"attempt_ns,omitempty"`
 	Reason    string  `json:"reason,omitempty"`
 	Mode      string  `json:"mode,omitempty"`
 	Move      string  `json:"move,omitempty"` // move, swap, or stick (a move that failed)
@@ -56,6 +58,7 @@ type stallLine struct {
 	OtherTID  uint32  `json:"other_tid,omitempty"`
 	Write     *bool   `json:"write,omitempty"`
 	Acquired  *bool   `json:"acquired,omitempty"`
+	Nested    bool    `json:"nested,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -63,7 +66,7 @@ func ptr[T any](v T) *T { return &v }
 // StallLine builds the JSON object for one stall event.
 func StallLine(ev *stall.Event) any {
 	l := stallLine{Type: "stall", TsNs: ev.TsNs, PID: ev.PID, TID: ev.TID, Comm: ev.Comm,
-		Cause: ev.Cause.String(), DurNs: ev.DurNs, CPU: ev.CPU}
+		Cause: ev.Cause.String(), DurNs: ev.DurNs, CPU: ev.CPU, Nested: ev.Nested}
 	switch ev.Cause {
 	case stall.DirectReclaim, stall.MemcgReclaim, stall.NodeReclaim:
 		l.Order, l.GFP, l.Pages = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP), ptr(ev.Pages)
@@ -77,6 +80,7 @@ func StallLine(ev *stall.Event) any {
 	case stall.Compaction:
 		l.Order, l.GFP = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP)
 		l.Priority, l.Status = ev.Mode, ev.Status
+		l.Pass, l.AttemptNs = ev.Pass, ev.AttemptNs
 	case stall.NUMAMigration:
 		l.Pages, l.Reason, l.Mode = ptr(ev.Pages), ev.Reason, ev.Mode
 	case stall.NUMATaskMove:

@@ -398,7 +398,7 @@ func TestSummaryLine(t *testing.T) {
 		t.Fatalf("%d lines", len(lines))
 	}
 	s := lines[0]
-	want := []string{"duration_ns", "events", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
+	want := []string{"duration_ns", "events", "histogram_map_full", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
 		"processes", "system", "target", "threads", "type", "windows"}
 	if got := keys(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("summary keys %v, want %v", got, want)
@@ -485,7 +485,7 @@ func TestSummaryLine(t *testing.T) {
 	sys := s["system"].(map[string]any)
 	wantSys := map[string]int64{"kswapd_wakeups": 1, "khugepaged_collapses": 2, "khugepaged_collapsed_ok": 1,
 		"kcompactd_passes": 3, "kcompactd_ns": 4000, "proactive_compaction_passes": 5,
-		"proactive_compaction_ns": 6000, "direct_compaction_attempts": 7}
+		"proactive_compaction_ns": 6000, "direct_compaction_attempts": 7, "cgroup_processes_not_followed": 0}
 	if len(sys) != len(wantSys) {
 		t.Errorf("system keys %v", keys(sys))
 	}

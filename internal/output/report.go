@@ -40,6 +40,7 @@ type systemJSON struct {
 	ProactivePasses       uint64 `json:"proactive_compaction_passes"`
 	ProactiveNs           uint64 `json:"proactive_compaction_ns"`
 	DirectCompactAttempts uint64 `json:"direct_compaction_attempts"`
+	TargetsFull           uint64 `json:"cgroup_processes_not_followed"`
 }
 
 type summaryJSON struct {
@@ -56,6 +57,7 @@ type summaryJSON struct {
 	Threads          []aggregate.ThreadSummary  `json:"threads"`
 	Processes        []aggregate.ProcessSummary `json:"processes"`
 	System           systemJSON                 `json:"system"`
+	HistMapFull      bool                       `json:"histogram_map_full"`
 	Note             string                     `json:"note,omitempty"`
 }
 
@@ -63,7 +65,7 @@ func (r *Report) summaryLine() summaryJSON {
 	s := summaryJSON{Type: "summary", DurationNs: r.DurationNs, LostEvents: r.Summary.Lost,
 		LostEventsPerCPU: r.Summary.LostPerCPU, Target: r.Target, Kernel: r.Kernel,
 		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
-		Processes: r.Summary.Processes, Note: r.Note,
+		Processes: r.Summary.Processes, Note: r.Note, HistMapFull: r.Summary.HistMapFull,
 		Probes: probesJSON{Attached: []string{}, Failed: []ProbeResult{}}}
 	if s.Threads == nil {
 		s.Threads = []aggregate.ThreadSummary{}

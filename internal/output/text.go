@@ -67,6 +67,12 @@ func (r *Report) text(w io.Writer) {
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "not attached: %s (see `numatrace probes`)\n", strings.Join(failed, ", "))
 	}
+	if s.HistMapFull {
+		fmt.Fprintln(w, "WARNING: the kernel's histogram map filled up; the least recently stalled threads were evicted (narrow the target)")
+	}
+	if s.System.TargetsFull > 0 {
+		fmt.Fprintf(w, "WARNING: %d new processes of the cgroup could not be followed: the target set is full\n", s.System.TargetsFull)
+	}
 	if s.Lost > 0 {
 		fmt.Fprintf(w, "WARNING: %d events were dropped by a full ring buffer; totals and histograms below are still exact\n", s.Lost)
 	}

@@ -31,6 +31,10 @@ type Event struct {
 	Mode     string // numa_migration: migrate mode; compaction: priority
 	Status   string // compaction: outcome of the pass (compact_result)
 	OtherTID uint32 // numa_task_move swap/stick: the other task
+	// Compaction streams one slice per zone pass: Pass counts from 1, and
+	// AttemptNs is the attempt's time so far, this slice included.
+	Pass      uint32
+	AttemptNs uint64
 
 	SoftLimit bool // memcg_reclaim from the soft-limit pair
 	Write     bool // mmap_lock: write lock
@@ -38,4 +42,18 @@ type Event struct {
 	Swap      bool // numa_task_move: a swap with OtherTID
 	Stick     bool // numa_task_move: the move failed and the task stayed
 	GroupDead bool // exit: the last thread of the process
+	Nested    bool // ran inside another open stall of the thread, which already counts this time
+}
+
+// Counts reports whether the event starts a new stall (a compaction
+// attempt's later passes only add time to it).
+func (e *Event) Counts() bool { return e.Cause != Compaction || e.Pass <= 1 }
+
+// FreezeNs is the time the event adds to the thread's total freeze: none
+// for a stall nested inside another one, which already counts it.
+func (e *Event) FreezeNs() uint64 {
+	if e.Nested || !e.Cause.Timed() {
+		return 0
+	}
+	return e.DurNs
 }

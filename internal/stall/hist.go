@@ -11,7 +11,11 @@ type Hist struct {
 	Count   uint64
 	TotalNs uint64
 	MaxNs   uint64
-	Slots   [HistSlots]uint64
+	// NestedNs is the part of TotalNs spent inside another cause's stall
+	// (soft-limit reclaim inside direct reclaim, migration inside
+	// compaction): left out of a thread's total freeze time.
+	NestedNs uint64
+	Slots    [HistSlots]uint64
 }
 
 // SlotOf returns the bucket a duration falls in.
@@ -48,6 +52,7 @@ func (h *Hist) Add(ns uint64) {
 func (h *Hist) Merge(o *Hist) {
 	h.Count += o.Count
 	h.TotalNs += o.TotalNs
+	h.NestedNs += o.NestedNs
 	if o.MaxNs > h.MaxNs {
 		h.MaxNs = o.MaxNs
 	}
@@ -106,3 +111,7 @@ func (h *Hist) Mean() uint64 {
 	}
 	return h.TotalNs / h.Count
 }
+
+// FreezeNs is the time this cause alone froze the thread: TotalNs without
+// the nested part.
+func (h *Hist) FreezeNs() uint64 { return h.TotalNs - h.NestedNs }

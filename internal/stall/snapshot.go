@@ -22,6 +22,7 @@ type SystemStats struct {
 	ProactivePasses       uint64 // compaction outside any allocation: sysctl or proactive
 	ProactiveNs           uint64
 	DirectCompactAttempts uint64 // try_to_compact_pages, every task
+	TargetsFull           uint64 // processes --cgroup could not follow: the target set was full
 }
 
 // Snapshot is a point-in-time copy of the kernel-side aggregates.
@@ -30,6 +31,10 @@ type Snapshot struct {
 	System     SystemStats
 	LostEvents uint64
 	LostPerCPU []uint64
+	// HistEntries of HistCapacity thread×cause histograms are in use; when
+	// full, the kernel evicts the least recently used.
+	HistEntries  int
+	HistCapacity int
 }
 
 // Thread returns the stats for tid, creating them.

@@ -14,14 +14,15 @@ import (
 )
 
 type compactionHist struct {
-	_       structs.HostLayout
-	Count   uint64
-	TotalNs uint64
-	MaxNs   uint64
-	Pid     uint32
-	Pad     uint32
-	Comm    [16]int8
-	Slots   [40]uint64
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	MaxNs    uint64
+	NestedNs uint64
+	Pid      uint32
+	Pad      uint32
+	Comm     [16]int8
+	Slots    [40]uint64
 }
 
 type compactionHistKey struct {
@@ -33,11 +34,14 @@ type compactionHistKey struct {
 type compactionPending struct {
 	_       structs.HostLayout
 	StartNs uint64
+	MarkNs  uint64
+	SumNs   uint64
 	Gfp     uint32
 	Order   int32
 	Node    int32
 	Aux     int32
-	MarkNs  uint64
+	Passes  uint32
+	Wanted  uint32
 }
 
 type compactionPendingKey struct {
@@ -73,6 +77,7 @@ const (
 	compactionVarCfgFilterMode      = "cfg_filter_mode"
 	compactionVarCfgFilterTid       = "cfg_filter_tid"
 	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
+	compactionVarCfgSelfTgid        = "cfg_self_tgid"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 )
 
@@ -144,6 +149,7 @@ type compactionVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -195,6 +201,7 @@ type compactionVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

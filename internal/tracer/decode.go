@@ -86,6 +86,10 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 		SrcCPU:   r.SrcCpu,
 		DstCPU:   r.DstCpu,
 		OtherTID: r.OtherTid,
+		Pass:     r.Pass,
+	}
+	if ev.Cause == stall.Compaction {
+		ev.AttemptNs = r.TotalNs
 	}
 	flags := typesEventFlag(r.Flags)
 	ev.SoftLimit = flags&typesEventFlagFLAG_SOFTLIMIT != 0
@@ -94,6 +98,7 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 	ev.Swap = flags&typesEventFlagFLAG_SWAP != 0
 	ev.Stick = flags&typesEventFlagFLAG_STICK != 0
 	ev.GroupDead = flags&typesEventFlagFLAG_GROUP_DEAD != 0
+	ev.Nested = flags&typesEventFlagFLAG_NESTED != 0
 	if ev.Kind == stall.KindStall {
 		switch ev.Cause {
 		case stall.NUMAMigration:

@@ -77,6 +77,12 @@ func TestNestedSoftlimitInsideDirectReclaim(t *testing.T) {
 	if dr[0].DurNs < mr[0].DurNs {
 		t.Errorf("outer stall %d shorter than the nested one %d", dr[0].DurNs, mr[0].DurNs)
 	}
+	if !mr[0].Nested || dr[0].Nested {
+		t.Errorf("nested flags: softlimit %v direct %v, want true and false", mr[0].Nested, dr[0].Nested)
+	}
+	if h := threadHist(t, tr, tid, stall.MemcgReclaim); h.NestedNs != h.TotalNs || h.TotalNs == 0 {
+		t.Errorf("memcg histogram total %d nested %d: its time is inside direct reclaim", h.TotalNs, h.NestedNs)
+	}
 }
 
 func TestNodeReclaimHandler(t *testing.T) {
@@ -118,9 +124,24 @@ func TestDirectCompactionHandler(t *testing.T) {
 	if evs[0].Status != "complete" || evs[1].Status != "success" || evs[0].Order != 9 {
 		t.Errorf("events %+v", evs)
 	}
+	if evs[0].Pass != 1 || evs[1].Pass != 2 || evs[0].AttemptNs != evs[0].DurNs {
+		t.Errorf("passes %d, %d; first attempt_ns %d dur %d", evs[0].Pass, evs[1].Pass, evs[0].AttemptNs, evs[0].DurNs)
+	}
 	sum := evs[0].DurNs + evs[1].DurNs
-	if sum < uint64(2*time.Millisecond) || sum > elapsed {
-		t.Errorf("slices add to %d ns; the attempt took %d ns and slept 2ms", sum, elapsed)
+	if sum != evs[1].AttemptNs || sum < uint64(2*time.Millisecond) || sum > elapsed {
+		t.Errorf("slices add to %d ns, attempt_ns %d; the attempt took %d ns and slept 2ms", sum, evs[1].AttemptNs, elapsed)
+	}
+	// The histogram holds one attempt of the whole length, in its bucket.
+	h := threadHist(t, tr, tid, stall.Compaction)
+	if h.Count != 1 || h.TotalNs != sum || h.MaxNs != sum {
+		t.Errorf("histogram count %d total %d max %d, want 1 attempt of %d ns", h.Count, h.TotalNs, h.MaxNs, sum)
+	}
+	var inSlots uint64
+	for _, c := range h.Slots {
+		inSlots += c
+	}
+	if inSlots != 1 || h.Slots[stall.SlotOf(sum)] != 1 {
+		t.Errorf("buckets hold %d stalls, want the attempt alone in slot %d", inSlots, stall.SlotOf(sum))
 	}
 	after, err := tr.Snapshot()
 	if err != nil {
@@ -128,6 +149,66 @@ func TestDirectCompactionHandler(t *testing.T) {
 	}
 	if after.System.DirectCompactAttempts-before.System.DirectCompactAttempts < 1 {
 		t.Error("direct compaction attempt not counted system-wide")
+	}
+	if after.System.ProactivePasses != before.System.ProactivePasses {
+		t.Error("direct passes were counted as proactive compaction")
+	}
+}
+
+func TestStaleCompactionAttemptIsDropped(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	run(t, tr, "compact_attempt", 3, gfpKernel, 1)
+	// Long after the allocation, the thread compacts through the sysctl.
+	time.Sleep(20 * time.Millisecond)
+	before, _ := tr.Snapshot()
+	run(t, tr, "compact_pass_begin")
+	run(t, tr, "compact_pass_end_cc", 0, 0, 0, 1, 5)
+	after, _ := tr.Snapshot()
+	if h := threadHist(t, tr, tid, stall.Compaction); h.Count != 0 {
+		t.Fatalf("a pass 20ms after the attempt was charged as direct compaction: %+v", h)
+	}
+	if after.System.ProactivePasses-before.System.ProactivePasses != 1 {
+		t.Fatal("the pass was not counted as proactive compaction")
+	}
+}
+
+// Under a filter, another thread's direct compaction is neither charged nor
+// mistaken for proactive compaction.
+func TestUntracedThreadsDirectCompactionIsNotProactive(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid+1_000_000, nil)
+	before, _ := tr.Snapshot()
+	run(t, tr, "compact_attempt", 9, gfpKernel, 1)
+	run(t, tr, "compact_pass_begin")
+	run(t, tr, "compact_pass_end_cc", 0, 0, 0, 1, 5)
+	after, _ := tr.Snapshot()
+	if after.System.ProactivePasses != before.System.ProactivePasses {
+		t.Fatal("an untraced thread's direct compaction was counted as proactive")
+	}
+	if h := threadHist(t, tr, tid, stall.Compaction); h.Count != 0 {
+		t.Fatal("an untraced thread was charged")
+	}
+}
+
+func TestMigrationInsideCompactionIsNested(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	compaction := enumValue(t, "migrate_reason", "MR_COMPACTION")
+	run(t, tr, "compact_attempt", 9, gfpKernel, 1)
+	run(t, tr, "compact_pass_begin")
+	run(t, tr, "migrate_start", 0, compaction)
+	time.Sleep(time.Millisecond)
+	run(t, tr, "migrate_end_r7", 32, 0, 0, 0, 0, 0, 0, compaction)
+	run(t, tr, "compact_pass_end_cc", 0, 0, 0, 1, 5)
+	evs := drain(t, tr, 300*time.Millisecond)
+	mig := only(t, evs, stall.NUMAMigration)
+	if len(mig) != 1 || !mig[0].Nested || mig[0].FreezeNs() != 0 {
+		t.Fatalf("migration events %+v: want one, nested", mig)
+	}
+	h := threadHist(t, tr, tid, stall.NUMAMigration)
+	if h.NestedNs != h.TotalNs || h.FreezeNs() != 0 {
+		t.Fatalf("histogram total %d nested %d: the migration's time is compaction's", h.TotalNs, h.NestedNs)
 	}
 }
 
@@ -281,5 +362,47 @@ func TestLostEventsCountedAndTotalsStayExact(t *testing.T) {
 	}
 	if h := snap.Threads[tid].Hists[stall.DirectReclaim]; h == nil || h.Count != stalls {
 		t.Fatalf("histogram %+v: want exactly %d stalls despite the drops", h, stalls)
+	}
+}
+
+// The variants for older kernels' signatures read the right arguments.
+func TestOlderKernelVariants(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	misplaced := enumValue(t, "migrate_reason", "MR_NUMA_MISPLACED")
+	success := enumValue(t, "compact_result", "COMPACT_SUCCESS")
+
+	// 6.1: mm_migrate_pages(succeeded, failed, thp_succeeded, thp_failed, thp_split, mode, reason)
+	r6 := loadVariant(t, tr, objNUMA, "migrate_end_r6")
+	run(t, tr, "migrate_start", 0, misplaced)
+	runProg(t, r6, 77, 1, 0, 0, 0, 0, misplaced)
+
+	// Older: mm_compaction_end(zone_start, migrate_pfn, free_pfn, zone_end, sync, status)
+	pfn := loadVariant(t, tr, objCompaction, "compact_pass_end_pfn")
+	run(t, tr, "compact_attempt", 4, gfpKernel, 1)
+	run(t, tr, "compact_pass_begin")
+	runProg(t, pfn, 0, 0, 0, 0, 1, success)
+
+	// Older: mmap_lock_acquire_returned(mm, memcg_path, write, success)
+	w2 := loadVariant(t, tr, objMmapLock, "mmap_lock_acquired_w2")
+	run(t, tr, "mmap_lock_start", 0, 0, 1)
+	time.Sleep(2 * time.Millisecond)
+	runProg(t, w2, 0, 0, 1, 1)
+
+	evs := drain(t, tr, 300*time.Millisecond)
+	if m := only(t, evs, stall.NUMAMigration); len(m) != 1 || m[0].Pages != 77 || m[0].Reason != "numa_misplaced" {
+		t.Errorf("r6 migration events %+v", m)
+	}
+	if c := only(t, evs, stall.Compaction); len(c) != 1 || c[0].Status != "success" || c[0].Order != 4 {
+		t.Errorf("pfn compaction events %+v", c)
+	}
+	var long []stall.Event
+	for _, e := range only(t, evs, stall.MmapLock) {
+		if e.DurNs >= uint64(2*time.Millisecond) {
+			long = append(long, e)
+		}
+	}
+	if len(long) != 1 || !long[0].Write || !long[0].Acquired {
+		t.Errorf("w2 mmap_lock events %+v, want one write acquisition", long)
 	}
 }

@@ -148,3 +148,38 @@ func lower(s string) string {
 	}
 	return string(b)
 }
+
+// loadVariant loads a program variant written for another kernel's
+// signature against the tracer's maps, so its argument handling can be
+// test-run here: raw_tp programs may read fewer arguments than a
+// tracepoint has.
+func loadVariant(t *testing.T, tr *Tracer, obj object, prog string) *ebpf.Program {
+	t.Helper()
+	specs, err := objectSpecs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := specs[obj]
+	if err := configure(spec, tr.cfg); err != nil {
+		t.Fatal(err)
+	}
+	sub := spec.Copy()
+	ps, ok := spec.Programs[prog]
+	if !ok {
+		t.Fatalf("no program %s", prog)
+	}
+	sub.Programs = map[string]*ebpf.ProgramSpec{prog: ps.Copy()}
+	coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{MapReplacements: tr.maps})
+	if err != nil {
+		t.Fatalf("load %s: %v", prog, err)
+	}
+	t.Cleanup(coll.Close)
+	return coll.Programs[prog]
+}
+
+func runProg(t *testing.T, p *ebpf.Program, args ...uint64) {
+	t.Helper()
+	if _, err := p.Run(&ebpf.RunOptions{Context: args}); err != nil {
+		t.Fatalf("test-run: %v", err)
+	}
+}

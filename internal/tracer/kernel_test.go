@@ -5,6 +5,7 @@ package tracer
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -252,4 +253,93 @@ func TestProactiveCompactionCountedNotCharged(t *testing.T) {
 	}
 	t.Logf("compaction passes %d, writer migrated %d pages, pgmigrate_success +%d",
 		after.System.ProactivePasses-before.System.ProactivePasses, pages, migrated)
+}
+
+// With FollowForks the kernel adds a traced process's children itself, and
+// drops processes from the target set once they exit (pids get reused).
+func TestFollowForksInKernel(t *testing.T) {
+	wl := testutil.StartMemcgWorkload(t, "numatrace-test-fork", false)
+	shell := uint32(wl.PID())
+	topo, _ := topology.Read("/sys")
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{shell}, FollowForks: true, Topology: topo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	wl.Release(t) // the shell forks cat, which reclaims
+
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child *stall.ThreadStats
+	for _, th := range snap.Threads {
+		if th.PID != shell && th.Hists[stall.MemcgReclaim] != nil {
+			child = th
+		}
+	}
+	if child == nil || child.Hists[stall.MemcgReclaim] == nil || child.Hists[stall.MemcgReclaim].Count < 50 {
+		for _, th := range snap.Threads {
+			t.Logf("traced %d/%d %s: %+v", th.PID, th.TID, th.Comm, th.Hists)
+		}
+		t.Fatal("the forked cat was not traced")
+	}
+	// Both processes have exited: neither may stay in the target set.
+	for _, pid := range []uint32{shell, child.PID} {
+		var v uint8
+		if err := tr.maps["target_tgids"].Lookup(pid, &v); err == nil {
+			t.Errorf("exited process %d still in the target set", pid)
+		}
+	}
+}
+
+// --pid follows the process's threads, including new ones, but not its
+// child processes.
+func TestPIDFilterTakesNewThreadsNotChildren(t *testing.T) {
+	testutil.RequireRoot(t)
+	topo, _ := topology.Read("/sys")
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(os.Getpid())}, Topology: twoNodesIfTwoCPUs(topo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	// A fresh OS thread, created after the tracer attached.
+	tids := make(chan uint32)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		var orig unix.CPUSet
+		unix.SchedGetaffinity(0, &orig)
+		for i := 0; i < 20; i++ {
+			var set unix.CPUSet
+			set.Set(i % 2)
+			unix.SchedSetaffinity(0, &set)
+		}
+		unix.SchedSetaffinity(0, &orig)
+		tids <- uint32(unix.Gettid())
+	}()
+	tid := <-tids
+	// A child process that migrates too.
+	child := exec.Command("sh", "-c", "for i in 1 2 3 4 5 6; do taskset -c $((i % 2)) true; done")
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th := snap.Threads[tid]; th == nil || th.Migrations < 19 {
+		t.Fatalf("new thread %d: %+v, want its ~20 migrations", tid, th)
+	}
+	for _, th := range snap.Threads {
+		if th.PID != uint32(os.Getpid()) {
+			t.Fatalf("thread %d of process %d (%s) traced under --pid %d", th.TID, th.PID, th.Comm, os.Getpid())
+		}
+	}
+}
+
+func twoNodesIfTwoCPUs(topo *topology.Topology) *topology.Topology {
+	if runtime.NumCPU() >= 2 {
+		return twoNodes()
+	}
+	return topo
 }

@@ -14,14 +14,15 @@ import (
 )
 
 type numaHist struct {
-	_       structs.HostLayout
-	Count   uint64
-	TotalNs uint64
-	MaxNs   uint64
-	Pid     uint32
-	Pad     uint32
-	Comm    [16]int8
-	Slots   [40]uint64
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	MaxNs    uint64
+	NestedNs uint64
+	Pid      uint32
+	Pad      uint32
+	Comm     [16]int8
+	Slots    [40]uint64
 }
 
 type numaHistKey struct {
@@ -33,11 +34,14 @@ type numaHistKey struct {
 type numaPending struct {
 	_       structs.HostLayout
 	StartNs uint64
+	MarkNs  uint64
+	SumNs   uint64
 	Gfp     uint32
 	Order   int32
 	Node    int32
 	Aux     int32
-	MarkNs  uint64
+	Passes  uint32
+	Wanted  uint32
 }
 
 type numaPendingKey struct {
@@ -75,6 +79,7 @@ const (
 	numaVarCfgFilterMode   = "cfg_filter_mode"
 	numaVarCfgFilterTid    = "cfg_filter_tid"
 	numaVarCfgMinEventNs   = "cfg_min_event_ns"
+	numaVarCfgSelfTgid     = "cfg_self_tgid"
 	numaVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
 
@@ -148,6 +153,7 @@ type numaVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -199,6 +205,7 @@ type numaVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

@@ -14,14 +14,15 @@ import (
 )
 
 type reclaimHist struct {
-	_       structs.HostLayout
-	Count   uint64
-	TotalNs uint64
-	MaxNs   uint64
-	Pid     uint32
-	Pad     uint32
-	Comm    [16]int8
-	Slots   [40]uint64
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	MaxNs    uint64
+	NestedNs uint64
+	Pid      uint32
+	Pad      uint32
+	Comm     [16]int8
+	Slots    [40]uint64
 }
 
 type reclaimHistKey struct {
@@ -33,11 +34,14 @@ type reclaimHistKey struct {
 type reclaimPending struct {
 	_       structs.HostLayout
 	StartNs uint64
+	MarkNs  uint64
+	SumNs   uint64
 	Gfp     uint32
 	Order   int32
 	Node    int32
 	Aux     int32
-	MarkNs  uint64
+	Passes  uint32
+	Wanted  uint32
 }
 
 type reclaimPendingKey struct {
@@ -78,6 +82,7 @@ const (
 	reclaimVarCfgFilterMode        = "cfg_filter_mode"
 	reclaimVarCfgFilterTid         = "cfg_filter_tid"
 	reclaimVarCfgMinEventNs        = "cfg_min_event_ns"
+	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 )
 
@@ -154,6 +159,7 @@ type reclaimVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -205,6 +211,7 @@ type reclaimVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

@@ -14,14 +14,15 @@ import (
 )
 
 type schedHist struct {
-	_       structs.HostLayout
-	Count   uint64
-	TotalNs uint64
-	MaxNs   uint64
-	Pid     uint32
-	Pad     uint32
-	Comm    [16]int8
-	Slots   [40]uint64
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	MaxNs    uint64
+	NestedNs uint64
+	Pid      uint32
+	Pad      uint32
+	Comm     [16]int8
+	Slots    [40]uint64
 }
 
 type schedHistKey struct {
@@ -33,11 +34,14 @@ type schedHistKey struct {
 type schedPending struct {
 	_       structs.HostLayout
 	StartNs uint64
+	MarkNs  uint64
+	SumNs   uint64
 	Gfp     uint32
 	Order   int32
 	Node    int32
 	Aux     int32
-	MarkNs  uint64
+	Passes  uint32
+	Wanted  uint32
 }
 
 type schedPendingKey struct {
@@ -72,6 +76,7 @@ const (
 	schedVarCfgFilterMode   = "cfg_filter_mode"
 	schedVarCfgFilterTid    = "cfg_filter_tid"
 	schedVarCfgMinEventNs   = "cfg_min_event_ns"
+	schedVarCfgSelfTgid     = "cfg_self_tgid"
 	schedVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
 
@@ -142,6 +147,7 @@ type schedVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -193,6 +199,7 @@ type schedVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

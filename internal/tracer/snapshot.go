@@ -3,6 +3,10 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -23,13 +27,15 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 			continue
 		}
 		th := s.Thread(hv.Pid, hk.Tid, cString(hv.Comm[:]))
-		h := &stall.Hist{Count: hv.Count, TotalNs: hv.TotalNs, MaxNs: hv.MaxNs}
+		s.HistEntries++
+		h := &stall.Hist{Count: hv.Count, TotalNs: hv.TotalNs, MaxNs: hv.MaxNs, NestedNs: hv.NestedNs}
 		copy(h.Slots[:], hv.Slots[:])
 		th.Hists[stall.Cause(hk.Cause)] = h
 	}
 	if err := iterErr(it, "hists"); err != nil {
 		return nil, err
 	}
+	s.HistCapacity = int(t.maps["hists"].MaxEntries())
 	var (
 		tid uint32
 		tc  typesThreadCounts
@@ -43,6 +49,7 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 	if err := iterErr(it, "thread_counts"); err != nil {
 		return nil, err
 	}
+	refreshComms(s, "/proc")
 	c, err := t.counters()
 	if err != nil {
 		return nil, err
@@ -58,6 +65,7 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		ProactivePasses:       c.sum(typesCounterIdCOUNTER_PROACTIVE_PASSES),
 		ProactiveNs:           c.sum(typesCounterIdCOUNTER_PROACTIVE_NS),
 		DirectCompactAttempts: c.sum(typesCounterIdCOUNTER_DIRECT_COMPACT_ATTEMPTS),
+		TargetsFull:           c.sum(typesCounterIdCOUNTER_TARGETS_FULL),
 	}
 	return s, nil
 }
@@ -101,4 +109,16 @@ func iterErr(it *ebpf.MapIterator, name string) error {
 		return fmt.Errorf("read %s: %w", name, err)
 	}
 	return nil
+}
+
+// refreshComms renames threads that still exist after their current
+// comm: the kernel records a thread's name at its first stall, which is
+// stale once it execs or renames itself.
+func refreshComms(s *stall.Snapshot, procRoot string) {
+	for tid, th := range s.Threads {
+		b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(int(th.PID)), "task", strconv.Itoa(int(tid)), "comm"))
+		if err == nil {
+			th.Comm = strings.TrimSuffix(string(b), "\n")
+		}
+	}
 }

@@ -68,6 +68,7 @@ type Tracer struct {
 	decoder  *Decoder
 	started  time.Time
 	features []Feature
+	cfg      Config
 }
 
 // ErrNoBTF means the kernel has no BTF, which CO-RE needs.
@@ -132,7 +133,7 @@ func Open(cfg Config) (*Tracer, error) {
 	// on older ones, and an error here is not fatal on newer ones.
 	_ = rlimit.RemoveMemlock()
 
-	t := &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), started: time.Now()}
+	t := &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), started: time.Now(), cfg: cfg}
 	if err := t.load(cfg, kspec); err != nil {
 		t.Close()
 		return nil, err
@@ -198,6 +199,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		"cfg_wakeup_bytes": uint64(ring / 8),
 		"cfg_filter_mode":  uint32(mode),
 		"cfg_filter_tid":   cfg.TID,
+		"cfg_self_tgid":    uint32(os.Getpid()),
 		"cfg_min_event_ns": cfg.MinEventNs,
 	}
 	for name, v := range set {

@@ -39,7 +39,8 @@ const (
 	typesCounterIdCOUNTER_PROACTIVE_PASSES        typesCounterId = 6
 	typesCounterIdCOUNTER_PROACTIVE_NS            typesCounterId = 7
 	typesCounterIdCOUNTER_DIRECT_COMPACT_ATTEMPTS typesCounterId = 8
-	typesCounterIdCOUNTER_MAX                     typesCounterId = 9
+	typesCounterIdCOUNTER_TARGETS_FULL            typesCounterId = 9
+	typesCounterIdCOUNTER_MAX                     typesCounterId = 10
 )
 
 type typesEvent struct {
@@ -48,6 +49,7 @@ type typesEvent struct {
 	DurNs    uint64
 	Pages    uint64
 	CgroupId uint64
+	TotalNs  uint64
 	Kind     uint32
 	Cause    uint32
 	Pid      uint32
@@ -64,6 +66,8 @@ type typesEvent struct {
 	Status   int32
 	OtherTid uint32
 	Cpu      uint32
+	Pass     uint32
+	Pad      uint32
 	Comm     [16]int8
 }
 
@@ -76,6 +80,7 @@ const (
 	typesEventFlagFLAG_SWAP       typesEventFlag = 8
 	typesEventFlagFLAG_STICK      typesEventFlag = 16
 	typesEventFlagFLAG_GROUP_DEAD typesEventFlag = 32
+	typesEventFlagFLAG_NESTED     typesEventFlag = 64
 )
 
 type typesEventKind uint32
@@ -94,14 +99,15 @@ const (
 )
 
 type typesHist struct {
-	_       structs.HostLayout
-	Count   uint64
-	TotalNs uint64
-	MaxNs   uint64
-	Pid     uint32
-	Pad     uint32
-	Comm    [16]int8
-	Slots   [40]uint64
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	MaxNs    uint64
+	NestedNs uint64
+	Pid      uint32
+	Pad      uint32
+	Comm     [16]int8
+	Slots    [40]uint64
 }
 
 type typesHistKey struct {
@@ -113,11 +119,14 @@ type typesHistKey struct {
 type typesPending struct {
 	_       structs.HostLayout
 	StartNs uint64
+	MarkNs  uint64
+	SumNs   uint64
 	Gfp     uint32
 	Order   int32
 	Node    int32
 	Aux     int32
-	MarkNs  uint64
+	Passes  uint32
+	Wanted  uint32
 }
 
 type typesPendingKey struct {
@@ -149,6 +158,7 @@ const (
 	typesVarCfgFilterMode      = "cfg_filter_mode"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
+	typesVarCfgSelfTgid        = "cfg_self_tgid"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	typesVarUnusedCause        = "unused_cause"
 	typesVarUnusedCounter      = "unused_counter"
@@ -225,6 +235,7 @@ type typesVariableSpecs struct {
 	CfgFilterMode      *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
@@ -285,6 +296,7 @@ type typesVariables struct {
 	CfgFilterMode      *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
