@@ -36,6 +36,7 @@ vmlinux:
 
 lint:
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed on:"; gofmt -l .; exit 1)
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 
 test-unit:

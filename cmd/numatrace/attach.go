@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/target"
 	"github.com/numatrace/numatrace/internal/topology"
@@ -35,6 +35,7 @@ type attachFlags struct {
 	ringBufMiB int
 	top        int
 	btf        string
+	minEventNs [stall.NumCauses]uint64 // parsed --min-event
 }
 
 // defaultMinEvent keeps uncontended mmap_lock acquisitions, which happen on
@@ -113,8 +114,9 @@ func runAttach(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageErr("attach: --min-event: %v", err)
 	}
-	if f.window <= 0 {
-		return usageErr("attach: --window must be positive")
+	f.minEventNs = minEvent
+	if f.window < 10*time.Millisecond {
+		return usageErr("attach: --window must be at least 10ms")
 	}
 	if f.duration < 0 {
 		return usageErr("attach: --duration must not be negative")
@@ -152,15 +154,13 @@ func runAttach(args []string, stdout, stderr io.Writer) error {
 	return trace(tr, tgt, &f, stdout, stderr)
 }
 
-// trace runs the read loop until the duration ends, Ctrl-C, or the target
+// trace runs a session until the duration ends, Ctrl-C, or the target
 // goes, then prints the summary.
 func trace(tr *tracer.Tracer, tgt *target.Target, f *attachFlags, stdout, stderr io.Writer) error {
-	rd, err := tr.NewReader()
+	rd, err := tr.Reader()
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if f.duration > 0 {
@@ -168,118 +168,52 @@ func trace(tr *tracer.Tracer, tgt *target.Target, f *attachFlags, stdout, stderr
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-
-	started := time.Now()
-	startNs := monotonicNs()
-	agg := aggregate.New(startNs, uint64(f.window))
-	events := make(chan stall.Event, 1<<16)
-	var badRecords uint64
-	go func() {
-		defer close(events)
-		tracer.Stream(rd, tr.Decoder(), func(ev stall.Event) { events <- ev },
-			func(error) { badRecords++ })
-	}()
+	// Once stopping, a second Ctrl-C kills at once.
+	go func() { <-ctx.Done(); stop() }()
 
 	if f.readyFile != "" {
 		if err := os.WriteFile(f.readyFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fmt.Errorf("write ready file: %w", err)
 		}
 	}
-
+	opt := session.Options{
+		Window: f.window,
+		Grace:  250 * time.Millisecond,
+		Now:    monotonicNs,
+		Gone:   tgt.WaitGone(ctx),
+	}
 	var nd *output.NDJSON
 	if f.asJSON {
 		nd = output.NewNDJSON(stdout)
+		opt.Sink = nd
 	}
-	gone := tgt.WaitGone(ctx)
-	tick := time.NewTicker(f.window / 4)
-	defer tick.Stop()
-	refresh := time.NewTicker(time.Second)
-	defer refresh.Stop()
-
-	var windows, lastLost uint64
-	emit := func(ws []*aggregate.Window) {
-		if len(ws) == 0 {
-			return
-		}
-		if lost, err := tr.LostEvents(); err == nil {
-			ws[len(ws)-1].LostEvents = lost - lastLost
-			lastLost = lost
-		}
-		for _, w := range ws {
-			windows++
-			if nd != nil {
-				nd.Window(w)
-			}
-		}
-		if nd != nil {
-			nd.Flush()
-		}
+	if tgt.Kind == target.Cgroup {
+		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
-	add := func(ev stall.Event) {
-		agg.Add(ev)
-		if nd != nil && ev.Kind == stall.KindStall {
-			nd.Stall(&ev)
-		}
-	}
-	// Events reach user space a little after they end: close a window only
-	// once this grace has passed.
-	grace := uint64(250 * time.Millisecond)
-	note := ""
-loop:
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				break loop // the reader stopped on its own
-			}
-			add(ev)
-		case <-tick.C:
-			if now := monotonicNs(); now > grace {
-				emit(agg.Close(now - grace))
-			}
-		case <-refresh.C:
-			if tgt.Kind == target.Cgroup {
-				if pids, err := tgt.CgroupPIDs(); err == nil {
-					tr.AddPIDs(pids)
-				}
-			}
-		case <-gone:
-			note = fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond))
-			break loop
-		case <-ctx.Done():
-			break loop
-		}
-	}
-	// Drain what the kernel already produced, then stop reading.
-	if err := rd.Flush(); err != nil {
-		rd.Close() // Stream ends on ErrClosed instead
-	}
-	for ev := range events {
-		add(ev)
-	}
-	endNs := monotonicNs()
-	emit(agg.CloseAll(endNs))
-
-	snap, err := tr.Snapshot()
+	started := time.Now()
+	res, err := session.Run(ctx, rd, tr.Decoder(), tr, opt)
 	if err != nil {
 		return err
 	}
 	report := &output.Report{
 		Target:     tgt.String(),
 		Kernel:     kernelRelease(),
-		DurationNs: endNs - startNs,
-		Summary:    agg.Summarize(snap),
-		Events:     agg.Events,
-		LateEvents: agg.LateEvents,
-		Windows:    windows,
-		Note:       note,
+		DurationNs: res.DurationNs,
+		Summary:    res.Summary,
+		Events:     res.Events,
+		LateEvents: res.LateEvents,
+		Windows:    res.Windows,
 		TopThreads: f.top,
+		MinEventNs: f.minEventNs,
+	}
+	if res.TargetGone {
+		report.Note = fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond))
 	}
 	for _, p := range tr.Probes() {
 		report.Probes = append(report.Probes, output.ProbeResult{Name: p.Name, Attached: p.Attached, Error: p.Error})
 	}
-	if badRecords > 0 {
-		fmt.Fprintf(stderr, "numatrace: %d ring-buffer records could not be read or decoded\n", badRecords)
+	if res.BadRecords > 0 {
+		fmt.Fprintf(stderr, "numatrace: %d ring-buffer records could not be read or decoded\n", res.BadRecords)
 	}
 	if nd != nil {
 		err = nd.Summary(report)
@@ -289,8 +223,8 @@ loop:
 	if err != nil && !errors.Is(err, syscall.EPIPE) {
 		return fmt.Errorf("write output: %w", err)
 	}
-	if note != "" && nd != nil {
-		fmt.Fprintf(stderr, "numatrace: %s\n", note)
+	if report.Note != "" && nd != nil {
+		fmt.Fprintf(stderr, "numatrace: %s\n", report.Note)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -318,17 +319,24 @@ func TestAttachCgroupFollowsForks(t *testing.T) {
 
 // Text mode prints the report on Ctrl-C and exits 0.
 func TestAttachTextReportOnInterrupt(t *testing.T) {
-	nt := startAttach(t, "--ringbuf-mib", "1")
+	nt := startAttach(t, "--ringbuf-mib", "1", "--top", "10000")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	exec.CommandContext(ctx, "sh", "-c", "for i in 1 2 3; do taskset -c $((i%2)) true; done").Run()
 	nt.cmd.Process.Signal(os.Interrupt)
 	nt.wait(t, 15*time.Second)
 	out := nt.stdout.String()
-	for _, want := range []string{"numatrace: system-wide", "probes 12/12 attached", "lost events 0", "SYSTEM-WIDE"} {
+	for _, want := range []string{"numatrace: system-wide", "lost events 0", "SYSTEM-WIDE", "THREADS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+	if m := regexp.MustCompile(`probes (\d+)/(\d+) attached`).FindStringSubmatch(out); m == nil || m[1] != m[2] {
+		t.Errorf("not every probe attached: %v", m)
+	}
+	// taskset pinned itself and became `true`: those threads show, exited.
+	if n := len(regexp.MustCompile(`(?m)\btrue\*\s`).FindAllString(out, -1)); n < 3 {
+		t.Errorf("%d exited `true` threads in the report, want the 3 the workload ran:\n%s", n, out)
 	}
 }
 

@@ -125,8 +125,9 @@ func TestAttachUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--duration=xyz"}, []string{"attach:", "duration", "xyz"}},
 		{[]string{"--duration", "-1s"}, []string{"--duration must not be negative"}},
-		{[]string{"--window", "0"}, []string{"--window must be positive"}},
-		{[]string{"--window=-1s"}, []string{"--window must be positive"}},
+		{[]string{"--window", "0"}, []string{"--window must be at least 10ms"}},
+		{[]string{"--window=-1s"}, []string{"--window must be at least 10ms"}},
+		{[]string{"--window=3ns"}, []string{"--window must be at least 10ms"}},
 		{[]string{"--no-such-flag"}, []string{"attach:", "no-such-flag"}},
 		{[]string{"--pid", "abc"}, []string{"attach:", "pid", "abc"}},
 		{[]string{"--pid"}, []string{"attach:", "pid"}},

@@ -399,7 +399,7 @@ func TestSummaryLine(t *testing.T) {
 	}
 	s := lines[0]
 	want := []string{"duration_ns", "events", "histogram_map_full", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
-		"processes", "system", "target", "threads", "type", "windows"}
+		"processes", "stream_min_ns", "system", "target", "threads", "type", "windows"}
 	if got := keys(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("summary keys %v, want %v", got, want)
 	}

@@ -2,6 +2,7 @@ package output
 
 import (
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // ProbeResult is one probe's outcome, as the report shows it.
@@ -24,6 +25,9 @@ type Report struct {
 	Note       string // e.g. the target exited
 	// TopThreads limits the text report; JSON always lists every thread.
 	TopThreads int
+	// MinEventNs are the per-cause thresholds below which stalls were
+	// counted but not streamed.
+	MinEventNs [stall.NumCauses]uint64
 }
 
 type probesJSON struct {
@@ -58,6 +62,7 @@ type summaryJSON struct {
 	Processes        []aggregate.ProcessSummary `json:"processes"`
 	System           systemJSON                 `json:"system"`
 	HistMapFull      bool                       `json:"histogram_map_full"`
+	StreamMinNs      map[string]uint64          `json:"stream_min_ns"`
 	Note             string                     `json:"note,omitempty"`
 }
 
@@ -67,6 +72,12 @@ func (r *Report) summaryLine() summaryJSON {
 		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
 		Processes: r.Summary.Processes, Note: r.Note, HistMapFull: r.Summary.HistMapFull,
 		Probes: probesJSON{Attached: []string{}, Failed: []ProbeResult{}}}
+	s.StreamMinNs = map[string]uint64{}
+	for c, ns := range r.MinEventNs {
+		if ns > 0 {
+			s.StreamMinNs[stall.Cause(c).String()] = ns
+		}
+	}
 	if s.Threads == nil {
 		s.Threads = []aggregate.ThreadSummary{}
 	}

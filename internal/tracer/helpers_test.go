@@ -75,11 +75,10 @@ func run(t *testing.T, tr *Tracer, prog string, args ...uint64) {
 // drain reads every record available within wait.
 func drain(t *testing.T, tr *Tracer, wait time.Duration) []stall.Event {
 	t.Helper()
-	rd, err := tr.NewReader()
+	rd, err := tr.Reader()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rd.Close()
 	var out []stall.Event
 	rd.SetDeadline(time.Now().Add(wait))
 	var rec ringbuf.Record

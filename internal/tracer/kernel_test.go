@@ -248,7 +248,9 @@ func TestProactiveCompactionCountedNotCharged(t *testing.T) {
 			pages += e.Pages
 		}
 	}
-	if pages > migrated {
+	// The writer's own migrations are part of the kernel's count; others
+	// (kcompactd) may add to it, but the writer did most of this work.
+	if pages > migrated || (migrated > 0 && pages*2 < migrated) {
 		t.Errorf("the writer migrated %d pages but pgmigrate_success grew by %d", pages, migrated)
 	}
 	t.Logf("compaction passes %d, writer migrated %d pages, pgmigrate_success +%d",

@@ -69,6 +69,7 @@ type Tracer struct {
 	started  time.Time
 	features []Feature
 	cfg      Config
+	reader   *ringbuf.Reader
 }
 
 // ErrNoBTF means the kernel has no BTF, which CO-RE needs.
@@ -345,23 +346,39 @@ func (t *Tracer) Features() []Feature { return append([]Feature(nil), t.features
 // Decoder returns the decoder for this kernel's records.
 func (t *Tracer) Decoder() *Decoder { return t.decoder }
 
-// NewReader opens a reader on the event ring buffer.
-func (t *Tracer) NewReader() (*ringbuf.Reader, error) {
+// Reader returns the reader of the event ring buffer, opening it on first
+// use. The tracer owns it: Close closes it.
+func (t *Tracer) Reader() (*ringbuf.Reader, error) {
+	if t.reader != nil {
+		return t.reader, nil
+	}
 	rd, err := ringbuf.NewReader(t.maps["events"])
 	if err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
+	t.reader = rd
 	return rd, nil
 }
 
-// Close detaches every probe and frees every map. Readers must be closed
-// by their owners first.
-func (t *Tracer) Close() error {
+// Detach stops every probe; the maps stay readable for a final snapshot.
+func (t *Tracer) Detach() error {
 	var errs []error
 	for _, l := range t.links {
 		errs = append(errs, l.Close())
 	}
 	t.links = nil
+	return errors.Join(errs...)
+}
+
+// Close closes the reader, then detaches every probe, then frees the
+// programs and maps.
+func (t *Tracer) Close() error {
+	var errs []error
+	if t.reader != nil {
+		errs = append(errs, t.reader.Close())
+		t.reader = nil
+	}
+	errs = append(errs, t.Detach())
 	for _, c := range t.colls {
 		c.Close()
 	}
