@@ -28,6 +28,8 @@ const volatile __u32 cfg_self_tgid = 0;
  * without a wakeup unless this much data is waiting; the reader polls.
  */
 const volatile __u64 cfg_wakeup_bytes = 256 << 10;
+/* Stalls shorter than this are not stalls at all: neither counted nor streamed. */
+const volatile __u64 cfg_min_stall_ns[CAUSE_MAX] = {};
 /* Stalls shorter than this still land in the histograms but are not streamed. */
 const volatile __u64 cfg_min_event_ns[CAUSE_MAX] = {};
 
@@ -79,8 +81,13 @@ struct pending {
 	__u32 wanted;  /* compaction: the thread passes the filter */
 };
 
+/*
+ * A plain preallocated hash, not an LRU: entries live for one stall and are
+ * deleted at its end, and LRU bookkeeping on that churn costs microseconds
+ * now and then, inside the traced thread's stall.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct pending_key);
 	__type(value, struct pending);
@@ -277,20 +284,23 @@ static __always_inline bool pending_take(__u32 tid, __u32 slot, struct pending *
 }
 
 /*
- * Closes the current thread's open stall in slot: counts it in the exact
+ * Closes the current thread's open stall in slot at now (read first thing
+ * in the program, so our own work stays outside the stall): counts it in the exact
  * histogram and, when it is long enough to stream, returns a reserved
  * record for the caller to fill in and submit. *p receives the begin state.
  */
-static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct pending *p, bool nested)
+static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct pending *p,
+						 bool nested, __u64 now)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 
 	if (!pending_take(tid, slot, p))
 		return NULL;
-	__u64 now = bpf_ktime_get_ns();
 	__u64 dur = now - p->start_ns;
 
+	if (cause < CAUSE_MAX && dur < cfg_min_stall_ns[cause])
+		return NULL;
 	hist_add(tgid, tid, cause, dur, nested);
 	if (!stream_wanted(cause, dur))
 		return NULL;

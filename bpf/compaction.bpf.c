@@ -27,12 +27,12 @@
 SEC("raw_tp/mm_compaction_try_to_compact_pages")
 int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
 {
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
 	counter_add(COUNTER_DIRECT_COMPACT_ATTEMPTS, 1);
 	/* Recorded for every thread, so a pass can always be told direct. */
 	bool want = current_wanted(&tgid, &tid);
-	__u64 now = bpf_ktime_get_ns();
 	struct pending p = {
 		.start_ns = now,
 		.mark_ns = now,
@@ -49,8 +49,8 @@ int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/mm_compaction_begin")
 int compact_pass_begin(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending p = { .start_ns = now, .node = -1 };
 	struct pending_key akey = { .tid = tid, .slot = SLOT_COMPACT_ATTEMPT };
 	struct pending *attempt = bpf_map_lookup_elem(&pendings, &akey);
@@ -73,9 +73,9 @@ static __always_inline void count_background_pass(__u64 dur)
 /* is_direct: 1 direct, 0 not direct, -1 unknown (older kernels). */
 static __always_inline int compact_pass_end(int is_direct, __s32 status)
 {
+	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	__u64 now = bpf_ktime_get_ns();
 	struct pending pass;
 
 	if (!pending_take(tid, SLOT_COMPACT_PASS, &pass))

@@ -12,11 +12,12 @@
 SEC("raw_tp/mmap_lock_start_locking")
 int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
 {
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
 	if (!current_wanted(&tgid, &tid))
 		return 0;
-	struct pending p = { .start_ns = bpf_ktime_get_ns(), .node = -1 };
+	struct pending p = { .start_ns = now, .node = -1 };
 
 	pending_start(tid, SLOT_MMAP_LOCK, &p);
 	return 0;
@@ -24,8 +25,9 @@ int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
 
 static __always_inline int mmap_lock_acquired(bool write, bool success)
 {
+	__u64 now = bpf_ktime_get_ns();
 	struct pending p;
-	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false);
+	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false, now);
 
 	if (!e)
 		return 0;

@@ -13,12 +13,13 @@
 SEC("raw_tp/mm_migrate_pages_start")
 int migrate_start(struct bpf_raw_tracepoint_args *ctx)
 {
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
 	if (!current_wanted(&tgid, &tid))
 		return 0;
 	struct pending p = {
-		.start_ns = bpf_ktime_get_ns(),
+		.start_ns = now,
 		.aux = ctx->args[0],
 		.node = ctx->args[1],
 	};
@@ -28,12 +29,13 @@ int migrate_start(struct bpf_raw_tracepoint_args *ctx)
 
 static __always_inline int migrate_end(__u64 succeeded, __s32 mode, __s32 reason)
 {
+	__u64 now = bpf_ktime_get_ns();
 	struct pending p;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	/* Compaction and reclaim (demotion) migrate pages inside their own stall. */
 	bool nested = is_open(tid, SLOT_COMPACT_PASS) || is_open(tid, SLOT_DIRECT_RECLAIM) ||
 		      is_open(tid, SLOT_MEMCG_RECLAIM) || is_open(tid, SLOT_NODE_RECLAIM);
-	struct event *e = stall_close(SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p, nested);
+	struct event *e = stall_close(SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p, nested, now);
 
 	if (!e)
 		return 0;

@@ -9,12 +9,13 @@
 
 static __always_inline int reclaim_begin(__u32 slot, __s32 order, __u32 gfp, __s32 node)
 {
+	__u64 now = bpf_ktime_get_ns(); /* first: our own work is not the stall */
 	__u32 tgid, tid;
 
 	if (!current_wanted(&tgid, &tid))
 		return 0;
 	struct pending p = {
-		.start_ns = bpf_ktime_get_ns(),
+		.start_ns = now,
 		.order = order,
 		.gfp = gfp,
 		.node = node,
@@ -35,11 +36,12 @@ static __always_inline __u64 memcg_id_of_current(void)
 
 static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u64 reclaimed)
 {
+	__u64 now = bpf_ktime_get_ns();
 	struct pending p;
 	/* Soft-limit reclaim runs inside global direct reclaim. */
 	bool nested = slot == SLOT_MEMCG_SOFTLIMIT &&
 		      is_open((__u32)bpf_get_current_pid_tgid(), SLOT_DIRECT_RECLAIM);
-	struct event *e = stall_close(slot, cause, &p, nested);
+	struct event *e = stall_close(slot, cause, &p, nested, now);
 
 	if (!e)
 		return 0;

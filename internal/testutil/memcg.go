@@ -16,8 +16,9 @@ import (
 const MemcgV1 = "/sys/fs/cgroup/memory"
 
 // MemcgWorkload is a shell held at a gate inside a 64 MiB memory cgroup.
-// Released, it reads a 400 MiB file, which forces memcg reclaim (about
-// 166 reclaims on this machine kind, see shared/KERNEL.md).
+// Released, it reads a 400 MiB file three times, which forces memcg
+// reclaim (about 166 reclaims per read on this machine kind, see
+// shared/KERNEL.md).
 type MemcgWorkload struct {
 	Cmd      *exec.Cmd
 	Cgroup   string // absolute path of the cgroup directory
@@ -99,7 +100,9 @@ func StartMemcgWorkload(t testing.TB, name string, exec_ bool) *MemcgWorkload {
 	if exec_ {
 		run = "exec cat"
 	}
-	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && read x && %s %s > /dev/null", cg, run, file)
+	// Three reads: about 500 reclaims, so one noisy stall cannot swing a
+	// comparison of totals.
+	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && read x && %s %s %s %s > /dev/null", cg, run, file, file, file)
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Stdin = r
 	if err := cmd.Start(); err != nil {

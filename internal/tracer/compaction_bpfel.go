@@ -77,6 +77,7 @@ const (
 	compactionVarCfgFilterMode      = "cfg_filter_mode"
 	compactionVarCfgFilterTid       = "cfg_filter_tid"
 	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
+	compactionVarCfgMinStallNs      = "cfg_min_stall_ns"
 	compactionVarCfgSelfTgid        = "cfg_self_tgid"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 )
@@ -149,6 +150,7 @@ type compactionVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -201,6 +203,7 @@ type compactionVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

@@ -77,6 +77,7 @@ const (
 	mmaplockVarCfgFilterMode       = "cfg_filter_mode"
 	mmaplockVarCfgFilterTid        = "cfg_filter_tid"
 	mmaplockVarCfgMinEventNs       = "cfg_min_event_ns"
+	mmaplockVarCfgMinStallNs       = "cfg_min_stall_ns"
 	mmaplockVarCfgSelfTgid         = "cfg_self_tgid"
 	mmaplockVarCfgWakeupBytes      = "cfg_wakeup_bytes"
 )
@@ -149,6 +150,7 @@ type mmaplockVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -201,6 +203,7 @@ type mmaplockVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

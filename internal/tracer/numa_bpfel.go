@@ -79,6 +79,7 @@ const (
 	numaVarCfgFilterMode   = "cfg_filter_mode"
 	numaVarCfgFilterTid    = "cfg_filter_tid"
 	numaVarCfgMinEventNs   = "cfg_min_event_ns"
+	numaVarCfgMinStallNs   = "cfg_min_stall_ns"
 	numaVarCfgSelfTgid     = "cfg_self_tgid"
 	numaVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
@@ -153,6 +154,7 @@ type numaVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -205,6 +207,7 @@ type numaVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

@@ -82,6 +82,7 @@ const (
 	reclaimVarCfgFilterMode        = "cfg_filter_mode"
 	reclaimVarCfgFilterTid         = "cfg_filter_tid"
 	reclaimVarCfgMinEventNs        = "cfg_min_event_ns"
+	reclaimVarCfgMinStallNs        = "cfg_min_stall_ns"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 )
@@ -159,6 +160,7 @@ type reclaimVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -211,6 +213,7 @@ type reclaimVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

@@ -76,6 +76,7 @@ const (
 	schedVarCfgFilterMode   = "cfg_filter_mode"
 	schedVarCfgFilterTid    = "cfg_filter_tid"
 	schedVarCfgMinEventNs   = "cfg_min_event_ns"
+	schedVarCfgMinStallNs   = "cfg_min_stall_ns"
 	schedVarCfgSelfTgid     = "cfg_self_tgid"
 	schedVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
@@ -147,6 +148,7 @@ type schedVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -199,6 +201,7 @@ type schedVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// MinEventNs drops shorter stalls from the stream (they still count in
 	// the histograms). Zero entries stream everything.
 	MinEventNs [stall.NumCauses]uint64
+	// MinStallNs ignores shorter stalls entirely, in the kernel: an
+	// uncontended mmap_lock acquisition is not a wait.
+	MinStallNs [stall.NumCauses]uint64
 
 	RingBufBytes int // 0 = the default of 8 MiB
 
@@ -202,6 +205,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		"cfg_filter_tid":   cfg.TID,
 		"cfg_self_tgid":    uint32(os.Getpid()),
 		"cfg_min_event_ns": cfg.MinEventNs,
+		"cfg_min_stall_ns": cfg.MinStallNs,
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]

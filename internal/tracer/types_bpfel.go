@@ -158,6 +158,7 @@ const (
 	typesVarCfgFilterMode      = "cfg_filter_mode"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
+	typesVarCfgMinStallNs      = "cfg_min_stall_ns"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	typesVarUnusedCause        = "unused_cause"
@@ -235,6 +236,7 @@ type typesVariableSpecs struct {
 	CfgFilterMode      *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs      *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
@@ -296,6 +298,7 @@ type typesVariables struct {
 	CfgFilterMode      *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs      *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
