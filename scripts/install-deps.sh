@@ -9,9 +9,6 @@ have clang || need+=(clang)
 have llvm-strip || need+=(llvm)
 have bpftool || need+=(bpftool)
 have bpftrace || need+=(bpftrace)
-have stress-ng || need+=(stress-ng)
-have jq || need+=(jq)
-have gcc || need+=(gcc)
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"
