@@ -29,6 +29,7 @@ type attachFlags struct {
 	duration   time.Duration
 	window     time.Duration
 	noTUI      bool
+	self       bool
 	asJSON     bool
 	readyFile  string
 	minEvent   string
@@ -54,6 +55,7 @@ func attachFlagSet(f *attachFlags) *flag.FlagSet {
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace the processes of this cgroup (absolute, or relative to /sys/fs/cgroup)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
 	fs.DurationVar(&f.window, "window", time.Second, "length of the per-window totals")
+	fs.BoolVar(&f.self, "include-self", false, "trace numatrace's own threads too (they are left out as noise)")
 	fs.BoolVar(&f.noTUI, "no-tui", false, "print text or JSON instead of the interactive view")
 	fs.BoolVar(&f.asJSON, "json", false, "write NDJSON: stall and window lines, then a summary line")
 	fs.StringVar(&f.readyFile, "ready-file", "", "create this file once every probe is attached")
@@ -144,7 +146,7 @@ func runAttach(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := tracer.Config{MinEventNs: minEvent, MinStallNs: minStall, RingBufBytes: rb << 20, Topology: topo, KernelBTF: f.btf}
+	cfg := tracer.Config{MinEventNs: minEvent, MinStallNs: minStall, IncludeSelf: f.self, RingBufBytes: rb << 20, Topology: topo, KernelBTF: f.btf}
 	switch tgt.Kind {
 	case target.Process:
 		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}

@@ -45,6 +45,11 @@ type Config struct {
 
 	RingBufBytes int // 0 = the default of 8 MiB
 
+	// IncludeSelf traces numatrace's own threads too. They are left out by
+	// default as noise, but a check against the kernel's system-wide
+	// counters needs them.
+	IncludeSelf bool
+
 	Topology *topology.Topology
 
 	// KernelBTF is the path of the kernel's BTF; "" means /sys/kernel/btf/vmlinux.
@@ -203,7 +208,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		"cfg_wakeup_bytes": uint64(ring / 8),
 		"cfg_filter_mode":  uint32(mode),
 		"cfg_filter_tid":   cfg.TID,
-		"cfg_self_tgid":    uint32(os.Getpid()),
+		"cfg_self_tgid":    selfTgid(cfg),
 		"cfg_min_event_ns": cfg.MinEventNs,
 		"cfg_min_stall_ns": cfg.MinStallNs,
 	}
@@ -397,4 +402,13 @@ func (t *Tracer) Close() error {
 	}
 	t.maps = map[string]*ebpf.Map{}
 	return errors.Join(errs...)
+}
+
+// selfTgid is the process the kernel side leaves out: numatrace, unless
+// asked to include itself (no process has tgid 2^32-1).
+func selfTgid(cfg Config) uint32 {
+	if cfg.IncludeSelf {
+		return ^uint32(0)
+	}
+	return uint32(os.Getpid())
 }
