@@ -6,7 +6,7 @@ GOTEST_FLAGS ?= -count=1 -p 1 -timeout 20m
 
 ARGS ?= --duration 10s
 
-.PHONY: all build run deps generate check-generated vmlinux lint test test-unit bench clean
+.PHONY: all build run deps generate check-generated vmlinux lint test test-unit vmtest bench clean
 
 all: build
 
@@ -42,9 +42,15 @@ lint:
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) ./...
 
+# The two-node QEMU guests: real NUMA stalls on the kernel matrix (vmtest/).
+# Kernel packages are cached in $(NUMATRACE_VMTEST_CACHE), or vmtest/cache.
+vmtest: deps
+	$(GO) test -count=1 -timeout 15m -v -run TestGuestKernels ./vmtest -vm
+
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
 test: deps check-generated lint build
 	$(GO) test $(GOTEST_FLAGS) ./...
+	$(MAKE) vmtest
 
 bench: deps build
 	./bench/run.sh

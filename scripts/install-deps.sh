@@ -9,6 +9,7 @@ have clang || need+=(clang)
 have llvm-strip || need+=(llvm)
 have bpftool || need+=(bpftool)
 have bpftrace || need+=(bpftrace)
+have qemu-system-x86_64 || need+=(qemu-system-x86)
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const numatrace = "/bin/numatrace"
+
+// setup prepares the guest for a scenario, and undoes it afterwards.
+var setups = map[string]func() (undo func(), err error){
+	"zone_reclaim_on":  func() (func(), error) { return sysctl("/proc/sys/vm/zone_reclaim_mode", "1") },
+	"zone_reclaim_off": func() (func(), error) { return sysctl("/proc/sys/vm/zone_reclaim_mode", "0") },
+	// Leave kswapd 1% of each CPU instead of RT throttling's default 5%,
+	// and wake it as late as the kernel allows.
+	"rt_starve": func() (func(), error) {
+		u1, err := sysctl("/proc/sys/kernel/sched_rt_runtime_us", "990000")
+		if err != nil {
+			return nil, err
+		}
+		u2, err := sysctl("/proc/sys/vm/watermark_scale_factor", "1")
+		if err != nil {
+			u1()
+			return nil, err
+		}
+		return func() { u2(); u1() }, nil
+	},
+	"thp": func() (func(), error) {
+		u1, err := sysctl("/sys/kernel/mm/transparent_hugepage/enabled", "always")
+		if err != nil {
+			return nil, err
+		}
+		u2, err := sysctl("/sys/kernel/mm/transparent_hugepage/defrag", "always")
+		if err != nil {
+			u1()
+			return nil, err
+		}
+		return func() { u2(); u1() }, nil
+	},
+}
+
+// scenarioSetup names the setup each scenario needs.
+var scenarioSetup = map[string]string{
+	"zonereclaim1":  "zone_reclaim_on",
+	"zonereclaim0":  "zone_reclaim_off",
+	"thp":           "thp",
+	"directreclaim": "rt_starve",
+}
+
+func sysctl(path, v string) (func(), error) {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	prev := strings.TrimSpace(string(old))
+	if i := strings.IndexByte(prev, '['); i >= 0 { // THP files: "always [madvise] never"
+		prev = prev[i+1 : strings.IndexByte(prev, ']')]
+	}
+	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return func() { os.WriteFile(path, []byte(prev), 0o644) }, nil
+}
+
+// runScenario runs one scenario under numatrace and gathers what the host
+// checks: numatrace's summary and per-thread stall aggregates, the
+// workload's own report, and /proc/vmstat before and after.
+func runScenario(name string) (map[string]any, error) {
+	res := map[string]any{"scenario": name, "kernel": release()}
+	if name == "probes" {
+		out, err := exec.Command(numatrace, "probes", "--json").CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("numatrace probes: %v: %s", err, out)
+		}
+		var probes any
+		if err := json.Unmarshal(out, &probes); err != nil {
+			return nil, fmt.Errorf("probes output: %v", err)
+		}
+		res["probes"] = probes
+		return res, nil
+	}
+	if s, ok := scenarioSetup[name]; ok {
+		undo, err := setups[s]()
+		if err != nil {
+			return nil, err
+		}
+		defer undo()
+	}
+	prepare(name)
+	dropCaches()
+
+	ready := "/tmp/ready"
+	os.Remove(ready)
+	ntOut, err := os.Create("/tmp/nt.json")
+	if err != nil {
+		return nil, err
+	}
+	defer ntOut.Close()
+	var ntErr bytes.Buffer
+	nt := exec.Command(numatrace, "attach", "--no-tui", "--json", "--ready-file", ready,
+		"--duration", "120s", "--min-event", "mmap_lock=1ms", "--include-self")
+	nt.Stdout, nt.Stderr = ntOut, &ntErr
+	if err := startUnbalanced(nt); err != nil {
+		return nil, err
+	}
+	if err := waitFile(ready, 60*time.Second); err != nil {
+		nt.Process.Kill()
+		return nil, fmt.Errorf("numatrace not ready: %v: %s", err, ntErr.String())
+	}
+	before := vmstat()
+	work := exec.Command("/init", "scenario", name)
+	var workOut, workErr bytes.Buffer
+	work.Stdout, work.Stderr = &workOut, &workErr
+	workStart := time.Now()
+	if err := runBounded(work, 150*time.Second); err != nil {
+		nt.Process.Kill()
+		nt.Wait()
+		return nil, fmt.Errorf("workload: %v: %s", err, workErr.String())
+	}
+	res["workload_ms"] = time.Since(workStart).Milliseconds()
+	time.Sleep(300 * time.Millisecond) // let the last events reach the ring buffer
+	after := vmstat()
+	nt.Process.Signal(syscall.SIGINT)
+	if err := runWait(nt, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("numatrace: %v: %s", err, ntErr.String())
+	}
+	var workload any
+	if err := json.Unmarshal(bytes.TrimSpace(workOut.Bytes()), &workload); err != nil {
+		return nil, fmt.Errorf("workload report %q: %v", workOut.String(), err)
+	}
+	res["workload"] = workload
+	res["vmstat_delta"] = delta(before, after)
+	stalls, summary, err := digest("/tmp/nt.json")
+	if err != nil {
+		return nil, err
+	}
+	res["stalls"], res["summary"] = stalls, summary
+	return res, nil
+}
+
+// prepare tunes the guest so a short workload shows the effect.
+func prepare(name string) {
+	if name == "misplaced" {
+		// Scan at once and often: the default waits a second and then
+		// scans slowly, too slow for a short test under emulation.
+		for path, v := range map[string]string{
+			"/sys/kernel/debug/sched/numa_balancing/scan_delay_ms":      "0",
+			"/sys/kernel/debug/sched/numa_balancing/scan_period_min_ms": "100",
+			"/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms": "400",
+			"/proc/sys/kernel/numa_balancing_scan_delay_ms":             "0",
+			"/proc/sys/kernel/numa_balancing_scan_period_min_ms":        "100",
+			"/proc/sys/kernel/numa_balancing_scan_period_max_ms":        "400",
+			"/proc/sys/kernel/numa_balancing":                           "1",
+		} {
+			os.WriteFile(path, []byte(v), 0o644)
+		}
+	}
+}
+
+func dropCaches() {
+	syscall.Sync()
+	os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o644)
+}
+
+func waitFile(path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not appear within %s", path, limit)
+}
+
+func runBounded(c *exec.Cmd, limit time.Duration) error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return runWait(c, limit)
+}
+
+func runWait(c *exec.Cmd, limit time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		c.Process.Kill()
+		<-done
+		return fmt.Errorf("killed after %s", limit)
+	}
+}
+
+func vmstat() map[string]int64 {
+	out := map[string]int64{}
+	b, _ := os.ReadFile("/proc/vmstat")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out[k] = n
+		}
+	}
+	return out
+}
+
+func delta(a, b map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range b {
+		if d := v - a[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// stallAgg sums numatrace's stall lines per thread and cause.
+type stallAgg struct {
+	TID         uint32           `json:"tid"`
+	PID         uint32           `json:"pid"`
+	Comm        string           `json:"comm"`
+	Cause       string           `json:"cause"`
+	Count       int64            `json:"count"`
+	TotalNs     int64            `json:"total_ns"`
+	Pages       int64            `json:"pages"`
+	Reasons     map[string]int64 `json:"reasons,omitempty"`      // numa_migration: events per reason
+	ReasonPages map[string]int64 `json:"reason_pages,omitempty"` // numa_migration: pages per reason
+	Moves       map[string]int64 `json:"moves,omitempty"`        // numa_task_move: "move 0->1"
+}
+
+// digest reads numatrace's NDJSON: stall lines summed per thread and cause
+// (the whole stream would swamp the console), and the summary line.
+func digest(path string) ([]*stallAgg, any, error) {
+	f, err := os.Open(filepath.Clean(path))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	aggs := map[string]*stallAgg{}
+	var order []string
+	var summary any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var l struct {
+			Type    string `json:"type"`
+			TID     uint32 `json:"tid"`
+			PID     uint32 `json:"pid"`
+			Comm    string `json:"comm"`
+			Cause   string `json:"cause"`
+			DurNs   int64  `json:"dur_ns"`
+			Pages   int64  `json:"pages"`
+			Reason  string `json:"reason"`
+			Move    string `json:"move"`
+			SrcNode int    `json:"src_node"`
+			DstNode int    `json:"dst_node"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, nil, fmt.Errorf("numatrace output: %v", err)
+		}
+		switch l.Type {
+		case "summary":
+			json.Unmarshal(sc.Bytes(), &summary)
+		case "stall":
+			key := fmt.Sprintf("%d/%s", l.TID, l.Cause)
+			a := aggs[key]
+			if a == nil {
+				a = &stallAgg{TID: l.TID, PID: l.PID, Comm: l.Comm, Cause: l.Cause}
+				aggs[key] = a
+				order = append(order, key)
+			}
+			a.Count++
+			a.TotalNs += l.DurNs
+			a.Pages += l.Pages
+			if l.Reason != "" {
+				if a.Reasons == nil {
+					a.Reasons = map[string]int64{}
+				}
+				a.Reasons[l.Reason]++
+				if a.ReasonPages == nil {
+					a.ReasonPages = map[string]int64{}
+				}
+				a.ReasonPages[l.Reason] += l.Pages
+			}
+			if l.Move != "" {
+				if a.Moves == nil {
+					a.Moves = map[string]int64{}
+				}
+				a.Moves[fmt.Sprintf("%s %d->%d", l.Move, l.SrcNode, l.DstNode)]++
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, err
+	}
+	out := make([]*stallAgg, 0, len(order))
+	for _, k := range order {
+		out = append(out, aggs[k])
+	}
+	return out, summary, nil
+}
+
+// startUnbalanced starts c with a memory policy that NUMA balancing leaves
+// alone (a bind to every node, without migrate-on-fault). numatrace leaves
+// itself out of its trace, but the kernel's counters do not: its own page
+// migrations would make the two disagree.
+func startUnbalanced(c *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the child inherits this thread's policy; the thread then exits
+		var all unix.CPUSet
+		all.Set(0)
+		all.Set(1)
+		if err := unix.SetMemPolicy(unix.MPOL_BIND, &all); err != nil {
+			errc <- fmt.Errorf("set_mempolicy: %w", err)
+			return
+		}
+		errc <- c.Start()
+	}()
+	return <-errc
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	page    = 4096
+	ramdisk = "/dev/ram0"
+)
+
+// report is what a workload tells the host: who did the work and where
+// its memory ended up.
+type report struct {
+	PID     int              `json:"pid"`
+	TIDs    []int            `json:"tids"`
+	Pages   map[string]int64 `json:"pages,omitempty"`  // region pages per node after
+	Before  map[string]int64 `json:"before,omitempty"` // region pages per node before the move
+	CPUNode int              `json:"cpu_node"`         // node of the CPU the work ran on
+	Extra   map[string]any   `json:"extra,omitempty"`
+}
+
+func runWorkload(name string, _ []string) error {
+	runtime.LockOSThread()
+	var r *report
+	var err error
+	switch name {
+	case "misplaced":
+		r, err = misplaced()
+	case "zonereclaim0", "zonereclaim1":
+		r, err = zoneReclaim()
+	case "bind":
+		r, err = bindMismatch()
+	case "directreclaim":
+		r, err = directReclaim()
+	case "thp":
+		r, err = thpCompaction()
+	default:
+		return fmt.Errorf("unknown scenario %q", name)
+	}
+	if err != nil {
+		return err
+	}
+	r.PID = os.Getpid()
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+func pin(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set)
+}
+
+// region maps anonymous memory in its own VMA (no THP unless asked), so
+// its numa_maps line is its own.
+func region(size int, huge bool) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	advice := unix.MADV_NOHUGEPAGE
+	if huge {
+		advice = unix.MADV_HUGEPAGE
+	}
+	if err := unix.Madvise(b, advice); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func touch(b []byte, stride int) {
+	for i := 0; i < len(b); i += stride {
+		b[i] = 1
+	}
+}
+
+// nodePages reads the pages per node of the VMA starting at b.
+func nodePages(b []byte) map[string]int64 {
+	start := fmt.Sprintf("%x ", uintptr(unsafe.Pointer(&b[0])))
+	data, _ := os.ReadFile("/proc/self/numa_maps")
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, start) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(f, "="); ok && len(k) > 1 && k[0] == 'N' {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out[k] = n
+			}
+		}
+	}
+	return out
+}
+
+// Scenario 1: first touch on node 0, then run on node 1 and keep reading.
+func misplaced() (*report, error) {
+	if err := pin(0); err != nil {
+		return nil, err
+	}
+	b, err := region(128<<20, false)
+	if err != nil {
+		return nil, err
+	}
+	touch(b, page)
+	r := &report{TIDs: []int{unix.Gettid()}, Before: nodePages(b), CPUNode: 1}
+	if err := pin(1); err != nil {
+		return nil, err
+	}
+	var sum byte
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		for i := 0; i < len(b); i += page {
+			sum += b[i]
+		}
+	}
+	r.Pages = nodePages(b)
+	r.Extra = map[string]any{"sum": sum}
+	return r, nil
+}
+
+// openRamdisk holds the ramdisk open until the workload exits: closing a
+// block device's last opener drops its page cache.
+var openRamdisk *os.File
+
+// readRamdisk fills the page cache from the ramdisk: reading a block
+// device caches its blocks, and an untouched brd disk allocates nothing.
+func readRamdisk(limit int64) (int64, error) {
+	f, err := os.Open(ramdisk)
+	if err != nil {
+		return 0, err
+	}
+	openRamdisk = f
+	return io.Copy(io.Discard, io.LimitReader(f, limit))
+}
+
+func nodeMeminfo(node int, key string) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/meminfo", node))
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[2] == key+":" {
+			n, _ := strconv.ParseInt(f[3], 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// Scenario 2: node 0 full of page cache, then a node-0 thread allocates.
+// With zone_reclaim_mode=1 it reclaims on node 0; with 0 it spills to node 1.
+func zoneReclaim() (*report, error) {
+	if err := pin(0); err != nil {
+		return nil, err
+	}
+	n, err := readRamdisk(900 << 20)
+	if err != nil {
+		return nil, err
+	}
+	b, err := region(192<<20, false)
+	if err != nil {
+		return nil, err
+	}
+	touch(b, page)
+	return &report{TIDs: []int{unix.Gettid()}, Pages: nodePages(b), CPUNode: 0, Extra: map[string]any{
+		"read":          n,
+		"node0_file_kb": nodeMeminfo(0, "FilePages"),
+		"node1_file_kb": nodeMeminfo(1, "FilePages"),
+	}}, nil
+}
+
+// Scenario 3: CPU on node 0, memory bound to node 1.
+func bindMismatch() (*report, error) {
+	if err := pin(0); err != nil {
+		return nil, err
+	}
+	var nodes unix.CPUSet
+	nodes.Set(1)
+	if err := unix.SetMemPolicy(unix.MPOL_BIND, &nodes); err != nil {
+		return nil, fmt.Errorf("set_mempolicy: %w", err)
+	}
+	b, err := region(64<<20, false)
+	if err != nil {
+		return nil, err
+	}
+	touch(b, page)
+	var sum byte
+	for i := 0; i < len(b); i += 64 {
+		sum += b[i]
+	}
+	status, _ := os.ReadFile("/proc/self/status")
+	var allowed []string
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "Cpus_allowed_list") || strings.HasPrefix(l, "Mems_allowed_list") {
+			allowed = append(allowed, l)
+		}
+	}
+	return &report{TIDs: []int{unix.Gettid()}, Pages: nodePages(b), CPUNode: 0,
+		Extra: map[string]any{"status": allowed, "sum": sum}}, nil
+}
+
+// Scenario 4: memory full of page cache, then two threads allocate anon
+// memory faster than kswapd frees it. Clean page cache is so cheap to
+// reclaim that kswapd keeps up with any one allocator, so the allocators
+// run SCHED_FIFO: kswapd gets only the 1% that RT throttling leaves (see rt_starve), and
+// the allocators must reclaim for themselves.
+func directReclaim() (*report, error) {
+	if _, err := readRamdisk(1400 << 20); err != nil {
+		return nil, err
+	}
+	r := &report{CPUNode: -1}
+	// Map both regions first: mmap takes the mmap_lock for write, which
+	// would wait behind the other thread's populate and serialize them.
+	var regions [2][]byte
+	for i := range regions {
+		b, err := region(640<<20, false)
+		if err != nil {
+			return nil, err
+		}
+		regions[i] = b
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for cpu := 0; cpu < 2; cpu++ {
+		wg.Add(1)
+		go func(cpu int) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			pin(cpu)
+			if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+				errs <- fmt.Errorf("sched_setattr: %w", err)
+				return
+			}
+			mu.Lock()
+			r.TIDs = append(r.TIDs, unix.Gettid())
+			mu.Unlock()
+			b := regions[cpu]
+			if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
+				touch(b, page) // kernels before 5.14
+			}
+		}(cpu)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Scenario 5: fill all free memory with 4K pages, free every other one,
+// then fault in huge pages with defrag=always. Half the memory is free,
+// but no 2 MiB block is: every huge-page fault has to compact first.
+func thpCompaction() (*report, error) {
+	free := meminfo("MemFree") << 10
+	size := int(free-(160<<20)) &^ (page - 1)
+	if size < 256<<20 {
+		return nil, fmt.Errorf("only %d MiB free", free>>20)
+	}
+	frag, err := region(size, false)
+	if err != nil {
+		return nil, err
+	}
+	touch(frag, page)
+	for i := 0; i+2*page <= len(frag); i += 2 * page {
+		unix.Madvise(frag[i:i+page], unix.MADV_DONTNEED)
+	}
+	const huge = 2 << 20
+	raw, err := region(256<<20+huge, true)
+	if err != nil {
+		return nil, err
+	}
+	off := int((huge - uintptr(unsafe.Pointer(&raw[0]))%huge) % huge)
+	b := raw[off : off+256<<20]
+	touch(b, huge)
+	smaps, _ := os.ReadFile("/proc/self/smaps_rollup")
+	var anonHuge string
+	for _, l := range strings.Split(string(smaps), "\n") {
+		if strings.HasPrefix(l, "AnonHugePages") {
+			anonHuge = strings.Join(strings.Fields(l)[1:], " ")
+		}
+	}
+	return &report{TIDs: []int{unix.Gettid()}, CPUNode: -1,
+		Extra: map[string]any{"anon_huge": anonHuge, "fragmented_mib": size >> 20}}, nil
+}
+
+// meminfo reads a /proc/meminfo field in kB.
+func meminfo(key string) int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == key+":" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}

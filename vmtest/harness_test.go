@@ -1,0 +1,113 @@
+package vmtest
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/testutil"
+)
+
+var runVM = flag.Bool("vm", false, "boot the two-node guests (make vmtest)")
+
+// requireVM skips unless -vm is given; make test and make vmtest give it.
+func requireVM(t *testing.T) {
+	t.Helper()
+	if !*runVM {
+		t.Skip("guest tests run with -vm (make vmtest, part of make test)")
+	}
+	_, err := exec.LookPath("qemu-system-x86_64")
+	testutil.RequireFeature(t, err == nil, "qemu-system-x86_64 not installed (make deps installs it)")
+}
+
+func cacheDir() string {
+	if d := os.Getenv("NUMATRACE_VMTEST_CACHE"); d != "" {
+		return d
+	}
+	abs, _ := filepath.Abs("cache")
+	return abs
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds numatrace and ntguest as static binaries, once.
+func binaries(t *testing.T) (numatrace, ntguest string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "numatrace-vm")
+		if buildErr != nil {
+			return
+		}
+		for pkg, out := range map[string]string{"../cmd/numatrace": "numatrace", "./guest": "ntguest"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("build %s: %v: %s", pkg, err, b)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "numatrace"), filepath.Join(binDir, "ntguest")
+}
+
+// guestRun is one boot of one kernel and what its scenarios reported.
+type guestRun struct {
+	Kernel  Kernel
+	Lines   []Line
+	Console string
+	Results map[string]json.RawMessage
+	Errors  []string
+}
+
+// boot prepares kernel k and runs scenarios in one guest.
+func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *guestRun {
+	t.Helper()
+	nt, guest := binaries(t)
+	ex, err := Cache{Dir: cacheDir()}.Extract(k)
+	if err != nil {
+		t.Fatalf("kernel %s: %v", k.Name, err)
+	}
+	initrd := filepath.Join(t.TempDir(), "initrd.gz")
+	if err := Initramfs(initrd, guest, nt, ex.Brd); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	lines, console, err := Boot(context.Background(), ex.Vmlinuz, initrd, scenarios, limit)
+	t.Logf("kernel %s: guest ran %s", k.Name, time.Since(start).Round(time.Second))
+	r := &guestRun{Kernel: k, Lines: lines, Console: console, Results: map[string]json.RawMessage{}}
+	for _, l := range lines {
+		switch l.Kind {
+		case "NTRESULT":
+			var head struct{ Scenario string }
+			json.Unmarshal(l.Body, &head)
+			r.Results[head.Scenario] = l.Body
+		case "NTERROR":
+			r.Errors = append(r.Errors, string(l.Body))
+		}
+	}
+	if err != nil {
+		t.Fatalf("kernel %s: %v\nconsole tail:\n%s", k.Name, err, tail(console, 3000))
+	}
+	return r
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,285 @@
+package vmtest
+
+// The two-node guest tests: real NUMA stalls, checked against the guest
+// kernel's own counters, on every kernel of the matrix.
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lacks names the probes a kernel cannot have, and why. Any other probe
+// that does not attach fails the test.
+var lacks = map[string]map[string]string{
+	"5.10": {
+		"numa_migration": "5.10 has no mm_migrate_pages_start tracepoint to time a migration from",
+		"mmap_lock":      "the mmap_lock tracepoints came in 5.12",
+	},
+}
+
+type stallAgg struct {
+	TID         int              `json:"tid"`
+	PID         int              `json:"pid"`
+	Cause       string           `json:"cause"`
+	Count       int64            `json:"count"`
+	TotalNs     int64            `json:"total_ns"`
+	Pages       int64            `json:"pages"`
+	ReasonPages map[string]int64 `json:"reason_pages"`
+	Moves       map[string]int64 `json:"moves"`
+}
+
+type result struct {
+	Scenario string `json:"scenario"`
+	Kernel   string `json:"kernel"`
+	Probes   struct {
+		Probes []struct {
+			Name     string `json:"name"`
+			Attached bool   `json:"attached"`
+			Error    string `json:"error"`
+		} `json:"probes"`
+	} `json:"probes"`
+	Workload struct {
+		PID     int              `json:"pid"`
+		TIDs    []int            `json:"tids"`
+		Pages   map[string]int64 `json:"pages"`
+		Before  map[string]int64 `json:"before"`
+		CPUNode int              `json:"cpu_node"`
+		Extra   map[string]any   `json:"extra"`
+	} `json:"workload"`
+	Vmstat  map[string]int64 `json:"vmstat_delta"`
+	Stalls  []stallAgg       `json:"stalls"`
+	Summary struct {
+		LostEvents int64 `json:"lost_events"`
+	} `json:"summary"`
+}
+
+func (r *result) isWorkload(tid int) bool {
+	for _, t := range r.Workload.TIDs {
+		if t == tid {
+			return true
+		}
+	}
+	return false
+}
+
+// sum adds the stalls of cause: all threads, and the workload's threads.
+func (r *result) sum(cause string) (all, workload stallAgg) {
+	for _, s := range r.Stalls {
+		if s.Cause != cause {
+			continue
+		}
+		all.Count += s.Count
+		all.Pages += s.Pages
+		if r.isWorkload(s.TID) {
+			workload.Count += s.Count
+			workload.Pages += s.Pages
+		}
+	}
+	return all, workload
+}
+
+func (r *result) vmstat(prefix string) int64 {
+	var n int64
+	for k, v := range r.Vmstat {
+		if k == prefix || (strings.HasSuffix(prefix, "_") && strings.HasPrefix(k, prefix)) {
+			n += v
+		}
+	}
+	return n
+}
+
+// within5 reports whether numatrace's figure is within 5% of the kernel's.
+func within5(ours, kernel int64) bool {
+	if kernel == 0 && ours == 0 {
+		return true
+	}
+	return math.Abs(float64(ours-kernel))/math.Max(float64(kernel), 1) <= 0.05
+}
+
+// agree checks numatrace's figure against the kernel's within 5%.
+func agree(t *testing.T, what string, ours, kernel int64) {
+	t.Helper()
+	t.Logf("%s: numatrace %d, kernel %d", what, ours, kernel)
+	if !within5(ours, kernel) {
+		t.Errorf("%s: numatrace %d vs kernel %d: more than 5%% apart", what, ours, kernel)
+	}
+}
+
+func share(pages map[string]int64, node string) float64 {
+	var total int64
+	for _, n := range pages {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(pages[node]) / float64(total)
+}
+
+func TestGuestKernels(t *testing.T) {
+	requireVM(t)
+	for _, k := range Matrix {
+		t.Run(k.Name, func(t *testing.T) {
+			scenarios := []string{"probes", "misplaced"}
+			if k.Full {
+				// thp first: the reclaim scenarios leave compaction deferred.
+				scenarios = append(scenarios, "bind", "thp", "zonereclaim1", "zonereclaim0", "directreclaim")
+			}
+			run := boot(t, k, scenarios, 6*time.Minute)
+			for _, e := range run.Errors {
+				t.Errorf("guest error: %s", e)
+			}
+			for _, s := range scenarios {
+				body, ok := run.Results[s]
+				if !ok {
+					t.Errorf("no result for scenario %s", s)
+					continue
+				}
+				var r result
+				if err := json.Unmarshal(body, &r); err != nil {
+					t.Fatalf("%s: %v", s, err)
+				}
+				t.Run(s, func(t *testing.T) {
+					if r.Summary.LostEvents != 0 {
+						t.Errorf("%d events lost", r.Summary.LostEvents)
+					}
+					checks[s](t, k, &r)
+				})
+			}
+		})
+	}
+}
+
+var checks = map[string]func(*testing.T, Kernel, *result){
+	"probes":        checkProbes,
+	"misplaced":     checkMisplaced,
+	"zonereclaim1":  checkZoneReclaimOn,
+	"zonereclaim0":  checkZoneReclaimOff,
+	"bind":          checkBind,
+	"directreclaim": checkDirectReclaim,
+	"thp":           checkTHP,
+}
+
+func probeAttached(k Kernel, name string) bool {
+	_, lacking := lacks[k.Name][name]
+	return !lacking
+}
+
+func checkProbes(t *testing.T, k Kernel, r *result) {
+	if len(r.Probes.Probes) == 0 {
+		t.Fatal("no probes listed")
+	}
+	for _, p := range r.Probes.Probes {
+		why, known := lacks[k.Name][p.Name]
+		switch {
+		case p.Attached && known:
+			t.Errorf("%s attached on %s, which was thought to lack it (%s): update the list", p.Name, k.Name, why)
+		case !p.Attached && !known:
+			t.Errorf("%s did not attach on %s: %s", p.Name, k.Name, p.Error)
+		case !p.Attached:
+			if !strings.Contains(p.Error, "not in this kernel") {
+				t.Errorf("%s on %s failed for another reason than the missing hook: %s", p.Name, k.Name, p.Error)
+			}
+			t.Logf("%s: not on %s (%s): %s", p.Name, k.Name, why, p.Error)
+		}
+	}
+}
+
+// Scenario 1: memory first touched on node 0, then read from node 1.
+func checkMisplaced(t *testing.T, k Kernel, r *result) {
+	if share(r.Workload.Before, "N0") < 0.95 {
+		t.Fatalf("first touch did not land on node 0: %v", r.Workload.Before)
+	}
+	if share(r.Workload.Pages, "N1") < 0.5 {
+		t.Errorf("NUMA balancing moved too little to node 1: %v", r.Workload.Pages)
+	}
+	moves, moved := r.sum("numa_task_move")
+	t.Logf("numa_task_move: %d on the workload thread, %d in all", moved.Count, moves.Count)
+	if moved.Count == 0 {
+		t.Error("no numa_task_move on the workload thread")
+	}
+	if !probeAttached(k, "numa_migration") {
+		t.Logf("numa_migration: %s", lacks[k.Name]["numa_migration"])
+		return
+	}
+	var misplaced, ours int64
+	for _, s := range r.Stalls {
+		if s.Cause == "numa_migration" {
+			misplaced += s.ReasonPages["numa_misplaced"]
+			if r.isWorkload(s.TID) {
+				ours += s.ReasonPages["numa_misplaced"]
+			}
+		}
+	}
+	agree(t, "numa_misplaced pages vs numa_pages_migrated", misplaced, r.vmstat("numa_pages_migrated"))
+	if ours < misplaced/2 {
+		t.Errorf("the workload thread migrated %d of %d misplaced pages: charged to the wrong thread", ours, misplaced)
+	}
+}
+
+// Scenario 2, zone_reclaim_mode=1: node 0 full of page cache, a node-0
+// thread allocates and reclaims on its own node.
+func checkZoneReclaimOn(t *testing.T, k Kernel, r *result) {
+	all, ours := r.sum("node_reclaim")
+	if ours.Count == 0 {
+		t.Fatalf("no node_reclaim on the allocating thread (all threads: %d)", all.Count)
+	}
+	// Node reclaim is the only direct reclaim here: its pages are pgsteal_direct's.
+	dr, _ := r.sum("direct_reclaim")
+	agree(t, "direct_reclaim count vs allocstall", dr.Count, r.vmstat("allocstall_"))
+	agree(t, "node_reclaim + direct_reclaim pages vs pgsteal_direct", all.Pages+dr.Pages, r.vmstat("pgsteal_direct"))
+	if share(r.Workload.Pages, "N0") < 0.9 {
+		t.Errorf("with zone_reclaim_mode=1 the allocation left node 0: %v", r.Workload.Pages)
+	}
+}
+
+// Scenario 2, zone_reclaim_mode=0: the same allocation spills to node 1.
+func checkZoneReclaimOff(t *testing.T, k Kernel, r *result) {
+	if all, _ := r.sum("node_reclaim"); all.Count != 0 {
+		t.Errorf("%d node_reclaim stalls with zone_reclaim_mode=0", all.Count)
+	}
+	if r.Workload.Pages["N1"] == 0 {
+		t.Errorf("with zone_reclaim_mode=0 nothing spilled to node 1: %v", r.Workload.Pages)
+	}
+	t.Logf("allocation pages per node: %v; page cache kB per node: %v/%v", r.Workload.Pages,
+		r.Workload.Extra["node0_file_kb"], r.Workload.Extra["node1_file_kb"])
+}
+
+// Scenario 3: CPUs on node 0, memory bound to node 1: every access remote.
+func checkBind(t *testing.T, k Kernel, r *result) {
+	if r.Workload.CPUNode != 0 {
+		t.Fatalf("workload ran on node %d", r.Workload.CPUNode)
+	}
+	if share(r.Workload.Pages, "N1") < 0.99 {
+		t.Errorf("memory bound to node 1 is not there: %v", r.Workload.Pages)
+	}
+	t.Logf("CPU node 0, pages per node %v, %v", r.Workload.Pages, r.Workload.Extra["status"])
+}
+
+// Scenario 4: global direct reclaim by two allocating threads.
+func checkDirectReclaim(t *testing.T, k Kernel, r *result) {
+	all, ours := r.sum("direct_reclaim")
+	if ours.Count == 0 {
+		t.Fatalf("no direct_reclaim on the allocating threads (all threads: %d)", all.Count)
+	}
+	agree(t, "direct_reclaim count vs allocstall_*", all.Count, r.vmstat("allocstall_"))
+	agree(t, "direct_reclaim pages vs pgsteal_direct", all.Pages, r.vmstat("pgsteal_direct"))
+	t.Logf("the workload's threads: %d of %d direct reclaims", ours.Count, all.Count)
+}
+
+// Scenario 5: huge-page faults into fragmented memory with defrag=always.
+func checkTHP(t *testing.T, k Kernel, r *result) {
+	all, ours := r.sum("compaction")
+	stalls := r.vmstat("compact_stall")
+	if stalls == 0 {
+		t.Fatalf("the guest did no direct compaction (compact_stall did not move); AnonHugePages %v", r.Workload.Extra["anon_huge"])
+	}
+	// One count per attempt that compacted a zone: what compact_stall counts.
+	agree(t, "compaction attempts vs compact_stall", all.Count, stalls)
+	if ours.Count < all.Count/2 {
+		t.Errorf("the faulting thread has %d of %d compaction stalls", ours.Count, all.Count)
+	}
+}
