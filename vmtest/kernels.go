@@ -5,7 +5,10 @@
 package vmtest
 
 import (
+	"archive/tar"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,29 +121,87 @@ type Extracted struct {
 	Brd     string // brd.ko, or "" if the kernel ships it compressed or not at all
 }
 
-// Extract unpacks k's kernel image (once) and returns its paths.
+// Extract unpacks k's kernel image and brd.ko (once) and returns their
+// paths. Only those two files leave the package.
 func (c Cache) Extract(k Kernel) (*Extracted, error) {
 	deb, err := c.deb(k)
 	if err != nil {
 		return nil, err
 	}
 	root := filepath.Join(c.Dir, "root-"+k.Name)
-	if _, err := os.Stat(filepath.Join(root, ".done")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, ".extracted")); err != nil {
 		os.RemoveAll(root)
-		if out, err := exec.Command("dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("dpkg-deb -x %s: %v: %s", deb, err, out)
+		if err := extractFiles(deb, root); err != nil {
+			return nil, err
 		}
-		if err := os.WriteFile(filepath.Join(root, ".done"), nil, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(root, ".extracted"), nil, 0o644); err != nil {
 			return nil, err
 		}
 	}
-	vm, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*"))
-	if len(vm) != 1 {
-		return nil, fmt.Errorf("%s: want one vmlinuz, found %v", deb, vm)
+	e := &Extracted{}
+	if p := filepath.Join(root, "vmlinuz"); fileExists(p) {
+		e.Vmlinuz = p
+	} else {
+		return nil, fmt.Errorf("%s has no boot/vmlinuz", deb)
 	}
-	e := &Extracted{Vmlinuz: vm[0]}
-	if brd, _ := filepath.Glob(filepath.Join(root, "lib", "modules", "*", "kernel", "drivers", "block", "brd.ko")); len(brd) == 1 {
-		e.Brd = brd[0]
+	if p := filepath.Join(root, "brd.ko"); fileExists(p) {
+		e.Brd = p
 	}
 	return e, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// extractFiles copies boot/vmlinuz-* and an uncompressed brd.ko out of a
+// Debian package's data archive into dir.
+func extractFiles(deb, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command("dpkg-deb", "--fsys-tarfile", deb)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	tr := tar.NewReader(out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return fmt.Errorf("read %s: %w", deb, err)
+		}
+		var dst string
+		switch base := filepath.Base(h.Name); {
+		case strings.HasPrefix(h.Name, "./boot/vmlinuz-"):
+			dst = "vmlinuz"
+		case base == "brd.ko" && strings.Contains(h.Name, "/drivers/block/"):
+			dst = "brd.ko"
+		default:
+			continue
+		}
+		f, err := os.Create(filepath.Join(dir, dst))
+		if err != nil {
+			return err
+		}
+		_, cerr := io.Copy(f, tr)
+		if err := errors.Join(cerr, f.Close()); err != nil {
+			return err
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("dpkg-deb --fsys-tarfile %s: %v: %s", deb, err, stderr.String())
+	}
+	return nil
 }
