@@ -7,6 +7,9 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require golang.org/x/sync v0.24.0 // indirect
+require (
+	github.com/klauspost/compress v1.18.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -38,6 +38,10 @@ type attachFlags struct {
 	top        int
 	btf        string
 	minEventNs [stall.NumCauses]uint64 // parsed --min-event
+
+	recordTo string // attach --record, record -o
+	flight   string // record --flight-recorder
+	quiet    bool   // record: no report, one line at the end
 }
 
 // Every page fault and mmap takes the mmap_lock. An acquisition under a
@@ -48,8 +52,15 @@ const (
 	defaultMinEvent = "mmap_lock=10us"
 )
 
-func attachFlagSet(f *attachFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
+func attachFlagSet(name string, f *attachFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if name == "record" {
+		fs.StringVar(&f.recordTo, "o", "", "write the recording to this file (required)")
+		fs.StringVar(&f.flight, "flight-recorder", "",
+			"keep only the most recent data in memory (a size like 64MiB, or a duration like 5m) and write it to -o on SIGUSR1")
+	} else {
+		fs.StringVar(&f.recordTo, "record", "", "also record to this file (see numatrace replay, report, export)")
+	}
 	fs.IntVar(&f.pid, "pid", 0, "trace every thread of this process, including threads it creates later")
 	fs.IntVar(&f.tid, "tid", 0, "trace one thread")
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace the processes of this cgroup (absolute, or relative to /sys/fs/cgroup)")
@@ -114,29 +125,43 @@ func kernelRelease() string {
 }
 
 func runAttach(args []string, stdout, stderr io.Writer) error {
+	return runTrace("attach", args, stdout, stderr)
+}
+
+func runRecord(args []string, stdout, stderr io.Writer) error {
+	return runTrace("record", args, stdout, stderr)
+}
+
+func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 	var f attachFlags
-	fs := attachFlagSet(&f)
+	fs := attachFlagSet(name, &f)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	if name == "record" {
+		if f.recordTo == "" {
+			return usageErr("record: -o FILE is required")
+		}
+		f.quiet = true
+	}
 	minEvent, err := parseMinEvent(f.minEvent)
 	if err != nil {
-		return usageErr("attach: --min-event: %v", err)
+		return usageErr("%s: --min-event: %v", name, err)
 	}
 	f.minEventNs = minEvent
 	minStall, err := parseMinEvent(f.minStall)
 	if err != nil {
-		return usageErr("attach: --min-stall: %v", err)
+		return usageErr("%s: --min-stall: %v", name, err)
 	}
 	if f.window < 10*time.Millisecond {
-		return usageErr("attach: --window must be at least 10ms")
+		return usageErr("%s: --window must be at least 10ms", name)
 	}
 	if f.duration < 0 {
-		return usageErr("attach: --duration must not be negative")
+		return usageErr("%s: --duration must not be negative", name)
 	}
 	rb := f.ringBufMiB
 	if rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
-		return usageErr("attach: --ringbuf-mib must be a power of two up to 1024")
+		return usageErr("%s: --ringbuf-mib must be a power of two up to 1024", name)
 	}
 	tgt, err := target.Resolve("/proc", "/sys/fs/cgroup", f.pid, f.tid, f.cgroup)
 	if err != nil {
@@ -164,12 +189,12 @@ func runAttach(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tr.Close()
-	return trace(tr, tgt, &f, stdout, stderr)
+	return trace(tr, tgt, topo, &f, stdout, stderr)
 }
 
 // trace runs a session until the duration ends, Ctrl-C, or the target
 // goes, then prints the summary.
-func trace(tr *tracer.Tracer, tgt *target.Target, f *attachFlags, stdout, stderr io.Writer) error {
+func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *attachFlags, stdout, stderr io.Writer) error {
 	rd, err := tr.Reader()
 	if err != nil {
 		return err
@@ -204,8 +229,14 @@ func trace(tr *tracer.Tracer, tgt *target.Target, f *attachFlags, stdout, stderr
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
 	started := time.Now()
+	opt.StartNs = monotonicNs()
+	rec, err := newRecording(tr, tgt, topo, f, started, opt.StartNs, &opt, stderr)
+	if err != nil {
+		return err
+	}
 	res, err := session.Run(ctx, rd, tr.Decoder(), tr, opt)
 	if err != nil {
+		rec.abort()
 		return err
 	}
 	report := &output.Report{
@@ -221,6 +252,15 @@ func trace(tr *tracer.Tracer, tgt *target.Target, f *attachFlags, stdout, stderr
 	}
 	if res.TargetGone {
 		report.Note = fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond))
+	}
+	if err := rec.finish(res, report, stderr); err != nil {
+		return err
+	}
+	if f.quiet {
+		if report.Note != "" {
+			fmt.Fprintf(stderr, "numatrace: %s\n", report.Note)
+		}
+		return nil
 	}
 	for _, p := range tr.Probes() {
 		report.Probes = append(report.Probes, output.ProbeResult{Name: p.Name, Attached: p.Attached, Error: p.Error})

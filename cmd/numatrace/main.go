@@ -31,7 +31,11 @@ func usageErr(format string, a ...any) error {
 const usage = `numatrace: find the memory-management stalls behind latency spikes
 
 usage:
-  numatrace attach [--pid PID | --tid TID | --cgroup PATH] [--duration D] --no-tui [--json]
+  numatrace attach [--pid PID | --tid TID | --cgroup PATH] [--duration D] --no-tui [--json] [--record FILE]
+  numatrace record [target flags] -o FILE [--duration D] [--flight-recorder SIZE_OR_DURATION]
+  numatrace replay FILE [--speed X | --fast] [--json]
+  numatrace report FILE [--json]
+  numatrace export --format perfetto FILE -o trace.json
   numatrace probes [--json]
   numatrace version
 
@@ -51,6 +55,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "attach":
 		err = runAttach(args[1:], stdout, stderr)
+	case "record":
+		err = runRecord(args[1:], stdout, stderr)
+	case "replay":
+		err = runReplay(args[1:], stdout, stderr)
+	case "report":
+		err = runReport(args[1:], stdout, stderr)
+	case "export":
+		err = runExport(args[1:], stdout, stderr)
 	case "probes":
 		err = runProbes(args[1:], stdout)
 	case "version", "--version":
@@ -58,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErr("unknown command %q (try: attach, probes, version)", args[0])
+		err = usageErr("unknown command %q (try: attach, record, replay, report, export, probes, version)", args[0])
 	}
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0

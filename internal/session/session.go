@@ -10,9 +10,20 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tracer"
 )
+
+// Recorder takes everything the session sees, for a recording. It must
+// not block: record.Writer drops (and counts) what the disk cannot take.
+type Recorder interface {
+	Event(*stall.Event)
+	Snapshot(record.Snapshot) error
+	Procfs(record.Procfs) error
+	Lost(record.Lost)
+	Flush()
+}
 
 // Reader is the ring-buffer reader: *ringbuf.Reader satisfies it.
 type Reader interface {
@@ -52,6 +63,21 @@ type Options struct {
 	RescanEvery time.Duration
 	// Gone is closed when the target no longer exists.
 	Gone <-chan struct{}
+	// StartNs, if set, is where the first window starts (a recording's
+	// header states it before the session begins).
+	StartNs uint64
+
+	// Recorder, if set, receives every event, and every RecordEvery the
+	// kernel's aggregates and a procfs reading (ReadProcfs).
+	Recorder    Recorder
+	RecordEvery time.Duration
+	ReadProcfs  func(monoNs uint64) (record.Procfs, error)
+	// Dump is called, in the session's goroutine, on each DumpRequests
+	// message: a flight recorder writes out what it holds.
+	DumpRequests <-chan struct{}
+	Dump         func(record.Snapshot) error
+	// OnDump reports each dump's outcome.
+	OnDump func(error)
 }
 
 // Result is what a finished session saw.
@@ -63,12 +89,19 @@ type Result struct {
 	Windows    uint64
 	BadRecords uint64
 	TargetGone bool
+	// Final is the kernel's aggregates when tracing stopped.
+	Final *stall.Snapshot
+	EndNs uint64
 }
 
 // Run traces until ctx ends or the target goes, then returns the result.
 func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Options) (*Result, error) {
-	s := &run{opt: opt, k: k, agg: aggregate.New(opt.Now(), uint64(opt.Window))}
-	s.startNs = opt.Now()
+	if opt.StartNs == 0 {
+		opt.StartNs = opt.Now()
+	}
+	s := &run{opt: opt, k: k, agg: aggregate.New(opt.StartNs, uint64(opt.Window))}
+	s.startNs = opt.StartNs
+	s.record(false)
 	events := make(chan stall.Event, 1<<16)
 	var badRecords uint64 // written by the reader goroutine, read after it ends
 	go func() {
@@ -96,7 +129,15 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 	if err != nil {
 		return nil, err
 	}
+	if opt.Recorder != nil {
+		if err := opt.Recorder.Snapshot(record.Snapshot{MonoNs: endNs, Final: true, Data: snap}); err != nil {
+			return nil, err
+		}
+		s.procfs(endNs)
+	}
 	return &Result{
+		Final:      snap,
+		EndNs:      endNs,
 		Summary:    s.agg.Summarize(snap),
 		DurationNs: endNs - s.startNs,
 		Events:     s.agg.Events,
@@ -120,11 +161,16 @@ type run struct {
 func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 	tick := time.NewTicker(s.opt.Window / 4)
 	defer tick.Stop()
-	var rescan <-chan time.Time
+	var rescan, recordTick <-chan time.Time
 	if s.opt.Rescan != nil && s.opt.RescanEvery > 0 {
 		t := time.NewTicker(s.opt.RescanEvery)
 		defer t.Stop()
 		rescan = t.C
+	}
+	if s.opt.Recorder != nil && s.opt.RecordEvery > 0 {
+		t := time.NewTicker(s.opt.RecordEvery)
+		defer t.Stop()
+		recordTick = t.C
 	}
 	grace := uint64(s.opt.Grace)
 	for {
@@ -142,6 +188,10 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 			if pids, err := s.opt.Rescan(); err == nil {
 				s.k.AddPIDs(pids)
 			}
+		case <-recordTick:
+			s.record(false)
+		case <-s.opt.DumpRequests:
+			s.dump()
 		case <-s.opt.Gone:
 			s.gone = true
 			return
@@ -151,8 +201,47 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 	}
 }
 
+// record writes the kernel's aggregates and a procfs reading, and closes
+// the open block so a crash loses at most RecordEvery of data.
+func (s *run) record(final bool) {
+	if s.opt.Recorder == nil {
+		return
+	}
+	now := s.opt.Now()
+	if snap, err := s.k.Snapshot(); err == nil {
+		s.opt.Recorder.Snapshot(record.Snapshot{MonoNs: now, Final: final, Data: snap})
+	}
+	s.procfs(now)
+	s.opt.Recorder.Flush()
+}
+
+func (s *run) procfs(now uint64) {
+	if s.opt.ReadProcfs == nil {
+		return
+	}
+	if p, err := s.opt.ReadProcfs(now); err == nil {
+		s.opt.Recorder.Procfs(p)
+	}
+}
+
+func (s *run) dump() {
+	if s.opt.Dump == nil {
+		return
+	}
+	snap, err := s.k.Snapshot()
+	if err == nil {
+		err = s.opt.Dump(record.Snapshot{MonoNs: s.opt.Now(), Final: true, Data: snap})
+	}
+	if s.opt.OnDump != nil {
+		s.opt.OnDump(err)
+	}
+}
+
 func (s *run) add(ev stall.Event) {
 	s.agg.Add(ev)
+	if s.opt.Recorder != nil {
+		s.opt.Recorder.Event(&ev)
+	}
 	if s.opt.Sink != nil && ev.Kind == stall.KindStall {
 		s.opt.Sink.Stall(&ev) // a broken pipe shows when the summary is written
 	}
@@ -167,6 +256,9 @@ func (s *run) emit(ws []*aggregate.Window) {
 	if lost, err := s.k.LostEvents(); err == nil {
 		ws[len(ws)-1].LostEvents = lost - s.lastLost
 		s.lastLost = lost
+		if s.opt.Recorder != nil {
+			s.opt.Recorder.Lost(record.Lost{MonoNs: ws[len(ws)-1].EndNs, LostEvents: lost})
+		}
 	}
 	s.windows += uint64(len(ws))
 	if s.opt.Sink == nil {

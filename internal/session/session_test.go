@@ -136,8 +136,8 @@ func (s *fakeSink) Window(w *aggregate.Window) error {
 }
 func (s *fakeSink) Flush() error { return nil }
 
-// record builds a raw ring-buffer record the way the kernel lays it out.
-func record(t *testing.T, kind, cause uint32, ts, dur uint64, tid uint32) []byte {
+// rawRecord builds a raw ring-buffer record the way the kernel lays it out.
+func rawRecord(t *testing.T, kind, cause uint32, ts, dur uint64, tid uint32) []byte {
 	t.Helper()
 	b := make([]byte, tracer.EventSize)
 	// Field offsets of struct event (bpf/numatrace.h): ts_ns 0, dur_ns 8,
@@ -181,9 +181,9 @@ func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 		done <- res
 	}()
 	start := uint64(1_000_000_000)
-	rd.push(record(t, 0, uint32(stall.MemcgReclaim), start+10_000_000, 5000, 11))
-	rd.push(record(t, 0, uint32(stall.DirectReclaim), start+50_000_000, 7000, 12))
-	rd.push(record(t, 1, 0, start+60_000_000, 0, 12)) // exit: not a stall line
+	rd.push(rawRecord(t, 0, uint32(stall.MemcgReclaim), start+10_000_000, 5000, 11))
+	rd.push(rawRecord(t, 0, uint32(stall.DirectReclaim), start+50_000_000, 7000, 12))
+	rd.push(rawRecord(t, 1, 0, start+60_000_000, 0, 12)) // exit: not a stall line
 	time.Sleep(50 * time.Millisecond)
 	clk.ns.Store(start + 130_000_000) // three windows of 40ms have ended
 	k.mu.Lock()
@@ -191,7 +191,7 @@ func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 	k.mu.Unlock()
 	time.Sleep(50 * time.Millisecond)
 	// A record that arrives while stopping is drained, not lost.
-	rd.push(record(t, 0, uint32(stall.MmapLock), start+131_000_000, 100, 11))
+	rd.push(rawRecord(t, 0, uint32(stall.MmapLock), start+131_000_000, 100, 11))
 	cancel()
 	res := <-done
 

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/perfetto"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/replay"
+)
+
+// oneFile takes the single FILE argument of replay, report and export.
+func oneFile(fs *flag.FlagSet, args []string, stdout io.Writer) (string, error) {
+	fs.SetOutput(io.Discard)
+	// Allow flags after the file name too: numatrace report FILE --json.
+	var file string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fmt.Fprintf(stdout, "usage of numatrace %s FILE:\n", fs.Name())
+				fs.PrintDefaults()
+				return "", err
+			}
+			return "", usageErr("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			if file != "" {
+				return "", usageErr("%s: one recording at a time (got %q and %q)", fs.Name(), file, args[0])
+			}
+			file, args = args[0], args[1:]
+		}
+	}
+	if file == "" {
+		return "", usageErr("%s: name a recording file", fs.Name())
+	}
+	return file, nil
+}
+
+func openRecording(path string, stderr io.Writer) (*record.Reader, error) {
+	r, err := record.Open(path)
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return r, nil
+}
+
+// warnDamage prints what the reader skipped, one line each.
+func warnDamage(r *record.Reader, stderr io.Writer) {
+	for _, w := range r.Warnings() {
+		fmt.Fprintf(stderr, "numatrace: warning: %s\n", w)
+	}
+}
+
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	speed := fs.Float64("speed", 1, "replay this many times faster than recorded")
+	fast := fs.Bool("fast", false, "replay as fast as possible")
+	asJSON := fs.Bool("json", false, "write NDJSON: stall and window lines, then a summary line")
+	fs.Bool("no-tui", false, "print text or JSON instead of the interactive view")
+	top := fs.Int("top", 20, "threads shown in the text report")
+	path, err := oneFile(fs, args, stdout)
+	if err != nil {
+		return err
+	}
+	if *speed <= 0 {
+		return usageErr("replay: --speed must be positive")
+	}
+	if *fast {
+		*speed = 0
+	}
+	return replayTo(path, *speed, *asJSON, *top, stdout, stderr)
+}
+
+func runReport(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the summary as one JSON line")
+	top := fs.Int("top", 20, "threads shown in the text report")
+	path, err := oneFile(fs, args, stdout)
+	if err != nil {
+		return err
+	}
+	return replayTo(path, 0, *asJSON, *top, stdout, stderr, reportOnly)
+}
+
+const reportOnly = true
+
+// replayTo plays a recording through the same outputs as attach.
+func replayTo(path string, speed float64, asJSON bool, top int, stdout, stderr io.Writer, summaryOnly ...bool) error {
+	r, err := openRecording(path, stderr)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opt := replay.Options{Speed: speed, Grace: 250 * time.Millisecond, TopThreads: top}
+	var nd *output.NDJSON
+	if asJSON {
+		nd = output.NewNDJSON(stdout)
+		if len(summaryOnly) == 0 {
+			opt.Sink = nd
+		}
+	}
+	rep, err := replay.Run(ctx, r, opt)
+	warnDamage(r, stderr)
+	if err != nil {
+		return err
+	}
+	if nd != nil {
+		err = nd.Summary(rep)
+	} else {
+		err = rep.Text(stdout)
+	}
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+func runExport(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	format := fs.String("format", "perfetto", "output format: perfetto (Chrome trace-event JSON)")
+	out := fs.String("o", "", "output file (default: stdout)")
+	path, err := oneFile(fs, args, stdout)
+	if err != nil {
+		return err
+	}
+	if *format != "perfetto" {
+		return usageErr("export: unknown format %q (only perfetto)", *format)
+	}
+	r, err := openRecording(path, stderr)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w := stdout
+	var f *os.File
+	if *out != "" && *out != "-" {
+		if f, err = os.Create(*out); err != nil {
+			return err
+		}
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	_, err = perfetto.Export(r, bw, perfetto.Options{})
+	warnDamage(r, stderr)
+	err = errors.Join(err, bw.Flush())
+	if f != nil {
+		err = errors.Join(err, f.Close())
+	}
+	return err
+}

@@ -1,0 +1,80 @@
+// Package record writes and reads numatrace recordings: a versioned header
+// followed by independent, length-prefixed, checksummed zstd blocks of
+// records. docs/FORMAT.md is the specification; this package is the
+// reference implementation.
+package record
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// Magic opens every recording. The 0x1a byte stops `type` on some systems
+// and the \r\n pair catches line-ending conversion, as in PNG.
+var Magic = [8]byte{'N', 'U', 'M', 'A', 'T', 'R', 0x1a, '\n'}
+
+// blockMagic opens every block, so a reader can find the next block after
+// a corrupt length.
+var blockMagic = [4]byte{'N', 'T', 'B', 'K'}
+
+// Format version. A reader refuses a newer major version; minor versions
+// only add record types, which older readers skip.
+const (
+	VersionMajor = 1
+	VersionMinor = 0
+)
+
+// Limits that keep a reader's memory bounded on any input.
+const (
+	maxHeaderBytes     = 1 << 20
+	maxBlockCompressed = 4 << 20
+	maxBlockRaw        = 16 << 20
+	maxRecordBytes     = 8 << 20
+	// targetBlockRaw is when a writer closes a block.
+	targetBlockRaw = 256 << 10
+)
+
+// Record types inside a block.
+const (
+	recThread   = 1 // a thread's pid and name: uvarint tid, uvarint pid, string comm
+	recString   = 2 // uvarint id, string: names reasons, modes and results
+	recEvent    = 3 // one stall or exit, see encodeEvent
+	recSnapshot = 4 // JSON: the kernel's exact aggregates at a moment
+	recProcfs   = 5 // JSON: /proc and /sys readings at a moment
+	recLost     = 6 // uvarint mono ns, uvarint lost events total, uvarint recorder drops total
+	recEnd      = 7 // JSON: how the run ended; only in a complete recording
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// blockHeader is the fixed part before each block's payload.
+type blockHeader struct {
+	Compressed uint32 // payload bytes on disk
+	Raw        uint32 // payload bytes after decompression
+	Records    uint32
+	CRC        uint32 // CRC-32C of the compressed payload
+}
+
+const blockHeaderSize = 4 + 16
+
+func (h blockHeader) put(b []byte) {
+	copy(b, blockMagic[:])
+	binary.LittleEndian.PutUint32(b[4:], h.Compressed)
+	binary.LittleEndian.PutUint32(b[8:], h.Raw)
+	binary.LittleEndian.PutUint32(b[12:], h.Records)
+	binary.LittleEndian.PutUint32(b[16:], h.CRC)
+}
+
+func parseBlockHeader(b []byte) (blockHeader, bool) {
+	if [4]byte(b[:4]) != blockMagic {
+		return blockHeader{}, false
+	}
+	return blockHeader{
+		Compressed: binary.LittleEndian.Uint32(b[4:]),
+		Raw:        binary.LittleEndian.Uint32(b[8:]),
+		Records:    binary.LittleEndian.Uint32(b[12:]),
+		CRC:        binary.LittleEndian.Uint32(b[16:]),
+	}, true
+}

@@ -1,0 +1,92 @@
+package record
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// smallRecording is a valid recording for seeds.
+func smallRecording(t testing.TB) []byte {
+	w := writeRecording(t, 300, 7)
+	b, err := os.ReadFile(w.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// FuzzReader feeds arbitrary files to the reader: it must never panic,
+// never loop, and never hold more than its block limits.
+func FuzzReader(f *testing.F) {
+	valid := smallRecording(f)
+	f.Add(valid)
+	f.Add(valid[:len(valid)/2])
+	f.Add(valid[:40])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		for i := 0; ; i++ {
+			_, err := r.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatalf("Next returned %v; damage must be a warning", err)
+			}
+			if i > 10*len(data)+10 {
+				t.Fatal("more items than the input could hold")
+			}
+		}
+	})
+}
+
+// FuzzBlock feeds arbitrary decompressed blocks to the record decoder,
+// which the checksum and zstd layers otherwise shield from fuzzing.
+func FuzzBlock(f *testing.F) {
+	e := newBlockEncoder()
+	rng := rand.New(rand.NewSource(8))
+	for i := 0; i < 20; i++ {
+		ev := randomEvent(rng, uint64(i)*100)
+		e.event(&ev)
+	}
+	e.lost(Lost{MonoNs: 1, LostEvents: 2})
+	f.Add(append([]byte(nil), e.buf...))
+	f.Add([]byte{recEvent, 3, 0x13, 0, 0})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		r := &Reader{cur: newBlockDecoder(raw)}
+		for i := 0; i <= len(raw); i++ {
+			typ, body, done, err := r.cur.next()
+			if done || err != nil {
+				return
+			}
+			r.decode(typ, body)
+		}
+		t.Fatal("more records than bytes")
+	})
+}
+
+// TestWriteSeedCorpus regenerates testdata/fuzz from a fresh recording:
+// NUMATRACE_WRITE_CORPUS=1 go test -run TestWriteSeedCorpus ./internal/record
+func TestWriteSeedCorpus(t *testing.T) {
+	if os.Getenv("NUMATRACE_WRITE_CORPUS") == "" {
+		t.Skip("set NUMATRACE_WRITE_CORPUS=1 to rewrite the seed corpus")
+	}
+	valid := smallRecording(t)
+	for name, b := range map[string][]byte{"valid": valid, "cut-half": valid[:len(valid)/2], "header-only": valid[:60]} {
+		dir := filepath.Join("testdata", "fuzz", "FuzzReader")
+		os.MkdirAll(dir, 0o755)
+		body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package record
+
+import (
+	"time"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Header describes a recording: where and how it was made.
+type Header struct {
+	Format  string `json:"format"` // "numatrace"
+	Version struct {
+		Major int `json:"major"`
+		Minor int `json:"minor"`
+	} `json:"version"`
+	Numatrace string    `json:"numatrace"` // numatrace's version
+	Started   time.Time `json:"started"`   // wall clock at the start
+	StartNs   uint64    `json:"start_ns"`  // CLOCK_MONOTONIC at the start: event times are on this clock
+	WindowNs  uint64    `json:"window_ns"`
+	Target    string    `json:"target"`
+	Probes    []Probe   `json:"probes"`
+	// MinEventNs are the per-cause stream thresholds (cause → ns).
+	MinEventNs map[string]uint64 `json:"min_event_ns"`
+	Host       Host              `json:"host"`
+	// FlightRecorder is set when the file holds only the most recent data.
+	FlightRecorder bool `json:"flight_recorder,omitempty"`
+}
+
+// Probe is one probe's state at the start.
+type Probe struct {
+	Name     string `json:"name"`
+	Attached bool   `json:"attached"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Host is the machine the recording was made on.
+type Host struct {
+	Hostname string         `json:"hostname"`
+	Kernel   string         `json:"kernel"`
+	CPUs     int            `json:"cpus"`
+	CPUNode  map[int]int    `json:"cpu_node"`
+	NodeMem  map[int]uint64 `json:"node_mem_bytes"`
+}
+
+// End says how a recording finished. A file without it was cut short.
+type End struct {
+	EndNs      uint64 `json:"end_ns"` // CLOCK_MONOTONIC
+	DurationNs uint64 `json:"duration_ns"`
+	Events     uint64 `json:"events"`
+	LateEvents uint64 `json:"late_events"`
+	Windows    uint64 `json:"windows"`
+	Note       string `json:"note,omitempty"`
+	// Dropped counts events the recorder could not write in time.
+	Dropped uint64 `json:"dropped"`
+}
+
+// Snapshot is the kernel's exact aggregates at MonoNs; Final marks the one
+// taken when tracing stopped.
+type Snapshot struct {
+	MonoNs uint64          `json:"mono_ns"`
+	Final  bool            `json:"final,omitempty"`
+	Data   *stall.Snapshot `json:"data"`
+}
+
+// Procfs is a reading of the kernel's own counters at MonoNs.
+type Procfs struct {
+	MonoNs uint64                      `json:"mono_ns"`
+	Vmstat map[string]int64            `json:"vmstat"`
+	Nodes  map[string]map[string]int64 `json:"nodes"`                       // node → numastat and meminfo fields
+	Target map[string]map[string]int64 `json:"target_numa_pages,omitempty"` // pid → N0.. pages
+}
+
+// Lost is the kernel's and the recorder's drop counts at MonoNs.
+type Lost struct {
+	MonoNs     uint64
+	LostEvents uint64 // ring-buffer reserve failures so far
+	Dropped    uint64 // events the recorder dropped so far
+}

@@ -1,0 +1,293 @@
+package record
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Kind is what an Item holds.
+type Kind int
+
+const (
+	ItemEvent Kind = iota + 1
+	ItemSnapshot
+	ItemProcfs
+	ItemLost
+	ItemEnd
+)
+
+// Item is one record read back.
+type Item struct {
+	Kind     Kind
+	Event    stall.Event
+	Snapshot *Snapshot
+	Procfs   *Procfs
+	Lost     Lost
+	End      *End
+}
+
+// ErrNewerFormat means the file was written by a newer numatrace.
+var ErrNewerFormat = errors.New("recording format is newer than this numatrace reads")
+
+// Reader reads a recording. Complete blocks are always read; a damaged
+// block is skipped with a warning, and a file cut short ends early with a
+// warning saying where.
+type Reader struct {
+	r        *bufio.Reader
+	closer   io.Closer
+	header   Header
+	off      int64 // bytes consumed
+	zdec     *zstd.Decoder
+	cur      *blockDecoder
+	raw      []byte
+	blocks   int
+	warnings []string
+	cut      bool
+	pending  []byte // bytes read ahead by a resync, served before r.r
+}
+
+func (r *Reader) Read(p []byte) (int, error) {
+	if len(r.pending) > 0 {
+		n := copy(p, r.pending)
+		r.pending = r.pending[n:]
+		return n, nil
+	}
+	return r.r.Read(p)
+}
+
+func (r *Reader) readFull(p []byte) (int, error) { return io.ReadFull(readerFunc(r.Read), p) }
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// Open opens a recording file.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open recording: %w", err)
+	}
+	r, err := NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r.closer = f
+	return r, nil
+}
+
+// NewReader reads and checks the header.
+func NewReader(in io.Reader) (*Reader, error) {
+	r := &Reader{r: bufio.NewReaderSize(in, 1<<16)}
+	var fixed [16]byte
+	if _, err := io.ReadFull(r.r, fixed[:]); err != nil {
+		return nil, fmt.Errorf("not a numatrace recording (too short)")
+	}
+	if [8]byte(fixed[:8]) != Magic {
+		return nil, fmt.Errorf("not a numatrace recording (bad magic)")
+	}
+	major, minor := binary.LittleEndian.Uint16(fixed[8:]), binary.LittleEndian.Uint16(fixed[10:])
+	if major > VersionMajor {
+		return nil, fmt.Errorf("%w: the file is format v%d.%d, this numatrace reads v%d.x; use a newer numatrace",
+			ErrNewerFormat, major, minor, VersionMajor)
+	}
+	n := binary.LittleEndian.Uint32(fixed[12:])
+	if n > maxHeaderBytes {
+		return nil, fmt.Errorf("corrupt recording header (length %d)", n)
+	}
+	js := make([]byte, n+4)
+	if _, err := io.ReadFull(r.r, js); err != nil {
+		return nil, fmt.Errorf("recording cut inside its header")
+	}
+	if checksum(js[:n]) != binary.LittleEndian.Uint32(js[n:]) {
+		return nil, fmt.Errorf("corrupt recording header (checksum mismatch)")
+	}
+	if err := json.Unmarshal(js[:n], &r.header); err != nil {
+		return nil, fmt.Errorf("corrupt recording header: %v", err)
+	}
+	r.off = int64(16 + n + 4)
+	z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlockRaw),
+		zstd.WithDecoderMaxWindow(maxBlockRaw))
+	if err != nil {
+		return nil, err
+	}
+	r.zdec = z
+	return r, nil
+}
+
+// Header is the recording's header.
+func (r *Reader) Header() Header { return r.header }
+
+// Warnings lists the damage found so far, one line each.
+func (r *Reader) Warnings() []string { return r.warnings }
+
+// Truncated reports whether the file ended inside a block.
+func (r *Reader) Truncated() bool { return r.cut }
+
+// Blocks is the number of complete blocks read.
+func (r *Reader) Blocks() int { return r.blocks }
+
+// Close releases the file.
+func (r *Reader) Close() error {
+	r.zdec.Close()
+	if r.closer != nil {
+		return r.closer.Close()
+	}
+	return nil
+}
+
+func (r *Reader) warn(format string, a ...any) {
+	if len(r.warnings) < 100 {
+		r.warnings = append(r.warnings, fmt.Sprintf(format, a...))
+	}
+}
+
+// Next returns the next item, or io.EOF at the end of the file.
+func (r *Reader) Next() (Item, error) {
+	for {
+		if r.cur == nil {
+			if err := r.nextBlock(); err != nil {
+				return Item{}, err
+			}
+		}
+		typ, body, done, err := r.cur.next()
+		if done {
+			r.cur = nil
+			continue
+		}
+		if err != nil {
+			r.warn("block %d: %v; rest of the block skipped", r.blocks, err)
+			r.cur = nil
+			continue
+		}
+		it, ok, err := r.decode(typ, body)
+		if err != nil {
+			r.warn("block %d: %v; rest of the block skipped", r.blocks, err)
+			r.cur = nil
+			continue
+		}
+		if ok {
+			return it, nil
+		}
+	}
+}
+
+func (r *Reader) decode(typ byte, body []byte) (Item, bool, error) {
+	switch typ {
+	case recThread:
+		return Item{}, false, r.cur.thread(body)
+	case recString:
+		return Item{}, false, r.cur.str(body)
+	case recEvent:
+		ev, err := r.cur.event(body)
+		return Item{Kind: ItemEvent, Event: ev}, err == nil, err
+	case recSnapshot:
+		var s Snapshot
+		if err := json.Unmarshal(body, &s); err != nil || s.Data == nil {
+			return Item{}, false, fmt.Errorf("%w: snapshot: %v", errCorrupt, err)
+		}
+		return Item{Kind: ItemSnapshot, Snapshot: &s}, true, nil
+	case recProcfs:
+		var p Procfs
+		if err := json.Unmarshal(body, &p); err != nil {
+			return Item{}, false, fmt.Errorf("%w: procfs: %v", errCorrupt, err)
+		}
+		return Item{Kind: ItemProcfs, Procfs: &p}, true, nil
+	case recLost:
+		l, err := r.cur.lost(body)
+		return Item{Kind: ItemLost, Lost: l}, err == nil, err
+	case recEnd:
+		var e End
+		if err := json.Unmarshal(body, &e); err != nil {
+			return Item{}, false, fmt.Errorf("%w: end: %v", errCorrupt, err)
+		}
+		return Item{Kind: ItemEnd, End: &e}, true, nil
+	}
+	return Item{}, false, nil // a record type from a newer minor version
+}
+
+// nextBlock reads, checks and decompresses the next block.
+func (r *Reader) nextBlock() error {
+	for {
+		var hb [blockHeaderSize]byte
+		n, err := r.readFull(hb[:])
+		if err == io.EOF {
+			return io.EOF
+		}
+		if err != nil {
+			r.cutAt(n)
+			return io.EOF
+		}
+		start := r.off
+		h, ok := parseBlockHeader(hb[:])
+		if !ok || h.Compressed > maxBlockCompressed || h.Raw > maxBlockRaw {
+			r.warn("damaged block header at byte %d; looking for the next block", start)
+			if err := r.resync(hb[1:]); err != nil {
+				return err
+			}
+			continue
+		}
+		payload := make([]byte, h.Compressed)
+		m, err := r.readFull(payload)
+		if err != nil {
+			r.cutAt(blockHeaderSize + m)
+			return io.EOF
+		}
+		r.off += int64(blockHeaderSize) + int64(h.Compressed)
+		if checksum(payload) != h.CRC {
+			r.warn("block at byte %d fails its checksum; skipped", start)
+			continue
+		}
+		raw, err := r.zdec.DecodeAll(payload, r.raw[:0])
+		if err != nil || len(raw) != int(h.Raw) {
+			r.warn("block at byte %d does not decompress; skipped", start)
+			continue
+		}
+		r.raw = raw
+		r.blocks++
+		r.cur = newBlockDecoder(raw)
+		return nil
+	}
+}
+
+func (r *Reader) cutAt(extra int) {
+	r.cut = true
+	r.warn("recording cut short at byte %d (inside a block); %d complete blocks read", r.off+int64(extra), r.blocks)
+}
+
+// resync scans forward for the next block magic. pending holds bytes
+// already read past the damaged header's first byte.
+func (r *Reader) resync(pending []byte) error {
+	r.off++
+	window := append([]byte(nil), pending...)
+	for {
+		if i := bytes.Index(window, blockMagic[:]); i >= 0 {
+			r.off += int64(i)
+			// Put the candidate header back in front of the stream.
+			r.pending = append(window[i:len(window):len(window)], r.pending...)
+			return nil
+		}
+		keep := len(blockMagic) - 1
+		if len(window) > keep {
+			r.off += int64(len(window) - keep)
+			window = window[len(window)-keep:]
+		}
+		var buf [4096]byte
+		n, err := r.Read(buf[:])
+		if n == 0 && err != nil {
+			r.off += int64(len(window))
+			return io.EOF
+		}
+		window = append(window, buf[:n]...)
+	}
+}

@@ -1,0 +1,281 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+func testHeader() Header {
+	return Header{Numatrace: "test", StartNs: 1000, WindowNs: 1e9, Target: "pid 1 (x)",
+		Probes: []Probe{{Name: "memcg_reclaim", Attached: true}},
+		Host:   Host{Hostname: "h", Kernel: "6.18", CPUs: 2, CPUNode: map[int]int{0: 0, 1: 1}}}
+}
+
+// randomEvent makes events that use every field of every cause.
+func randomEvent(rng *rand.Rand, ts uint64) stall.Event {
+	causes := stall.AllCauses()
+	ev := stall.Event{Kind: stall.KindStall, Cause: causes[rng.Intn(len(causes))], TsNs: ts,
+		DurNs: uint64(rng.Int63n(1e9)), TID: uint32(100 + rng.Intn(5)), CPU: uint32(rng.Intn(4)),
+		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+	ev.PID = ev.TID / 2
+	ev.Comm = []string{"db", "worker", "", "kswapd0"}[ev.TID%4]
+	if rng.Intn(10) == 0 {
+		ev.Kind = stall.KindExit
+		ev.GroupDead = rng.Intn(2) == 0
+	}
+	if rng.Intn(2) == 0 {
+		ev.Order = int32(rng.Intn(11))
+		ev.GFP = rng.Uint32()
+		ev.Pages = uint64(rng.Intn(1000))
+		ev.CgroupID = rng.Uint64()
+		ev.Node = int32(rng.Intn(3) - 1)
+		ev.DstNode = int32(rng.Intn(2))
+		ev.SrcCPU, ev.DstCPU = int32(rng.Intn(4)), int32(rng.Intn(4))
+		ev.Reason = []string{"", "numa_misplaced", "compaction"}[rng.Intn(3)]
+		ev.Mode = []string{"", "async", "sync_light"}[rng.Intn(3)]
+		ev.Status = []string{"", "success", "complete"}[rng.Intn(3)]
+		ev.OtherTID = uint32(rng.Intn(3))
+		ev.Pass = uint32(rng.Intn(3))
+		ev.AttemptNs = uint64(rng.Intn(1e6))
+		ev.SoftLimit, ev.Write, ev.Acquired = rng.Intn(2) == 0, rng.Intn(2) == 0, rng.Intn(2) == 0
+		ev.Swap, ev.Stick, ev.Nested = rng.Intn(2) == 0, rng.Intn(2) == 0, rng.Intn(2) == 0
+	}
+	return ev
+}
+
+type written struct {
+	path   string
+	events []stall.Event
+	blocks []int64 // file offset where each block starts
+	size   int64
+}
+
+// writeRecording writes n events (some out of time order, as the ring
+// buffer delivers them) with snapshots and procfs readings between.
+func writeRecording(t testing.TB, n int, seed int64) written {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(seed))
+	var evs []stall.Event
+	ts := uint64(5000)
+	for i := 0; i < n; i++ {
+		ts += uint64(rng.Intn(100000))
+		jitter := uint64(rng.Intn(3000))
+		ev := randomEvent(rng, ts-jitter)
+		w.Event(&ev)
+		evs = append(evs, ev)
+		if i%5000 == 4999 {
+			snap := &stall.Snapshot{}
+			snap.Thread(1, 2, "x").Hists[stall.MemcgReclaim] = &stall.Hist{Count: uint64(i)}
+			if err := w.Snapshot(Snapshot{MonoNs: ts, Data: snap}); err != nil {
+				t.Fatal(err)
+			}
+			w.Procfs(Procfs{MonoNs: ts, Vmstat: map[string]int64{"pgmigrate_success": int64(i)}})
+			w.Lost(Lost{MonoNs: ts, LostEvents: uint64(i)})
+			w.Flush()
+		}
+	}
+	if err := w.Close(End{EndNs: ts + 1, DurationNs: ts, Events: uint64(n)}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []int64
+	for i := 0; i+4 <= len(b); i++ {
+		if bytes.Equal(b[i:i+4], blockMagic[:]) {
+			if _, ok := parseBlockHeader(b[i:]); ok {
+				blocks = append(blocks, int64(i))
+			}
+		}
+	}
+	return written{path: path, events: evs, blocks: blocks, size: int64(len(b))}
+}
+
+func readAll(t testing.TB, r *Reader) (evs []stall.Event, items map[Kind]int, end *End) {
+	t.Helper()
+	items = map[Kind]int{}
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		items[it.Kind]++
+		switch it.Kind {
+		case ItemEvent:
+			evs = append(evs, it.Event)
+		case ItemEnd:
+			end = it.End
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	w := writeRecording(t, 20000, 1)
+	r, err := Open(w.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if h := r.Header(); h.Target != "pid 1 (x)" || h.Version.Major != VersionMajor || h.Host.CPUNode[1] != 1 {
+		t.Fatalf("header %+v", h)
+	}
+	evs, items, end := readAll(t, r)
+	if !reflect.DeepEqual(evs, w.events) {
+		for i := range evs {
+			if !reflect.DeepEqual(evs[i], w.events[i]) {
+				t.Fatalf("event %d differs:\n got %+v\nwant %+v", i, evs[i], w.events[i])
+			}
+		}
+		t.Fatalf("%d events read, %d written", len(evs), len(w.events))
+	}
+	if items[ItemSnapshot] != 4 || items[ItemProcfs] != 4 || items[ItemLost] != 4 {
+		t.Errorf("items %v", items)
+	}
+	if end == nil || end.Events != 20000 || r.Truncated() || len(r.Warnings()) != 0 {
+		t.Errorf("end %+v truncated %v warnings %v", end, r.Truncated(), r.Warnings())
+	}
+	t.Logf("%d events in %d bytes: %.2f bytes/event, %d blocks", len(evs), w.size, float64(w.size)/float64(len(evs)), r.Blocks())
+}
+
+// Cut at every block boundary, and inside blocks: every complete block is
+// read, and the reader says where the file stopped.
+func TestTruncation(t *testing.T) {
+	w := writeRecording(t, 12000, 2)
+	full, _ := os.ReadFile(w.path)
+	cuts := append([]int64(nil), w.blocks...)
+	rng := rand.New(rand.NewSource(3))
+	for i := 0; i < 40; i++ {
+		cuts = append(cuts, w.blocks[0]+rng.Int63n(w.size-w.blocks[0]))
+	}
+	for _, cut := range cuts {
+		r, err := NewReader(bytes.NewReader(full[:cut]))
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		evs, _, end := readAll(t, r)
+		// Events in blocks that end before the cut must all be there.
+		complete := 0
+		for _, b := range w.blocks {
+			if b < cut {
+				complete++
+			}
+		}
+		if r.Blocks() < complete-1 || r.Blocks() > complete {
+			t.Errorf("cut at %d: %d blocks read, %d started before the cut", cut, r.Blocks(), complete)
+		}
+		if len(evs) > 0 && !reflect.DeepEqual(evs, w.events[:len(evs)]) {
+			t.Errorf("cut at %d: events read are not a prefix of those written", cut)
+		}
+		atBoundary := false
+		for _, b := range w.blocks {
+			atBoundary = atBoundary || b == cut
+		}
+		if end != nil {
+			t.Errorf("cut at %d: end record read from a cut file", cut)
+		}
+		if !atBoundary && !r.Truncated() {
+			t.Errorf("cut at %d (inside a block): not reported as cut", cut)
+		}
+		if !atBoundary && !strings.Contains(strings.Join(r.Warnings(), "\n"), "cut short at byte") {
+			t.Errorf("cut at %d: warnings %v", cut, r.Warnings())
+		}
+	}
+}
+
+// A damaged block is skipped with a warning; the blocks after it are read.
+func TestCorruptBlockIsSkipped(t *testing.T) {
+	w := writeRecording(t, 12000, 4)
+	full, _ := os.ReadFile(w.path)
+	for _, how := range []string{"payload", "header"} {
+		b := append([]byte(nil), full...)
+		victim := w.blocks[1]
+		if how == "payload" {
+			b[victim+blockHeaderSize+10] ^= 0xff
+		} else {
+			binary.LittleEndian.PutUint32(b[victim+4:], 0xffffffff) // absurd length
+		}
+		r, err := NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _, end := readAll(t, r)
+		if len(r.Warnings()) == 0 {
+			t.Errorf("%s: damage not reported", how)
+		}
+		if end == nil {
+			t.Errorf("%s: the blocks after the damage were not read", how)
+		}
+		if len(evs) == 0 || len(evs) >= len(w.events) {
+			t.Errorf("%s: %d of %d events read", how, len(evs), len(w.events))
+		}
+	}
+}
+
+func TestNewerMajorIsRefused(t *testing.T) {
+	w := writeRecording(t, 10, 5)
+	b, _ := os.ReadFile(w.path)
+	binary.LittleEndian.PutUint16(b[8:], VersionMajor+1)
+	_, err := NewReader(bytes.NewReader(b))
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "newer numatrace") {
+		t.Fatalf("err %v", err)
+	}
+	for _, bad := range [][]byte{nil, []byte("hello world, not a trace"), b[:20]} {
+		if _, err := NewReader(bytes.NewReader(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestFlightRecorderKeepsTheNewest(t *testing.T) {
+	fr, err := NewFlightRecorder(testHeader(), 200<<10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(6))
+	var evs []stall.Event
+	for i := 0; i < 60000; i++ {
+		ev := randomEvent(rng, uint64(i)*1000)
+		fr.Event(&ev)
+		evs = append(evs, ev)
+	}
+	if fr.Held() > 200<<10+targetBlockRaw {
+		t.Fatalf("holds %d bytes", fr.Held())
+	}
+	path := filepath.Join(t.TempDir(), "fr.ntr")
+	snap := &stall.Snapshot{}
+	if err := fr.Dump(path, Snapshot{MonoNs: 1, Final: true, Data: snap}, End{Note: "SIGUSR1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, items, end := readAll(t, r)
+	if !r.Header().FlightRecorder || end == nil || items[ItemSnapshot] != 1 || len(r.Warnings()) != 0 {
+		t.Fatalf("header %+v end %+v items %v warnings %v", r.Header(), end, items, r.Warnings())
+	}
+	if len(got) == 0 || len(got) >= len(evs) || !reflect.DeepEqual(got, evs[len(evs)-len(got):]) {
+		t.Fatalf("kept %d events: want the newest of %d", len(got), len(evs))
+	}
+}

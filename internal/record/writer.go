@@ -1,0 +1,285 @@
+package record
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// frame is one finished block as it goes to disk.
+type frame struct {
+	bytes  []byte
+	events uint32
+	lastNs uint64 // newest event time in the block
+}
+
+// sink takes finished blocks. It must not block: put reports false when
+// it had to drop the block.
+type sink interface {
+	put(frame) bool
+}
+
+// Writer encodes records into blocks and hands finished blocks to its
+// sink. It is used from one goroutine: the tracer's loop.
+type Writer struct {
+	enc     *blockEncoder
+	zenc    *zstd.Encoder
+	sink    sink
+	header  []byte // the encoded file header
+	events  uint32 // events in the open block
+	lastNs  uint64
+	dropped atomic.Uint64
+}
+
+func encodeHeader(h Header) ([]byte, error) {
+	h.Format = "numatrace"
+	h.Version.Major, h.Version.Minor = VersionMajor, VersionMinor
+	js, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode header: %w", err)
+	}
+	b := append([]byte(nil), Magic[:]...)
+	b = binary.LittleEndian.AppendUint16(b, VersionMajor)
+	b = binary.LittleEndian.AppendUint16(b, VersionMinor)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(js)))
+	b = append(b, js...)
+	return binary.LittleEndian.AppendUint32(b, checksum(js)), nil
+}
+
+func newWriter(h Header, s sink) (*Writer, error) {
+	hdr, err := encodeHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	z, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{enc: newBlockEncoder(), zenc: z, sink: s, header: hdr}, nil
+}
+
+// Event records one stall or exit.
+func (w *Writer) Event(ev *stall.Event) {
+	w.enc.event(ev)
+	w.events++
+	if ev.TsNs > w.lastNs {
+		w.lastNs = ev.TsNs
+	}
+	if w.enc.size() >= targetBlockRaw {
+		w.Flush()
+	}
+}
+
+// Snapshot records the kernel's aggregates.
+func (w *Writer) Snapshot(s Snapshot) error { return w.enc.json(recSnapshot, s) }
+
+// Procfs records a reading of /proc and /sys.
+func (w *Writer) Procfs(p Procfs) error { return w.enc.json(recProcfs, p) }
+
+// Lost records the drop counts so far; the recorder's own drops are filled in.
+func (w *Writer) Lost(l Lost) {
+	l.Dropped = w.dropped.Load()
+	w.enc.lost(l)
+}
+
+// Dropped is how many events the sink could not take in time.
+func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
+
+// Flush closes the open block and hands it to the sink.
+func (w *Writer) Flush() {
+	if w.enc.records == 0 {
+		return
+	}
+	raw := w.enc.buf
+	payload := w.zenc.EncodeAll(raw, nil)
+	b := make([]byte, blockHeaderSize, blockHeaderSize+len(payload))
+	blockHeader{Compressed: uint32(len(payload)), Raw: uint32(len(raw)), Records: w.enc.records,
+		CRC: checksum(payload)}.put(b)
+	f := frame{bytes: append(b, payload...), events: w.events, lastNs: w.lastNs}
+	if !w.sink.put(f) {
+		w.dropped.Add(uint64(f.events))
+	}
+	w.enc.reset()
+	w.events = 0
+}
+
+// FileWriter writes a recording to a file. Blocks are written by a
+// goroutine behind a bounded queue, so a slow disk drops blocks (counted)
+// instead of stalling the tracer.
+type FileWriter struct {
+	*Writer
+	f     *os.File
+	queue chan frame
+	done  chan struct{}
+	mu    sync.Mutex
+	err   error
+}
+
+// Create starts a recording at path. The header is written at once.
+func Create(path string, h Header) (*FileWriter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create recording: %w", err)
+	}
+	fw := &FileWriter{f: f, queue: make(chan frame, 64), done: make(chan struct{})}
+	w, err := newWriter(h, fw)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	fw.Writer = w
+	if _, err := f.Write(w.header); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write recording header: %w", err)
+	}
+	go fw.drain()
+	return fw, nil
+}
+
+func (fw *FileWriter) put(fr frame) bool {
+	select {
+	case fw.queue <- fr:
+		return true
+	default:
+		return false
+	}
+}
+
+func (fw *FileWriter) drain() {
+	defer close(fw.done)
+	for fr := range fw.queue {
+		if _, err := fw.f.Write(fr.bytes); err != nil {
+			fw.mu.Lock()
+			if fw.err == nil {
+				fw.err = fmt.Errorf("write recording: %w", err)
+			}
+			fw.mu.Unlock()
+		}
+	}
+}
+
+// Close writes the end record, flushes, and closes the file.
+func (fw *FileWriter) Close(end End) error {
+	end.Dropped = fw.Dropped()
+	err := fw.enc.json(recEnd, end)
+	fw.Flush()
+	close(fw.queue)
+	<-fw.done
+	fw.mu.Lock()
+	err = errors.Join(err, fw.err)
+	fw.mu.Unlock()
+	err = errors.Join(err, fw.f.Sync(), fw.f.Close())
+	return err
+}
+
+// Err reports a write error so far, if any.
+func (fw *FileWriter) Err() error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.err
+}
+
+// FlightRecorder keeps only the most recent blocks in memory, bounded by
+// bytes and, if set, by age, and writes them out on demand.
+type FlightRecorder struct {
+	*Writer
+	mu       sync.Mutex
+	frames   []frame
+	bytes    int
+	maxBytes int
+	maxAgeNs uint64
+	h        Header
+}
+
+// NewFlightRecorder keeps at most maxBytes of blocks, and (if maxAgeNs is
+// not zero) none older than maxAgeNs behind the newest.
+func NewFlightRecorder(h Header, maxBytes int, maxAgeNs uint64) (*FlightRecorder, error) {
+	h.FlightRecorder = true
+	fr := &FlightRecorder{maxBytes: maxBytes, maxAgeNs: maxAgeNs, h: h}
+	w, err := newWriter(h, fr)
+	if err != nil {
+		return nil, err
+	}
+	fr.Writer = w
+	return fr, nil
+}
+
+func (fr *FlightRecorder) put(f frame) bool {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	fr.frames = append(fr.frames, f)
+	fr.bytes += len(f.bytes)
+	for len(fr.frames) > 1 && (fr.bytes > fr.maxBytes ||
+		(fr.maxAgeNs > 0 && f.lastNs > fr.maxAgeNs && fr.frames[0].lastNs < f.lastNs-fr.maxAgeNs)) {
+		fr.bytes -= len(fr.frames[0].bytes)
+		fr.frames = fr.frames[1:]
+	}
+	return true
+}
+
+// Held is the number of bytes of blocks kept.
+func (fr *FlightRecorder) Held() int {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	return fr.bytes
+}
+
+// Dump writes the kept blocks, then final records (a snapshot, the end),
+// to path. Tracing goes on; the caller must not use the Writer meanwhile.
+func (fr *FlightRecorder) Dump(path string, final Snapshot, end End) error {
+	fr.Flush()
+	fr.mu.Lock()
+	frames := append([]frame(nil), fr.frames...)
+	fr.mu.Unlock()
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create recording: %w", err)
+	}
+	werr := func() error {
+		if _, err := f.Write(fr.header); err != nil {
+			return err
+		}
+		for _, fm := range frames {
+			if _, err := f.Write(fm.bytes); err != nil {
+				return err
+			}
+		}
+		// The closing block goes to the file alone, not into the ring.
+		tail, err := newWriter(fr.h, &fileSink{f: f})
+		if err != nil {
+			return err
+		}
+		if err := tail.Snapshot(final); err != nil {
+			return err
+		}
+		end.Dropped = fr.Dropped()
+		if err := tail.enc.json(recEnd, end); err != nil {
+			return err
+		}
+		tail.Flush()
+		return tail.sink.(*fileSink).err
+	}()
+	return errors.Join(werr, f.Sync(), f.Close())
+}
+
+// fileSink writes blocks synchronously (for a flight recorder's dump).
+type fileSink struct {
+	f   io.Writer
+	err error
+}
+
+func (s *fileSink) put(fr frame) bool {
+	if s.err == nil {
+		_, s.err = s.f.Write(fr.bytes)
+	}
+	return true
+}
