@@ -6,7 +6,7 @@ GOTEST_FLAGS ?= -count=1 -p 1 -timeout 20m
 
 ARGS ?= --duration 10s
 
-.PHONY: all build run deps generate check-generated vmlinux lint test test-unit vmtest bench clean
+.PHONY: all build run demo deps generate check-generated vmlinux lint test test-unit vmtest fuzz bench clean
 
 all: build
 
@@ -16,6 +16,10 @@ build:
 # The main job: trace the whole machine (as root) and print the report.
 run: build
 	./$(BIN) attach --no-tui $(ARGS)
+
+# Replay a shipped recording: no root, no BPF, works anywhere.
+demo: build
+	./$(BIN) replay --fast --no-tui testdata/recordings/vm-6.1-misplaced.ntr
 
 deps:
 	./scripts/install-deps.sh
@@ -47,9 +51,16 @@ test-unit:
 vmtest: deps
 	$(GO) test -count=1 -timeout 15m -v -run TestGuestKernels ./vmtest -vm
 
+# A short run of each fuzz target on the recording reader.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/record
+	$(GO) test -run '^$$' -fuzz '^FuzzBlock$$' -fuzztime $(FUZZTIME) ./internal/record
+
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
 test: deps check-generated lint build
 	$(GO) test $(GOTEST_FLAGS) ./...
+	$(MAKE) fuzz
 	$(MAKE) vmtest
 
 bench: deps build

@@ -79,3 +79,20 @@ go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/runner
 	-numatrace "$WORK/numatrace" -floor "$WORK/floor" -flip "$WORK/flip" -mmaploop "$WORK/mmaploop" \
 	-bpftrace-script "$ROOT/bench/equivalent.bt" -workdir "$WORK" -out "$ROOT/BENCHMARKS.md" \
 	-rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}
+
+# Recording: bytes per stall event on disk, recorder cost, read speed, from
+# Go benchmarks on the real events of the sample recordings.
+echo "bench: recording benchmarks" >&2
+REC=$(go test -run '^$' -bench . -count 1 ./internal/record | grep '^Benchmark')
+{
+	echo
+	echo "## Recording"
+	echo
+	echo "Go benchmarks (\`go test -bench . ./internal/record\`) on the real events of the sample recordings in testdata/recordings: the recorder's cost per event, and bytes per stall event in the file's blocks (target ≤ 12), and reading speed."
+	echo
+	echo "| benchmark | bytes/event | ns/event | events | read events/s |"
+	echo "|---|--:|--:|--:|--:|"
+	echo "$REC" | awk '
+		/^BenchmarkRecord/ { name=$1; sub(/-[0-9]+$/, "", name); for (i=1;i<=NF;i++) { if ($(i+1)=="bytes/event") b=$i; if ($(i+1)=="ns/event") n=$i; if ($(i+1)=="events") e=$i }; printf "| %s | %s | %s | %s | |\n", name, b, n, e }
+		/^BenchmarkRead/ { for (i=1;i<=NF;i++) if ($(i+1)=="events/s") r=$i; printf "| BenchmarkRead (vm-6.1-misplaced) | | | | %.0f |\n", r }'
+} >> "$ROOT/BENCHMARKS.md"

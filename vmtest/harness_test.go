@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -86,7 +87,11 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 		t.Fatal(err)
 	}
 	start := time.Now()
-	lines, console, err := Boot(context.Background(), ex.Vmlinuz, initrd, scenarios, limit)
+	var extra []string
+	if updateRecordings() {
+		extra = append(extra, "nt.record=1")
+	}
+	lines, console, err := Boot(context.Background(), ex.Vmlinuz, initrd, scenarios, limit, extra...)
 	t.Logf("kernel %s: guest ran %s", k.Name, time.Since(start).Round(time.Second))
 	r := &guestRun{Kernel: k, Lines: lines, Console: console, Results: map[string]json.RawMessage{}}
 	for _, l := range lines {
@@ -97,6 +102,8 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 			r.Results[head.Scenario] = l.Body
 		case "NTERROR":
 			r.Errors = append(r.Errors, string(l.Body))
+		case "NTFILE":
+			saveRecording(t, k, l.Body)
 		}
 	}
 	if err != nil {
@@ -110,4 +117,28 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// updateRecordings: NUMATRACE_UPDATE_RECORDINGS=1 make vmtest refreshes the
+// sample recordings in testdata/recordings from the guests.
+func updateRecordings() bool { return os.Getenv("NUMATRACE_UPDATE_RECORDINGS") != "" }
+
+func saveRecording(t *testing.T, k Kernel, body json.RawMessage) {
+	t.Helper()
+	var f struct {
+		Scenario string `json:"scenario"`
+		B64      string `json:"b64"`
+	}
+	if err := json.Unmarshal(body, &f); err != nil {
+		t.Fatal(err)
+	}
+	b, err := base64.StdEncoding.DecodeString(f.B64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "testdata", "recordings", fmt.Sprintf("vm-%s-%s.ntr", k.Name, f.Scenario))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", path, len(b))
 }

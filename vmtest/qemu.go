@@ -21,7 +21,7 @@ type Line struct {
 // software emulation (KVM hangs at boot on these machines), and returns
 // the NT lines and the whole console log. It fails if the guest does not
 // finish (NTDONE) within limit.
-func Boot(ctx context.Context, vmlinuz, initrd string, scenarios []string, limit time.Duration) ([]Line, string, error) {
+func Boot(ctx context.Context, vmlinuz, initrd string, scenarios []string, limit time.Duration, extraArgs ...string) ([]Line, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
@@ -29,7 +29,7 @@ func Boot(ctx context.Context, vmlinuz, initrd string, scenarios []string, limit
 		"-object", "memory-backend-ram,id=m0,size=1024M", "-object", "memory-backend-ram,id=m1,size=1024M",
 		"-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1",
 		"-kernel", vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 quiet loglevel=3 nt.scenarios="+strings.Join(scenarios, ","),
+		"-append", strings.Join(append([]string{"console=ttyS0 panic=-1 quiet loglevel=3 nt.scenarios=" + strings.Join(scenarios, ",")}, extraArgs...), " "),
 		"-nographic", "-no-reboot", "-monitor", "none", "-serial", "stdio")
 	var console bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &console, &console

@@ -460,3 +460,140 @@ func TestAttachTIDStopsWhenThreadExits(t *testing.T) {
 		}
 	}
 }
+
+// The recording of a live run reports exactly the live run's summary.
+func TestRecordingReportsTheLiveSummary(t *testing.T) {
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-rec", true)
+	rec := filepath.Join(t.TempDir(), "live.ntr")
+	nt := startAttach(t, "--pid", fmt.Sprint(wl.PID()), "--duration", "20s", "--json", "--record", rec)
+	wl.Release(t)
+	nt.wait(t, 20*time.Second)
+	lines := strings.Split(strings.TrimSpace(nt.stdout.String()), "\n")
+	live := lines[len(lines)-1]
+	if !strings.Contains(nt.stderr.String(), "recorded ") {
+		t.Errorf("no recording line on stderr: %q", nt.stderr.String())
+	}
+	out, err := exec.Command(binary(t), "report", rec, "--json").Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != live {
+		t.Fatalf("report differs from the live summary:\nlive:   %.600s\nreport: %.600s", live, got)
+	}
+	// Replay gives the same stall lines as the live stream.
+	out, err = exec.Command(binary(t), "replay", "--fast", "--json", rec).Output()
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	liveStalls, _, _ := parseNDJSON(t, nt.stdout.Bytes())
+	replayStalls, _, sum := parseNDJSON(t, out)
+	if len(replayStalls) != len(liveStalls) || len(replayStalls) == 0 {
+		t.Fatalf("replay streamed %d stalls, the live run %d", len(replayStalls), len(liveStalls))
+	}
+	if len(sum.Threads) == 0 {
+		t.Fatal("replay summary has no threads")
+	}
+	// Perfetto export is valid JSON with a slice per stall.
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	if out, err := exec.Command(binary(t), "export", "--format", "perfetto", rec, "-o", trace).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v: %s", err, out)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Ph   string `json:"ph"`
+			Name string `json:"name"`
+		} `json:"traceEvents"`
+	}
+	b, _ := os.ReadFile(trace)
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatalf("export is not JSON: %v", err)
+	}
+	slices := 0
+	for _, e := range tr.TraceEvents {
+		if e.Ph == "X" && e.Name == "memcg_reclaim" {
+			slices++
+		}
+	}
+	if slices == 0 {
+		t.Fatal("no memcg_reclaim slices in the Perfetto export")
+	}
+}
+
+// The flight recorder writes what it holds on SIGUSR1, and keeps running.
+func TestFlightRecorderWritesOnSIGUSR1(t *testing.T) {
+	testutil.RequireRoot(t)
+	out := filepath.Join(t.TempDir(), "flight.ntr")
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command(binary(t), "record", "--flight-recorder", "8MiB", "-o", out, "--ready-file", ready, "--duration", "30s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for i := 0; i < 600; i++ {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	exec.Command("sh", "-c", "for i in 1 2 3 4; do taskset -c $((i%2)) true; done").Run()
+	cmd.Process.Signal(syscall.SIGUSR1)
+	for i := 0; i < 200 && !strings.Contains(stderr.String(), "flight recorder wrote"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(stderr.String(), "flight recorder wrote") {
+		t.Fatalf("no dump after SIGUSR1: %q", stderr.String())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	rep, err := exec.Command(binary(t), "report", out, "--json").Output()
+	if err != nil {
+		t.Fatalf("report of the dump: %v", err)
+	}
+	if !strings.Contains(string(rep), `"type":"summary"`) || !strings.Contains(string(rep), "SIGUSR1") {
+		t.Fatalf("dump report %.400s", rep)
+	}
+}
+
+// Bad recordings get one clear line; a cut one still reports, with a warning.
+func TestReplayBadInput(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.ntr")
+	os.WriteFile(garbage, []byte("this is not a recording at all"), 0o644)
+	for _, c := range []struct{ args []string }{
+		{[]string{"report", filepath.Join(dir, "missing.ntr")}},
+		{[]string{"report", garbage}},
+		{[]string{"replay"}},
+		{[]string{"export", "--format", "svg", garbage}},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 {
+			t.Errorf("%v: exit %v, want 2", c.args, err)
+		}
+		if msg := strings.TrimSpace(stderr.String()); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "numatrace: ") {
+			t.Errorf("%v: message %q: want one line", c.args, msg)
+		}
+	}
+	// A shipped recording cut in half still reports, and says it was cut.
+	full, err := os.ReadFile("../../testdata/recordings/memcg-host.ntr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.ntr")
+	os.WriteFile(cut, full[:len(full)*2/3], 0o644)
+	cmd := exec.Command(bin, "report", cut)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("report of a cut recording: %v: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "cut short at byte") || !strings.Contains(stdout.String(), "cut short") {
+		t.Fatalf("cut not reported: stderr %q", stderr.String())
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -102,6 +103,7 @@ func runScenario(name string) (map[string]any, error) {
 	dropCaches()
 
 	ready := "/tmp/ready"
+	recording := "/tmp/" + name + ".ntr"
 	os.Remove(ready)
 	ntOut, err := os.Create("/tmp/nt.json")
 	if err != nil {
@@ -110,7 +112,7 @@ func runScenario(name string) (map[string]any, error) {
 	defer ntOut.Close()
 	var ntErr bytes.Buffer
 	nt := exec.Command(numatrace, "attach", "--no-tui", "--json", "--ready-file", ready,
-		"--duration", "120s", "--min-event", "mmap_lock=1ms", "--include-self")
+		"--duration", "120s", "--min-event", "mmap_lock=1ms", "--include-self", "--record", recording)
 	nt.Stdout, nt.Stderr = ntOut, &ntErr
 	if err := startUnbalanced(nt); err != nil {
 		return nil, err
@@ -147,7 +149,21 @@ func runScenario(name string) (map[string]any, error) {
 		return nil, err
 	}
 	res["stalls"], res["summary"] = stalls, summary
+	if wantRecordings() {
+		b, err := os.ReadFile(recording)
+		if err != nil {
+			return nil, err
+		}
+		emit("NTFILE", map[string]string{"scenario": name, "kernel": release(), "b64": base64.StdEncoding.EncodeToString(b)})
+	}
 	return res, nil
+}
+
+// wantRecordings reports whether the host asked for the recordings back
+// (nt.record=1): they refresh the sample recordings in testdata.
+func wantRecordings() bool {
+	b, _ := os.ReadFile("/proc/cmdline")
+	return strings.Contains(string(b), "nt.record=1")
 }
 
 // prepare tunes the guest so a short workload shows the effect.

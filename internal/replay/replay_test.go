@@ -1,0 +1,148 @@
+package replay
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// The sample recordings replay without damage and show the stall their
+// workload makes (memcg on the host; the NUMA scenarios of the VM guests).
+func TestShippedRecordings(t *testing.T) {
+	want := map[string]string{
+		"memcg-host.ntr":           "memcg_reclaim",
+		"vm-6.1-misplaced.ntr":     "numa_migration",
+		"vm-6.1-zonereclaim1.ntr":  "node_reclaim",
+		"vm-6.1-directreclaim.ntr": "direct_reclaim",
+		"vm-6.1-thp.ntr":           "compaction",
+		"vm-6.1-zonereclaim0.ntr":  "",
+		"vm-6.1-bind.ntr":          "",
+	}
+	files, _ := filepath.Glob("../../testdata/recordings/*.ntr")
+	if len(files) < len(want) {
+		t.Fatalf("%d sample recordings, want %d", len(files), len(want))
+	}
+	for _, f := range files {
+		cause, ok := want[filepath.Base(f)]
+		if !ok {
+			t.Errorf("%s: no expectation for this recording", f)
+			continue
+		}
+		r, err := record.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(context.Background(), r, Options{})
+		r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(r.Warnings()) != 0 || strings.Contains(rep.Note, "cut short") {
+			t.Errorf("%s: damage: %v %q", f, r.Warnings(), rep.Note)
+		}
+		if rep.Events == 0 || len(rep.Summary.Threads) == 0 {
+			t.Errorf("%s: empty report", f)
+		}
+		if cause == "" {
+			continue
+		}
+		var n uint64
+		for _, th := range rep.Summary.Threads {
+			n += th.Stalls[cause].Count
+		}
+		if n == 0 {
+			t.Errorf("%s: no %s stalls", f, cause)
+		}
+	}
+}
+
+func writeRecording(t *testing.T, withSnapshot, withEnd bool) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.ntr")
+	w, err := record.Create(path, record.Header{StartNs: 1000, WindowNs: uint64(time.Second), Target: "pid 7 (db)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		ev := stall.Event{Cause: stall.MemcgReclaim, TsNs: 1000 + uint64(i)*uint64(300*time.Millisecond),
+			DurNs: 5000, PID: 7, TID: 8, Comm: "db", Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+		w.Event(&ev)
+	}
+	exit := stall.Event{Kind: stall.KindExit, TsNs: 3 * uint64(time.Second), PID: 7, TID: 8, Comm: "db-renamed",
+		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+	w.Event(&exit)
+	if withSnapshot {
+		snap := &stall.Snapshot{}
+		h := &stall.Hist{}
+		for i := 0; i < 25; i++ { // the kernel counted more than it streamed
+			h.Add(5000)
+		}
+		snap.Thread(7, 8, "db").Hists[stall.MemcgReclaim] = h
+		w.Snapshot(record.Snapshot{MonoNs: 4e9, Final: true, Data: snap})
+	}
+	if withEnd {
+		w.Close(record.End{EndNs: 4e9, DurationNs: 4e9 - 1000, Events: 11, Windows: 4, Note: "target exited"})
+	} else {
+		w.Flush()
+		w.Close(record.End{})
+		b, _ := os.ReadFile(path)
+		os.WriteFile(path, b[:len(b)-5], 0o644) // cut inside the last block
+	}
+	return path
+}
+
+func TestReportTakesTotalsFromTheFinalSnapshot(t *testing.T) {
+	r, err := record.Open(writeRecording(t, true, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := Run(context.Background(), r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := rep.Summary.Threads[0]
+	if th.Stalls["memcg_reclaim"].Count != 25 || th.Comm != "db-renamed" || !th.Exited {
+		t.Fatalf("thread %+v: want the snapshot's 25 stalls and the exit's name", th)
+	}
+	if rep.DurationNs != 4e9-1000 || rep.Windows != 4 || rep.Note != "target exited" || rep.Target != "pid 7 (db)" {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestCutRecordingFallsBackToEvents(t *testing.T) {
+	r, err := record.Open(writeRecording(t, false, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := Run(context.Background(), r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Note, "cut short") && !strings.Contains(rep.Note, "no final kernel snapshot") {
+		t.Fatalf("note %q", rep.Note)
+	}
+}
+
+func TestSpeedPacesTheReplay(t *testing.T) {
+	r, err := record.Open(writeRecording(t, true, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	start := time.Now()
+	// The events span 2.7 s of recorded time; at 20x that is at least 135 ms.
+	if _, err := Run(context.Background(), r, Options{Speed: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 130*time.Millisecond {
+		t.Fatalf("replay at 20x took %s, less than the recording's pace allows", el)
+	}
+}
