@@ -38,6 +38,7 @@ type attachFlags struct {
 	top        int
 	btf        string
 	minEventNs [stall.NumCauses]uint64 // parsed --min-event
+	minStallNs [stall.NumCauses]uint64 // parsed --min-stall
 
 	recordTo string // attach --record, record -o
 	flight   string // record --flight-recorder
@@ -153,6 +154,7 @@ func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageErr("%s: --min-stall: %v", name, err)
 	}
+	f.minStallNs = minStall
 	if f.window < 10*time.Millisecond {
 		return usageErr("%s: --window must be at least 10ms", name)
 	}

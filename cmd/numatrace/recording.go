@@ -37,7 +37,7 @@ func recordingHeader(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topol
 	started time.Time, startNs uint64) record.Header {
 	host, _ := os.Hostname()
 	h := record.Header{Numatrace: version, Started: started, StartNs: startNs, WindowNs: uint64(f.window),
-		Target: tgt.String(), MinEventNs: map[string]uint64{},
+		Target: tgt.String(), MinEventNs: map[string]uint64{}, MinStallNs: map[string]uint64{},
 		Host: record.Host{Hostname: host, Kernel: kernelRelease(), CPUs: topo.NumCPUs(), CPUNode: topo.CPUNode,
 			NodeMem: map[int]uint64{}}}
 	for n, b := range topo.NodeMem {
@@ -46,6 +46,11 @@ func recordingHeader(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topol
 	for c, ns := range f.minEventNs {
 		if ns > 0 {
 			h.MinEventNs[stall.Cause(c).String()] = ns
+		}
+	}
+	for c, ns := range f.minStallNs {
+		if ns > 0 {
+			h.MinStallNs[stall.Cause(c).String()] = ns
 		}
 	}
 	for _, p := range tr.Probes() {

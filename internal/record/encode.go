@@ -2,7 +2,6 @@ package record
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -157,15 +156,6 @@ func (e *blockEncoder) event(ev *stall.Event) {
 		body = binary.AppendUvarint(body, v)
 	}
 	e.record(recEvent, body)
-}
-
-func (e *blockEncoder) json(typ byte, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode record %d: %w", typ, err)
-	}
-	e.record(typ, b)
-	return nil
 }
 
 func (e *blockEncoder) lost(l Lost) {

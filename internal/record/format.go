@@ -9,8 +9,8 @@ import (
 	"hash/crc32"
 )
 
-// Magic opens every recording. The 0x1a byte stops `type` on some systems
-// and the \r\n pair catches line-ending conversion, as in PNG.
+// Magic opens every recording. As in PNG, the 0x1a byte stops `type` on
+// some systems and the trailing \n catches LF→CRLF conversion.
 var Magic = [8]byte{'N', 'U', 'M', 'A', 'T', 'R', 0x1a, '\n'}
 
 // blockMagic opens every block, so a reader can find the next block after
@@ -27,9 +27,9 @@ const (
 // Limits that keep a reader's memory bounded on any input.
 const (
 	maxHeaderBytes     = 1 << 20
-	maxBlockCompressed = 4 << 20
-	maxBlockRaw        = 16 << 20
-	maxRecordBytes     = 8 << 20
+	maxBlockCompressed = 16 << 20
+	maxBlockRaw        = 64 << 20 // a snapshot of full kernel maps is about 12 MB of JSON
+	maxRecordBytes     = 48 << 20
 	// targetBlockRaw is when a writer closes a block.
 	targetBlockRaw = 256 << 10
 )

@@ -21,6 +21,9 @@ type Header struct {
 	Probes    []Probe   `json:"probes"`
 	// MinEventNs are the per-cause stream thresholds (cause → ns).
 	MinEventNs map[string]uint64 `json:"min_event_ns"`
+	// MinStallNs are the per-cause thresholds below which the kernel did
+	// not count a stall at all (cause → ns).
+	MinStallNs map[string]uint64 `json:"min_stall_ns,omitempty"`
 	Host       Host              `json:"host"`
 	// FlightRecorder is set when the file holds only the most recent data.
 	FlightRecorder bool `json:"flight_recorder,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -49,6 +50,8 @@ type Reader struct {
 	off      int64 // bytes consumed
 	zdec     *zstd.Decoder
 	cur      *blockDecoder
+	curWant  uint32 // records the block header promises
+	curGot   uint32
 	raw      []byte
 	blocks   int
 	warnings []string
@@ -116,13 +119,28 @@ func NewReader(in io.Reader) (*Reader, error) {
 		return nil, fmt.Errorf("corrupt recording header: %v", err)
 	}
 	r.off = int64(16 + n + 4)
-	z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlockRaw),
-		zstd.WithDecoderMaxWindow(maxBlockRaw))
+	z, err := decoder()
 	if err != nil {
 		return nil, err
 	}
 	r.zdec = z
 	return r, nil
+}
+
+var (
+	decoderOnce sync.Once
+	sharedDec   *zstd.Decoder
+	decoderErr  error
+)
+
+// decoder is one zstd decoder shared by every Reader: DecodeAll is safe
+// for concurrent use, and a decoder is costly to make.
+func decoder() (*zstd.Decoder, error) {
+	decoderOnce.Do(func() {
+		sharedDec, decoderErr = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxBlockRaw),
+			zstd.WithDecoderMaxWindow(maxBlockRaw))
+	})
+	return sharedDec, decoderErr
 }
 
 // Header is the recording's header.
@@ -139,7 +157,6 @@ func (r *Reader) Blocks() int { return r.blocks }
 
 // Close releases the file.
 func (r *Reader) Close() error {
-	r.zdec.Close()
 	if r.closer != nil {
 		return r.closer.Close()
 	}
@@ -162,9 +179,13 @@ func (r *Reader) Next() (Item, error) {
 		}
 		typ, body, done, err := r.cur.next()
 		if done {
+			if r.curGot != r.curWant {
+				r.warn("block %d holds %d records, its header says %d", r.blocks, r.curGot, r.curWant)
+			}
 			r.cur = nil
 			continue
 		}
+		r.curGot++
 		if err != nil {
 			r.warn("block %d: %v; rest of the block skipped", r.blocks, err)
 			r.cur = nil
@@ -256,6 +277,7 @@ func (r *Reader) nextBlock() error {
 		r.raw = raw
 		r.blocks++
 		r.cur = newBlockDecoder(raw)
+		r.curWant, r.curGot = h.Records, 0
 		return nil
 	}
 }

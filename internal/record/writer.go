@@ -19,7 +19,7 @@ import (
 type frame struct {
 	bytes  []byte
 	events uint32
-	lastNs uint64 // newest event time in the block
+	lastNs uint64 // newest event time so far, this block's included
 }
 
 // sink takes finished blocks. It must not block: put reports false when
@@ -80,10 +80,23 @@ func (w *Writer) Event(ev *stall.Event) {
 }
 
 // Snapshot records the kernel's aggregates.
-func (w *Writer) Snapshot(s Snapshot) error { return w.enc.json(recSnapshot, s) }
+func (w *Writer) Snapshot(s Snapshot) error { return w.jsonRecord(recSnapshot, s) }
+
+// jsonRecord adds a JSON record, refusing one a reader would reject.
+func (w *Writer) jsonRecord(typ byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode record %d: %w", typ, err)
+	}
+	if len(b) > maxRecordBytes {
+		return fmt.Errorf("record %d of %d bytes is over the format's limit of %d", typ, len(b), maxRecordBytes)
+	}
+	w.enc.record(typ, b)
+	return nil
+}
 
 // Procfs records a reading of /proc and /sys.
-func (w *Writer) Procfs(p Procfs) error { return w.enc.json(recProcfs, p) }
+func (w *Writer) Procfs(p Procfs) error { return w.jsonRecord(recProcfs, p) }
 
 // Lost records the drop counts so far; the recorder's own drops are filled in.
 func (w *Writer) Lost(l Lost) {
@@ -117,11 +130,12 @@ func (w *Writer) Flush() {
 // instead of stalling the tracer.
 type FileWriter struct {
 	*Writer
-	f     *os.File
-	queue chan frame
-	done  chan struct{}
-	mu    sync.Mutex
-	err   error
+	f       *os.File
+	queue   chan frame
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error
+	closing atomic.Bool // the last block waits for the queue instead of dropping
 }
 
 // Create starts a recording at path. The header is written at once.
@@ -146,6 +160,10 @@ func Create(path string, h Header) (*FileWriter, error) {
 }
 
 func (fw *FileWriter) put(fr frame) bool {
+	if fw.closing.Load() {
+		fw.queue <- fr
+		return true
+	}
 	select {
 	case fw.queue <- fr:
 		return true
@@ -169,8 +187,10 @@ func (fw *FileWriter) drain() {
 
 // Close writes the end record, flushes, and closes the file.
 func (fw *FileWriter) Close(end End) error {
+	fw.Flush() // the data blocks, which may still drop
 	end.Dropped = fw.Dropped()
-	err := fw.enc.json(recEnd, end)
+	err := fw.jsonRecord(recEnd, end)
+	fw.closing.Store(true)
 	fw.Flush()
 	close(fw.queue)
 	<-fw.done
@@ -262,7 +282,10 @@ func (fr *FlightRecorder) Dump(path string, final Snapshot, end End) error {
 			return err
 		}
 		end.Dropped = fr.Dropped()
-		if err := tail.enc.json(recEnd, end); err != nil {
+		for _, fm := range frames {
+			end.Events += uint64(fm.events)
+		}
+		if err := tail.jsonRecord(recEnd, end); err != nil {
 			return err
 		}
 		tail.Flush()

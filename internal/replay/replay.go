@@ -73,7 +73,14 @@ func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, er
 	for _, pr := range h.Probes {
 		rep.Probes = append(rep.Probes, output.ProbeResult{Name: pr.Name, Attached: pr.Attached, Error: pr.Error})
 	}
-	if p.end != nil {
+	if p.end != nil && h.FlightRecorder {
+		// A dump holds only the newest blocks: count what it holds.
+		rep.DurationNs = endNs - p.firstEvNs
+		if p.end.Note != "" {
+			notes = append([]string{p.end.Note}, notes...)
+		}
+		notes = append(notes, "a flight recording: only the most recent data")
+	} else if p.end != nil {
 		rep.DurationNs, rep.Events, rep.LateEvents, rep.Windows = p.end.DurationNs, p.end.Events, p.end.LateEvents, p.end.Windows
 		if p.end.Note != "" {
 			notes = append([]string{p.end.Note}, notes...)
@@ -101,19 +108,20 @@ func joinNotes(n []string) string {
 }
 
 type player struct {
-	opt      Options
-	agg      *aggregate.Aggregator
-	grace    uint64
-	final    *stall.Snapshot
-	end      *record.End
-	lastNs   uint64
-	lost     uint64
-	lastLost uint64
-	windows  uint64
-	events   []stall.Event // kept only when no snapshot turns up
-	snapshot bool
-	started  time.Time
-	firstNs  uint64
+	opt       Options
+	agg       *aggregate.Aggregator
+	grace     uint64
+	final     *stall.Snapshot
+	end       *record.End
+	lastNs    uint64
+	lost      uint64
+	lastLost  uint64
+	windows   uint64
+	events    []stall.Event // kept only when no snapshot turns up
+	snapshot  bool
+	started   time.Time
+	firstNs   uint64
+	firstEvNs uint64
 }
 
 func (p *player) play(ctx context.Context, r *record.Reader) error {
@@ -167,6 +175,9 @@ func (p *player) pace(ctx context.Context, ts uint64) error {
 }
 
 func (p *player) event(ev stall.Event) {
+	if p.firstEvNs == 0 || ev.TsNs < p.firstEvNs {
+		p.firstEvNs = ev.TsNs
+	}
 	p.agg.Add(ev)
 	if !p.snapshot {
 		p.events = append(p.events, ev)
