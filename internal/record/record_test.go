@@ -279,3 +279,39 @@ func TestFlightRecorderKeepsTheNewest(t *testing.T) {
 		t.Fatalf("kept %d events: want the newest of %d", len(got), len(evs))
 	}
 }
+
+type refusingSink struct{ took int }
+
+func (s *refusingSink) put(f frame) bool {
+	if s.took < 1 {
+		s.took++
+		return true
+	}
+	return false // the disk queue is full
+}
+
+// When the disk cannot keep up, whole blocks are dropped and counted; the
+// tracer never waits.
+func TestDropsAreCounted(t *testing.T) {
+	w, err := newWriter(testHeader(), &refusingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(9))
+	for i := 0; i < 3; i++ {
+		for j := 0; j < 100; j++ {
+			ev := randomEvent(rng, uint64(i*1000+j))
+			w.Event(&ev)
+		}
+		w.Flush()
+	}
+	if w.Dropped() != 200 {
+		t.Fatalf("dropped %d events, want the 200 of the two refused blocks", w.Dropped())
+	}
+	w.Lost(Lost{MonoNs: 1})
+	dec := newBlockDecoder(w.enc.buf)
+	typ, body, _, _ := dec.next()
+	if l, err := dec.lost(body); typ != recLost || err != nil || l.Dropped != 200 {
+		t.Fatalf("lost record %+v %v: want the recorder's 200 drops", l, err)
+	}
+}
