@@ -27,16 +27,24 @@ func NewNDJSON(w io.Writer) *NDJSON {
 // Flush writes buffered lines.
 func (n *NDJSON) Flush() error { return n.w.Flush() }
 
-// stallLine is flat: each cause sets only the detail fields it has, and
-// the pointers keep a legitimate zero (order 0, node 0) in the output.
+// stallLine is one {"type":"stall"} line: where and when, then the
+// cause's details, flattened.
 type stallLine struct {
-	Type      string  `json:"type"`
-	TsNs      uint64  `json:"ts_ns"`
-	PID       uint32  `json:"pid"`
-	TID       uint32  `json:"tid"`
-	Comm      string  `json:"comm"`
-	Cause     string  `json:"cause"`
-	DurNs     uint64  `json:"dur_ns"`
+	Type  string `json:"type"`
+	TsNs  uint64 `json:"ts_ns"`
+	PID   uint32 `json:"pid"`
+	TID   uint32 `json:"tid"`
+	Comm  string `json:"comm"`
+	Cause string `json:"cause"`
+	DurNs uint64 `json:"dur_ns"`
+	StallDetails
+}
+
+// StallDetails are a stall's details beyond who, when and how long. Each
+// cause sets only the fields it has; the pointers keep a legitimate zero
+// (order 0, node 0) in the output. The NDJSON stream and the Perfetto
+// export both use them.
+type StallDetails struct {
 	CPU       uint32  `json:"cpu"`
 	Order     *int32  `json:"order,omitempty"`
 	GFP       string  `json:"gfp,omitempty"`
@@ -63,41 +71,46 @@ type stallLine struct {
 
 func ptr[T any](v T) *T { return &v }
 
-// StallLine builds the JSON object for one stall event.
-func StallLine(ev *stall.Event) any {
-	l := stallLine{Type: "stall", TsNs: ev.TsNs, PID: ev.PID, TID: ev.TID, Comm: ev.Comm,
-		Cause: ev.Cause.String(), DurNs: ev.DurNs, CPU: ev.CPU, Nested: ev.Nested}
+// Details builds the cause-specific details of one stall event.
+func Details(ev *stall.Event) StallDetails {
+	d := StallDetails{CPU: ev.CPU, Nested: ev.Nested}
 	switch ev.Cause {
 	case stall.DirectReclaim, stall.MemcgReclaim, stall.NodeReclaim:
-		l.Order, l.GFP, l.Pages = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP), ptr(ev.Pages)
+		d.Order, d.GFP, d.Pages = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP), ptr(ev.Pages)
 		if ev.Cause == stall.NodeReclaim {
-			l.Node = ptr(ev.Node)
+			d.Node = ptr(ev.Node)
 		}
 		if ev.Cause == stall.MemcgReclaim {
-			l.CgroupID = ptr(ev.CgroupID)
-			l.SoftLimit = ev.SoftLimit
+			d.CgroupID = ptr(ev.CgroupID)
+			d.SoftLimit = ev.SoftLimit
 		}
 	case stall.Compaction:
-		l.Order, l.GFP = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP)
-		l.Priority, l.Status = ev.Mode, ev.Status
-		l.Pass, l.AttemptNs = ev.Pass, ev.AttemptNs
+		d.Order, d.GFP = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP)
+		d.Priority, d.Status = ev.Mode, ev.Status
+		d.Pass, d.AttemptNs = ev.Pass, ev.AttemptNs
 	case stall.NUMAMigration:
-		l.Pages, l.Reason, l.Mode = ptr(ev.Pages), ev.Reason, ev.Mode
+		d.Pages, d.Reason, d.Mode = ptr(ev.Pages), ev.Reason, ev.Mode
 	case stall.NUMATaskMove:
-		l.Move = "move"
+		d.Move = "move"
 		switch {
 		case ev.Swap:
-			l.Move = "swap"
+			d.Move = "swap"
 		case ev.Stick:
-			l.Move = "stick"
+			d.Move = "stick"
 		}
-		l.SrcCPU, l.DstCPU = ptr(ev.SrcCPU), ptr(ev.DstCPU)
-		l.SrcNode, l.DstNode = ptr(ev.Node), ptr(ev.DstNode)
-		l.OtherTID = ev.OtherTID
+		d.SrcCPU, d.DstCPU = ptr(ev.SrcCPU), ptr(ev.DstCPU)
+		d.SrcNode, d.DstNode = ptr(ev.Node), ptr(ev.DstNode)
+		d.OtherTID = ev.OtherTID
 	case stall.MmapLock:
-		l.Write, l.Acquired = ptr(ev.Write), ptr(ev.Acquired)
+		d.Write, d.Acquired = ptr(ev.Write), ptr(ev.Acquired)
 	}
-	return l
+	return d
+}
+
+// StallLine builds the JSON object for one stall event.
+func StallLine(ev *stall.Event) any {
+	return stallLine{Type: "stall", TsNs: ev.TsNs, PID: ev.PID, TID: ev.TID, Comm: ev.Comm,
+		Cause: ev.Cause.String(), DurNs: ev.DurNs, StallDetails: Details(ev)}
 }
 
 // Stall writes one {"type":"stall"} line.
