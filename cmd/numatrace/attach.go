@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -39,6 +41,10 @@ type attachFlags struct {
 	btf        string
 	minEventNs [stall.NumCauses]uint64 // parsed --min-event
 	minStallNs [stall.NumCauses]uint64 // parsed --min-stall
+
+	latencyFile string
+	spikeK      float64
+	spikeFloor  time.Duration
 
 	recordTo string // attach --record, record -o
 	flight   string // record --flight-recorder
@@ -75,6 +81,10 @@ func attachFlagSet(name string, f *attachFlags) *flag.FlagSet {
 		"stream only stalls at least this long: DUR for every cause, or cause=DUR,... (histograms keep everything)")
 	fs.StringVar(&f.minStall, "min-stall", defaultMinStall,
 		"ignore shorter stalls entirely: DUR for every cause, or cause=DUR,...")
+	fs.StringVar(&f.latencyFile, "latency-file", "",
+		"read request latencies from this file (followed as it grows) or - for stdin: NDJSON {\"ts_ns\":..,\"latency_ns\":..} or two columns")
+	fs.Float64Var(&f.spikeK, "spike-k", 2, "a spike is a window whose p99 is above this many times the rolling median...")
+	fs.DurationVar(&f.spikeFloor, "spike-floor", time.Millisecond, "...and above this floor")
 	fs.IntVar(&f.ringBufMiB, "ringbuf-mib", 8, "ring buffer size in MiB (a power of two)")
 	fs.IntVar(&f.top, "top", 20, "threads shown in the text report")
 	fs.StringVar(&f.btf, "btf", "", "kernel BTF file (default /sys/kernel/btf/vmlinux)")
@@ -161,6 +171,14 @@ func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 	if f.duration < 0 {
 		return usageErr("%s: --duration must not be negative", name)
 	}
+	if f.spikeK <= 1 {
+		return usageErr("%s: --spike-k must be above 1", name)
+	}
+	if f.latencyFile != "" && f.latencyFile != "-" {
+		if _, err := os.Stat(f.latencyFile); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("%s: --latency-file: %w", name, err)}
+		}
+	}
 	rb := f.ringBufMiB
 	if rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
 		return usageErr("%s: --ringbuf-mib must be a power of two up to 1024", name)
@@ -232,6 +250,24 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 	}
 	started := time.Now()
 	opt.StartNs = monotonicNs()
+	if f.latencyFile != "" {
+		samples := make(chan latency.Sample, 1<<14)
+		clk := latency.Clock{WallNs: started.UnixNano(), MonoNs: int64(opt.StartNs)}
+		go func() {
+			err := latency.Follow(ctx, f.latencyFile, clk, func(s latency.Sample) {
+				select {
+				case samples <- s:
+				case <-ctx.Done():
+				}
+			}, nil)
+			if err != nil {
+				fmt.Fprintf(stderr, "numatrace: %v\n", err)
+			}
+		}()
+		opt.Latency = samples
+		opt.Correlate = correlate.Config{K: f.spikeK, FloorNs: uint64(f.spikeFloor),
+			WallAt: func(mono uint64) time.Time { return started.Add(time.Duration(mono - opt.StartNs)) }}
+	}
 	rec, err := newRecording(tr, tgt, topo, f, started, opt.StartNs, &opt, stderr)
 	if err != nil {
 		return err
@@ -242,15 +278,16 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 		return err
 	}
 	report := &output.Report{
-		Target:     tgt.String(),
-		Kernel:     kernelRelease(),
-		DurationNs: res.DurationNs,
-		Summary:    res.Summary,
-		Events:     res.Events,
-		LateEvents: res.LateEvents,
-		Windows:    res.Windows,
-		TopThreads: f.top,
-		MinEventNs: f.minEventNs,
+		Target:      tgt.String(),
+		Kernel:      kernelRelease(),
+		DurationNs:  res.DurationNs,
+		Summary:     res.Summary,
+		Events:      res.Events,
+		LateEvents:  res.LateEvents,
+		Windows:     res.Windows,
+		TopThreads:  f.top,
+		MinEventNs:  f.minEventNs,
+		Correlation: res.Correlation,
 	}
 	if res.TargetGone {
 		report.Note = fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond))

@@ -6,6 +6,8 @@ package aggregate
 import (
 	"sort"
 
+	"github.com/numatrace/numatrace/internal/latency"
+
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -48,6 +50,9 @@ type Window struct {
 	Threads map[uint32]*ThreadWindow
 	// Partial is set on the last window when tracing stopped before its end.
 	Partial bool
+	// Latency is the service's request latency in this window, when a
+	// latency source is set and requests finished in it.
+	Latency *latency.Stats
 	// LostEvents is how many records the kernel dropped while this window
 	// was the newest one; set by whoever knows (the live loop).
 	LostEvents uint64

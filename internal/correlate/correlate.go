@@ -12,17 +12,12 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // Latency is one window's request latency.
-type Latency struct {
-	Index uint64 `json:"index"`
-	Count uint64 `json:"count"`
-	P50Ns uint64 `json:"p50_ns"`
-	P99Ns uint64 `json:"p99_ns"`
-	MaxNs uint64 `json:"max_ns"`
-}
+type Latency = latency.Stats
 
 // Config tunes spike detection.
 type Config struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -130,6 +131,7 @@ type windowLine struct {
 	StartNs    uint64                          `json:"start_ns"`
 	EndNs      uint64                          `json:"end_ns"`
 	Partial    bool                            `json:"partial,omitempty"`
+	Latency    *latency.Stats                  `json:"latency,omitempty"`
 	StallNs    uint64                          `json:"stall_ns"`
 	Stalls     map[string]aggregate.CauseTotal `json:"stalls"`
 	LostEvents uint64                          `json:"lost_events"`
@@ -141,7 +143,7 @@ const WindowThreads = 20
 
 // WindowLine builds the JSON object for one window.
 func WindowLine(w *aggregate.Window) any {
-	l := windowLine{Type: "window", Index: w.Index, StartNs: w.StartNs, EndNs: w.EndNs, Partial: w.Partial,
+	l := windowLine{Type: "window", Index: w.Index, StartNs: w.StartNs, EndNs: w.EndNs, Partial: w.Partial, Latency: w.Latency,
 		Stalls: map[string]aggregate.CauseTotal{}, LostEvents: w.LostEvents, Threads: []windowThread{}}
 	for c, t := range w.Causes {
 		if t.Count == 0 {

@@ -2,6 +2,7 @@ package output
 
 import (
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -28,6 +29,8 @@ type Report struct {
 	// MinEventNs are the per-cause thresholds below which stalls were
 	// counted but not streamed.
 	MinEventNs [stall.NumCauses]uint64
+	// Correlation is set when a latency source was.
+	Correlation *correlate.Result
 }
 
 type probesJSON struct {
@@ -64,6 +67,15 @@ type summaryJSON struct {
 	HistMapFull      bool                       `json:"histogram_map_full"`
 	StreamMinNs      map[string]uint64          `json:"stream_min_ns"`
 	Note             string                     `json:"note,omitempty"`
+	Spikes           []correlate.Spike          `json:"spikes,omitempty"`
+	Correlation      *correlationJSON           `json:"correlation,omitempty"`
+}
+
+type correlationJSON struct {
+	Windows     int                                   `json:"windows"`
+	Causes      map[string]correlate.CauseCorrelation `json:"causes"`
+	ExplainedBy []string                              `json:"explained_by"`
+	Conclusion  string                                `json:"conclusion"`
 }
 
 func (r *Report) summaryLine() summaryJSON {
@@ -72,6 +84,10 @@ func (r *Report) summaryLine() summaryJSON {
 		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
 		Processes: r.Summary.Processes, Note: r.Note, HistMapFull: r.Summary.HistMapFull,
 		Probes: probesJSON{Attached: []string{}, Failed: []ProbeResult{}}}
+	if c := r.Correlation; c != nil {
+		s.Spikes = c.Spikes
+		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: c.Correlation, ExplainedBy: c.Explained, Conclusion: c.Conclusion}
+	}
 	s.StreamMinNs = map[string]uint64{}
 	for c, ns := range r.MinEventNs {
 		if ns > 0 {

@@ -85,6 +85,7 @@ func (r *Report) text(w io.Writer) {
 		r.histograms(w)
 	}
 	r.system(w)
+	r.latency(w)
 	if r.Note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", r.Note)
 	}
@@ -239,4 +240,44 @@ func (r *Report) system(w io.Writer) {
 		s.KswapdWakeups, s.KhugepagedCollapses, s.KhugepagedCollapsedOK)
 	fmt.Fprintf(w, "  kcompactd passes %d (%s) | proactive/sysctl compaction passes %d (%s) | direct compaction attempts %d\n",
 		s.KcompactdPasses, Dur(s.KcompactdNs), s.ProactivePasses, Dur(s.ProactiveNs), s.DirectCompactAttempts)
+}
+
+// SpikesShown is how many spike verdicts the text report prints.
+const SpikesShown = 10
+
+func (r *Report) latency(w io.Writer) {
+	c := r.Correlation
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nLATENCY (%d windows with requests, %d spikes)\n", c.Windows, len(c.Spikes))
+	for i, sp := range c.Spikes {
+		if i == SpikesShown {
+			fmt.Fprintf(w, "  ... %d more spikes (see --json)\n", len(c.Spikes)-SpikesShown)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", sp.Verdict)
+	}
+	if len(c.Spikes) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  CAUSE\tIN SPIKE WINDOWS\tIN NORMAL WINDOWS\tLIFT\tRANK CORR.\t")
+		for _, cause := range stall.AllCauses() {
+			cc, ok := c.Correlation[cause.String()]
+			if !ok {
+				continue
+			}
+			lift, rho := "-", "-"
+			if cc.Lift != nil {
+				lift = fmt.Sprintf("%.1f", *cc.Lift)
+			} else if cc.SpikeShare > 0 {
+				lift = "only spikes"
+			}
+			if cc.Spearman != nil {
+				rho = fmt.Sprintf("%.2f", *cc.Spearman)
+			}
+			fmt.Fprintf(tw, "  %s\t%.0f%%\t%.0f%%\t%s\t%s\t\n", cause, cc.SpikeShare*100, cc.NormalShare*100, lift, rho)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "  %s\n", c.Conclusion)
 }

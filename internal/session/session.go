@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tracer"
@@ -78,6 +80,12 @@ type Options struct {
 	Dump         func(record.Snapshot) error
 	// OnDump reports each dump's outcome.
 	OnDump func(error)
+
+	// Latency, if set, delivers the service's request latencies; the
+	// session files them under the stall windows and, at the end,
+	// correlates the two with Correlate.
+	Latency   <-chan latency.Sample
+	Correlate correlate.Config
 }
 
 // Result is what a finished session saw.
@@ -92,6 +100,8 @@ type Result struct {
 	// Final is the kernel's aggregates when tracing stopped.
 	Final *stall.Snapshot
 	EndNs uint64
+	// Correlation is set when a latency source was.
+	Correlation *correlate.Result
 }
 
 // Run traces until ctx ends or the target goes, then returns the result.
@@ -100,6 +110,9 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 		opt.StartNs = opt.Now()
 	}
 	s := &run{opt: opt, k: k, agg: aggregate.New(opt.StartNs, uint64(opt.Window))}
+	if opt.Latency != nil {
+		s.lat = latency.NewWindows(opt.StartNs, uint64(opt.Window))
+	}
 	s.startNs = opt.StartNs
 	s.record(false)
 	events := make(chan stall.Event, 1<<16)
@@ -135,16 +148,23 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 		}
 		s.procfs(endNs)
 	}
+	var corr *correlate.Result
+	if s.lat != nil {
+		cfg := opt.Correlate
+		cfg.StartNs = opt.StartNs
+		corr = correlate.Analyze(s.latencies, s.closed, cfg)
+	}
 	return &Result{
-		Final:      snap,
-		EndNs:      endNs,
-		Summary:    s.agg.Summarize(snap),
-		DurationNs: endNs - s.startNs,
-		Events:     s.agg.Events,
-		LateEvents: s.agg.LateEvents,
-		Windows:    s.windows,
-		BadRecords: badRecords,
-		TargetGone: s.gone,
+		Correlation: corr,
+		Final:       snap,
+		EndNs:       endNs,
+		Summary:     s.agg.Summarize(snap),
+		DurationNs:  endNs - s.startNs,
+		Events:      s.agg.Events,
+		LateEvents:  s.agg.LateEvents,
+		Windows:     s.windows,
+		BadRecords:  badRecords,
+		TargetGone:  s.gone,
 	}, nil
 }
 
@@ -156,6 +176,10 @@ type run struct {
 	windows  uint64
 	lastLost uint64
 	gone     bool
+
+	lat       *latency.Windows
+	latencies []latency.Stats
+	closed    []*aggregate.Window // kept for the correlation
 }
 
 func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
@@ -188,6 +212,8 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 			if pids, err := s.opt.Rescan(); err == nil {
 				s.k.AddPIDs(pids)
 			}
+		case smp := <-s.opt.Latency:
+			s.lat.Add(smp)
 		case <-recordTick:
 			s.record(false)
 		case <-s.opt.DumpRequests:
@@ -261,6 +287,15 @@ func (s *run) emit(ws []*aggregate.Window) {
 		}
 	}
 	s.windows += uint64(len(ws))
+	if s.lat != nil {
+		for _, w := range ws {
+			if st := s.lat.Take(w.Index); st != nil {
+				w.Latency = st
+				s.latencies = append(s.latencies, *st)
+			}
+			s.closed = append(s.closed, w)
+		}
+	}
 	if s.opt.Sink == nil {
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tracer"
 )
@@ -274,5 +276,58 @@ func TestRunCountsBadRecords(t *testing.T) {
 	cancel()
 	if res := <-done; res.BadRecords != 1 {
 		t.Fatalf("bad records %d, want 1", res.BadRecords)
+	}
+}
+
+// Latency samples land in their windows, and the spike window is charged
+// to the stall that happened in it.
+func TestRunCorrelatesLatency(t *testing.T) {
+	var order []string
+	rd := newReader(&order)
+	k := &fakeKernel{order: &order}
+	sink := &fakeSink{}
+	clk := &clock{}
+	start := uint64(1_000_000_000)
+	clk.ns.Store(start)
+	lat := make(chan latency.Sample, 1024)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := Run(ctx, rd, tracer.NewDecoder(nil), k, Options{
+			Window: 40 * time.Millisecond, Now: clk.now, Sink: sink, Latency: lat,
+			Correlate: correlate.Config{MinHist: 3},
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	const win = uint64(40 * time.Millisecond)
+	for i := uint64(0); i < 10; i++ {
+		p := uint64(time.Millisecond)
+		if i == 7 {
+			p = 20 * uint64(time.Millisecond)
+			rd.push(rawRecord(t, 0, uint32(stall.MemcgReclaim), start+i*win+1000, 15_000_000, 11))
+		}
+		for j := uint64(0); j < 50; j++ {
+			lat <- latency.Sample{TsNs: start + i*win + j*100_000, LatencyNs: p}
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	clk.ns.Store(start + 10*win + 1)
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	res := <-done
+	c := res.Correlation
+	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 {
+		t.Fatalf("correlation %+v", c)
+	}
+	if c.Spikes[0].Causes[0].Cause != "memcg_reclaim" || c.Spikes[0].Causes[0].WorstTID != 11 {
+		t.Fatalf("spike attribution %+v", c.Spikes[0])
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.windows) < 10 || sink.windows[7].Latency == nil || sink.windows[7].Latency.P99Ns != 20*uint64(time.Millisecond) {
+		t.Fatalf("window 7 latency %+v", sink.windows[7].Latency)
 	}
 }

@@ -1,0 +1,116 @@
+package latency
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Clock maps a sample's timestamp to CLOCK_MONOTONIC. Timestamps above
+// 10^17 ns (after 1973) are Unix-epoch times, as load generators and
+// access logs write them; smaller ones are taken as CLOCK_MONOTONIC.
+type Clock struct {
+	WallNs int64 // a Unix time...
+	MonoNs int64 // ...and CLOCK_MONOTONIC at the same moment
+}
+
+const epochThreshold = 1e17
+
+// Mono converts ts to CLOCK_MONOTONIC ns.
+func (c Clock) Mono(ts uint64) uint64 {
+	if ts < epochThreshold {
+		return ts
+	}
+	m := int64(ts) - c.WallNs + c.MonoNs
+	if m < 0 {
+		return 0
+	}
+	return uint64(m)
+}
+
+// ParseLine reads one sample: NDJSON {"ts_ns":..,"latency_ns":..}, or two
+// numbers (ts_ns latency_ns) separated by spaces, a tab or a comma.
+func ParseLine(line string) (ts, lat uint64, err error) {
+	line = strings.TrimSpace(line)
+	if strings.HasPrefix(line, "{") {
+		var v struct {
+			TsNs      *uint64 `json:"ts_ns"`
+			LatencyNs *uint64 `json:"latency_ns"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			return 0, 0, fmt.Errorf("bad JSON sample: %v", err)
+		}
+		if v.TsNs == nil || v.LatencyNs == nil {
+			return 0, 0, errors.New("JSON sample without ts_ns and latency_ns")
+		}
+		return *v.TsNs, *v.LatencyNs, nil
+	}
+	f := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' })
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("want two columns (ts_ns latency_ns), got %d", len(f))
+	}
+	if ts, err = strconv.ParseUint(f[0], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("bad ts_ns %q", f[0])
+	}
+	if lat, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("bad latency_ns %q", f[1])
+	}
+	return ts, lat, nil
+}
+
+// Follow reads samples from path ("-" for standard input) until ctx ends,
+// following a file as it grows like tail -f. Blank lines and lines
+// starting with # are skipped; bad lines go to bad and reading goes on.
+func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad func(error)) error {
+	var in io.Reader
+	if path == "-" {
+		in = os.Stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("latency file: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	r := bufio.NewReaderSize(in, 1<<16)
+	var partial string
+	for ctx.Err() == nil {
+		line, err := r.ReadString('\n')
+		if err == io.EOF {
+			partial += line // a line still being written
+			if path == "-" && line == "" {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("latency file: %w", err)
+		}
+		line, partial = partial+line, ""
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		ts, lat, perr := ParseLine(t)
+		if perr != nil {
+			if bad != nil {
+				bad(perr)
+			}
+			continue
+		}
+		emit(Sample{TsNs: clk.Mono(ts), LatencyNs: lat})
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package latency
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestSummarizeNearestRank(t *testing.T) {
+	var v []uint64
+	for i := uint64(1); i <= 100; i++ {
+		v = append(v, i*1000)
+	}
+	s := Summarize(3, v)
+	if s.Count != 100 || s.P50Ns != 50000 || s.P99Ns != 99000 || s.MaxNs != 100000 || s.Index != 3 {
+		t.Fatalf("%+v", s)
+	}
+	if s := Summarize(0, []uint64{7}); s.P50Ns != 7 || s.P99Ns != 7 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestWindows(t *testing.T) {
+	w := NewWindows(1000, 100)
+	for _, s := range []Sample{{1000, 5}, {1099, 7}, {1100, 9}, {999, 1}, {1350, 3}} {
+		w.Add(s)
+	}
+	if w.Early != 1 {
+		t.Fatalf("early %d", w.Early)
+	}
+	if s := w.Take(0); s.Count != 2 || s.MaxNs != 7 {
+		t.Fatalf("window 0 %+v", s)
+	}
+	if w.Take(0) != nil {
+		t.Fatal("window 0 taken twice")
+	}
+	w.Add(Sample{1050, 4}) // too late for window 0
+	if w.Late != 1 {
+		t.Fatalf("late %d", w.Late)
+	}
+	rest := w.Rest()
+	if len(rest) != 2 || rest[0].Index != 1 || rest[1].Index != 3 {
+		t.Fatalf("rest %+v", rest)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		ts, lat uint64
+		ok      bool
+	}{
+		{`{"ts_ns":12,"latency_ns":34}`, 12, 34, true},
+		{`12 34`, 12, 34, true},
+		{"12\t34", 12, 34, true},
+		{"12,34", 12, 34, true},
+		{`{"ts_ns":12}`, 0, 0, false},
+		{`{"ts_ns":`, 0, 0, false},
+		{"12", 0, 0, false},
+		{"a b", 0, 0, false},
+		{"1 2 3", 0, 0, false},
+	} {
+		ts, lat, err := ParseLine(c.in)
+		if (err == nil) != c.ok || ts != c.ts || lat != c.lat {
+			t.Errorf("ParseLine(%q) = %d, %d, %v", c.in, ts, lat, err)
+		}
+	}
+}
+
+func TestClockConvertsEpochTimes(t *testing.T) {
+	c := Clock{WallNs: 1_700_000_000_000_000_000, MonoNs: 5_000_000_000}
+	if got := c.Mono(1_700_000_000_500_000_000); got != 5_500_000_000 {
+		t.Fatalf("epoch ts → %d", got)
+	}
+	if got := c.Mono(123); got != 123 {
+		t.Fatalf("monotonic ts → %d", got)
+	}
+}
+
+// Follow picks up lines appended after it started, like tail -f.
+func TestFollowGrowingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lat.log")
+	os.WriteFile(path, []byte("# from the load generator\n10 1\n{\"ts_ns\":20,\"latency_ns\":2}\nbad line\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var got []Sample
+	var bad int
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, path, Clock{}, func(s Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
+			func(error) { mu.Lock(); bad++; mu.Unlock() })
+	}()
+	time.Sleep(100 * time.Millisecond)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("30 ")
+	time.Sleep(100 * time.Millisecond)
+	f.WriteString("3\n")
+	f.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[2] != (Sample{30, 3}) || bad != 1 {
+		t.Fatalf("samples %v bad %d", got, bad)
+	}
+}
