@@ -43,6 +43,8 @@ type attachFlags struct {
 	minStallNs [stall.NumCauses]uint64 // parsed --min-stall
 
 	latencyFile string
+	latencyProm string
+	promMetric  string
 	spikeK      float64
 	spikeFloor  time.Duration
 
@@ -83,6 +85,8 @@ func attachFlagSet(name string, f *attachFlags) *flag.FlagSet {
 		"ignore shorter stalls entirely: DUR for every cause, or cause=DUR,...")
 	fs.StringVar(&f.latencyFile, "latency-file", "",
 		"read request latencies from this file (followed as it grows) or - for stdin: NDJSON {\"ts_ns\":..,\"latency_ns\":..} or two columns")
+	fs.StringVar(&f.latencyProm, "latency-prom", "", "scrape the service's Prometheus endpoint once per window...")
+	fs.StringVar(&f.promMetric, "latency-metric", "", "...for this latency histogram (seconds unless named _milliseconds or _microseconds)")
 	fs.Float64Var(&f.spikeK, "spike-k", 2, "a spike is a window whose p99 is above this many times the rolling median...")
 	fs.DurationVar(&f.spikeFloor, "spike-floor", time.Millisecond, "...and above this floor")
 	fs.IntVar(&f.ringBufMiB, "ringbuf-mib", 8, "ring buffer size in MiB (a power of two)")
@@ -173,6 +177,12 @@ func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.spikeK <= 1 {
 		return usageErr("%s: --spike-k must be above 1", name)
+	}
+	if f.latencyFile != "" && f.latencyProm != "" {
+		return usageErr("%s: pick one latency source", name)
+	}
+	if (f.latencyProm != "") != (f.promMetric != "") {
+		return usageErr("%s: --latency-prom and --latency-metric go together", name)
 	}
 	if f.latencyFile != "" && f.latencyFile != "-" {
 		if _, err := os.Stat(f.latencyFile); err != nil {
@@ -265,6 +275,15 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 			}
 		}()
 		opt.Latency = samples
+	}
+	if f.latencyProm != "" {
+		stats := make(chan latency.Stats, 64)
+		go latency.ScrapeWindows(ctx, f.latencyProm, f.promMetric, started, f.window, stats, func(err error) {
+			fmt.Fprintf(stderr, "numatrace: %v\n", err)
+		})
+		opt.LatencyWindows = stats
+	}
+	if opt.Latency != nil || opt.LatencyWindows != nil {
 		opt.Correlate = correlate.Config{K: f.spikeK, FloorNs: uint64(f.spikeFloor),
 			WallAt: func(mono uint64) time.Time { return started.Add(time.Duration(mono - opt.StartNs)) }}
 	}

@@ -32,11 +32,13 @@ type Windows struct {
 	// was already taken. Both are dropped.
 	Early, Late uint64
 	taken       map[uint64]bool
+	// ready holds statistics computed elsewhere (a Prometheus histogram).
+	ready map[uint64]Stats
 }
 
 // NewWindows starts windows of windowNs at startNs.
 func NewWindows(startNs, windowNs uint64) *Windows {
-	return &Windows{startNs: startNs, windowNs: windowNs, bins: map[uint64][]uint64{}, taken: map[uint64]bool{}}
+	return &Windows{startNs: startNs, windowNs: windowNs, bins: map[uint64][]uint64{}, taken: map[uint64]bool{}, ready: map[uint64]Stats{}}
 }
 
 // Add files one sample under its window.
@@ -53,9 +55,22 @@ func (w *Windows) Add(s Sample) {
 	w.bins[i] = append(w.bins[i], s.LatencyNs)
 }
 
+// Put files statistics already computed for a window.
+func (w *Windows) Put(s Stats) {
+	if w.taken[s.Index] {
+		w.Late++
+		return
+	}
+	w.ready[s.Index] = s
+}
+
 // Take returns the statistics of window i and forgets its samples.
 func (w *Windows) Take(i uint64) *Stats {
 	w.taken[i] = true
+	if s, ok := w.ready[i]; ok {
+		delete(w.ready, i)
+		return &s
+	}
 	v, ok := w.bins[i]
 	if !ok {
 		return nil

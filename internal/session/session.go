@@ -84,8 +84,11 @@ type Options struct {
 	// Latency, if set, delivers the service's request latencies; the
 	// session files them under the stall windows and, at the end,
 	// correlates the two with Correlate.
-	Latency   <-chan latency.Sample
-	Correlate correlate.Config
+	Latency <-chan latency.Sample
+	// LatencyWindows delivers whole windows' statistics instead (a
+	// Prometheus histogram scraped once per window).
+	LatencyWindows <-chan latency.Stats
+	Correlate      correlate.Config
 }
 
 // Result is what a finished session saw.
@@ -110,7 +113,7 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 		opt.StartNs = opt.Now()
 	}
 	s := &run{opt: opt, k: k, agg: aggregate.New(opt.StartNs, uint64(opt.Window))}
-	if opt.Latency != nil {
+	if opt.Latency != nil || opt.LatencyWindows != nil {
 		s.lat = latency.NewWindows(opt.StartNs, uint64(opt.Window))
 	}
 	s.startNs = opt.StartNs
@@ -214,6 +217,8 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 			}
 		case smp := <-s.opt.Latency:
 			s.lat.Add(smp)
+		case st := <-s.opt.LatencyWindows:
+			s.lat.Put(st)
 		case <-recordTick:
 			s.record(false)
 		case <-s.opt.DumpRequests:

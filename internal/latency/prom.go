@@ -1,0 +1,183 @@
+package latency
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Histogram is a cumulative Prometheus histogram summed over its series:
+// upper bound (seconds) → requests at or below it.
+type Histogram struct {
+	Bounds []float64 // sorted; the last is +Inf
+	Counts []float64 // cumulative
+	Count  float64
+}
+
+// Scrape fetches url and returns the histogram named metric, summed over
+// every label set.
+func Scrape(ctx context.Context, client *http.Client, url, metric string) (*Histogram, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	fam, ok := fams[metric]
+	if !ok {
+		return nil, fmt.Errorf("scrape %s: no metric %q", url, metric)
+	}
+	if fam.GetType() != dto.MetricType_HISTOGRAM {
+		return nil, fmt.Errorf("scrape %s: %q is a %s, not a histogram", url, metric, strings.ToLower(fam.GetType().String()))
+	}
+	sum := map[float64]float64{}
+	h := &Histogram{}
+	for _, m := range fam.GetMetric() {
+		hist := m.GetHistogram()
+		hasInf := false
+		for _, b := range hist.GetBucket() {
+			sum[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			hasInf = hasInf || math.IsInf(b.GetUpperBound(), 1)
+		}
+		if !hasInf { // the +Inf bucket is the sample count
+			sum[math.Inf(1)] += float64(hist.GetSampleCount())
+		}
+		h.Count += float64(hist.GetSampleCount())
+	}
+	for b := range sum {
+		h.Bounds = append(h.Bounds, b)
+	}
+	sort.Float64s(h.Bounds)
+	for _, b := range h.Bounds {
+		h.Counts = append(h.Counts, sum[b])
+	}
+	return h, nil
+}
+
+// unitNs is what one unit of the metric is in ns, from its name's suffix:
+// Prometheus convention is seconds.
+func unitNs(metric string) float64 {
+	switch {
+	case strings.HasSuffix(metric, "_milliseconds"), strings.HasSuffix(metric, "_ms"):
+		return 1e6
+	case strings.HasSuffix(metric, "_microseconds"), strings.HasSuffix(metric, "_us"):
+		return 1e3
+	}
+	return 1e9
+}
+
+// Delta computes one window's statistics from two scrapes of the same
+// histogram: the requests between them, and p50/p99 interpolated inside
+// the buckets as histogram_quantile does. Max is the upper bound of the
+// highest bucket that gained requests (the lower bound for +Inf).
+func Delta(index uint64, prev, cur *Histogram, metric string) *Stats {
+	st := &Stats{Index: index}
+	if prev == nil || cur == nil {
+		return st
+	}
+	prevAt := map[float64]float64{}
+	for i, b := range prev.Bounds {
+		prevAt[b] = prev.Counts[i]
+	}
+	d := make([]float64, len(cur.Bounds))
+	for i, b := range cur.Bounds {
+		d[i] = cur.Counts[i] - prevAt[b]
+		if d[i] < 0 {
+			return st // the service restarted: counters went back
+		}
+	}
+	total := d[len(d)-1]
+	if total <= 0 {
+		return st
+	}
+	unit := unitNs(metric)
+	quantile := func(q float64) uint64 {
+		rank := q * total
+		for i, c := range d {
+			if c >= rank {
+				lo, hi := 0.0, cur.Bounds[i]
+				below := 0.0
+				if i > 0 {
+					lo, below = cur.Bounds[i-1], d[i-1]
+				}
+				if math.IsInf(hi, 1) {
+					return uint64(lo * unit)
+				}
+				if c == below {
+					return uint64(hi * unit)
+				}
+				return uint64((lo + (hi-lo)*(rank-below)/(c-below)) * unit)
+			}
+		}
+		return 0
+	}
+	st.Count = uint64(total)
+	st.P50Ns, st.P99Ns = quantile(0.5), quantile(0.99)
+	for i := len(d) - 1; i >= 0; i-- {
+		below := 0.0
+		if i > 0 {
+			below = d[i-1]
+		}
+		if d[i] > below {
+			b := cur.Bounds[i]
+			if math.IsInf(b, 1) && i > 0 {
+				b = cur.Bounds[i-1]
+			}
+			st.MaxNs = uint64(b * unit)
+			break
+		}
+	}
+	return st
+}
+
+// ScrapeWindows scrapes at every window end and sends each window's
+// statistics, until ctx ends. The first scrape, at the start, is the base.
+func ScrapeWindows(ctx context.Context, url, metric string, start time.Time, window time.Duration,
+	out chan<- Stats, bad func(error)) {
+	client := &http.Client{Timeout: window / 2}
+	prev, err := Scrape(ctx, client, url, metric)
+	if err != nil && bad != nil {
+		bad(err)
+	}
+	for i := uint64(0); ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(start.Add(time.Duration(i+1) * window))):
+		}
+		cur, err := Scrape(ctx, client, url, metric)
+		if err != nil {
+			if bad != nil && ctx.Err() == nil {
+				bad(err)
+			}
+			continue
+		}
+		st := Delta(i, prev, cur, metric)
+		prev = cur
+		select {
+		case out <- *st:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
