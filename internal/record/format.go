@@ -21,7 +21,7 @@ var blockMagic = [4]byte{'N', 'T', 'B', 'K'}
 // only add record types, which older readers skip.
 const (
 	VersionMajor = 1
-	VersionMinor = 0
+	VersionMinor = 1 // 1.1 added latency records
 )
 
 // Limits that keep a reader's memory bounded on any input.
@@ -43,6 +43,7 @@ const (
 	recProcfs   = 5 // JSON: /proc and /sys readings at a moment
 	recLost     = 6 // uvarint mono ns, uvarint lost events total, uvarint recorder drops total
 	recEnd      = 7 // JSON: how the run ended; only in a complete recording
+	recLatency  = 8 // JSON: one window's request latency (since 1.1)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

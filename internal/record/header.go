@@ -25,6 +25,9 @@ type Header struct {
 	// not count a stall at all (cause → ns).
 	MinStallNs map[string]uint64 `json:"min_stall_ns,omitempty"`
 	Host       Host              `json:"host"`
+	// Spike detection settings, so replay repeats the live analysis.
+	SpikeK       float64 `json:"spike_k,omitempty"`
+	SpikeFloorNs uint64  `json:"spike_floor_ns,omitempty"`
 	// FlightRecorder is set when the file holds only the most recent data.
 	FlightRecorder bool `json:"flight_recorder,omitempty"`
 }

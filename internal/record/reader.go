@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -25,6 +26,7 @@ const (
 	ItemProcfs
 	ItemLost
 	ItemEnd
+	ItemLatency
 )
 
 // Item is one record read back.
@@ -35,6 +37,7 @@ type Item struct {
 	Procfs   *Procfs
 	Lost     Lost
 	End      *End
+	Latency  *latency.Stats
 }
 
 // ErrNewerFormat means the file was written by a newer numatrace.
@@ -227,6 +230,12 @@ func (r *Reader) decode(typ byte, body []byte) (Item, bool, error) {
 	case recLost:
 		l, err := r.cur.lost(body)
 		return Item{Kind: ItemLost, Lost: l}, err == nil, err
+	case recLatency:
+		var st latency.Stats
+		if err := json.Unmarshal(body, &st); err != nil {
+			return Item{}, false, fmt.Errorf("%w: latency: %v", errCorrupt, err)
+		}
+		return Item{Kind: ItemLatency, Latency: &st}, true, nil
 	case recEnd:
 		var e End
 		if err := json.Unmarshal(body, &e); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -94,6 +95,9 @@ func (w *Writer) jsonRecord(typ byte, v any) error {
 	w.enc.record(typ, b)
 	return nil
 }
+
+// Latency records one window's request latency.
+func (w *Writer) Latency(st latency.Stats) error { return w.jsonRecord(recLatency, st) }
 
 // Procfs records a reading of /proc and /sys.
 func (w *Writer) Procfs(p Procfs) error { return w.jsonRecord(recProcfs, p) }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/session"
@@ -50,6 +52,11 @@ func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, er
 		opt.Sink.Flush()
 	}
 
+	if len(p.latencies) > 0 || h.SpikeK > 0 {
+		cfg := correlate.Config{K: h.SpikeK, FloorNs: h.SpikeFloorNs, StartNs: h.StartNs,
+			WallAt: func(mono uint64) time.Time { return h.Started.Add(time.Duration(mono - h.StartNs)) }}
+		p.correlation = correlate.Analyze(p.latencies, p.closed, cfg)
+	}
 	snap := p.final
 	var notes []string
 	if snap == nil {
@@ -57,13 +64,14 @@ func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, er
 		notes = append(notes, "the recording has no final kernel snapshot; totals come from the recorded events")
 	}
 	rep := &output.Report{
-		Target:     h.Target,
-		Kernel:     h.Host.Kernel,
-		Summary:    p.agg.Summarize(snap),
-		Events:     p.agg.Events,
-		LateEvents: p.agg.LateEvents,
-		Windows:    p.windows,
-		TopThreads: opt.TopThreads,
+		Target:      h.Target,
+		Kernel:      h.Host.Kernel,
+		Summary:     p.agg.Summarize(snap),
+		Events:      p.agg.Events,
+		LateEvents:  p.agg.LateEvents,
+		Windows:     p.windows,
+		TopThreads:  opt.TopThreads,
+		Correlation: p.correlation,
 	}
 	for c, ns := range h.MinEventNs {
 		if cause, err := stall.ParseCause(c); err == nil {
@@ -122,6 +130,11 @@ type player struct {
 	started   time.Time
 	firstNs   uint64
 	firstEvNs uint64
+
+	latencies   []latency.Stats
+	byIndex     map[uint64]latency.Stats
+	closed      []*aggregate.Window
+	correlation *correlate.Result
 }
 
 func (p *player) play(ctx context.Context, r *record.Reader) error {
@@ -148,6 +161,12 @@ func (p *player) play(ctx context.Context, r *record.Reader) error {
 			p.lost = it.Lost.LostEvents
 		case record.ItemEnd:
 			p.end = it.End
+		case record.ItemLatency:
+			p.latencies = append(p.latencies, *it.Latency)
+			if p.byIndex == nil {
+				p.byIndex = map[uint64]latency.Stats{}
+			}
+			p.byIndex[it.Latency.Index] = *it.Latency
 		}
 	}
 }
@@ -200,6 +219,12 @@ func (p *player) emit(ws []*aggregate.Window) {
 	ws[len(ws)-1].LostEvents = p.lost - p.lastLost
 	p.lastLost = p.lost
 	p.windows += uint64(len(ws))
+	for _, w := range ws {
+		if st, ok := p.byIndex[w.Index]; ok {
+			w.Latency = &st
+		}
+	}
+	p.closed = append(p.closed, ws...)
 	if p.opt.Sink == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -144,5 +145,43 @@ func TestSpeedPacesTheReplay(t *testing.T) {
 	}
 	if el := time.Since(start); el < 130*time.Millisecond {
 		t.Fatalf("replay at 20x took %s, less than the recording's pace allows", el)
+	}
+}
+
+// Latency windows are recorded, and replay repeats the live analysis.
+func TestReplayRepeatsTheCorrelation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lat.ntr")
+	win := uint64(time.Second)
+	w, err := record.Create(path, record.Header{StartNs: 1000, WindowNs: win, SpikeK: 2, SpikeFloorNs: uint64(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(0); i < 10; i++ {
+		p99 := uint64(2 * time.Millisecond)
+		if i == 7 {
+			p99 = 40 * uint64(time.Millisecond)
+			ev := stall.Event{Cause: stall.MemcgReclaim, TsNs: 1000 + i*win + 500, DurNs: 30e6, PID: 5, TID: 6,
+				Comm: "redis-server", Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+			w.Event(&ev)
+		}
+		w.Latency(latency.Stats{Index: i, Count: 100, P50Ns: 1e6, P99Ns: p99, MaxNs: p99})
+	}
+	w.Close(record.End{EndNs: 1000 + 10*win, DurationNs: 10 * win})
+	r, err := record.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := Run(context.Background(), r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Correlation
+	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 || c.Spikes[0].Causes[0].WorstTID != 6 ||
+		len(c.Explained) != 0 && c.Explained[0] != "memcg_reclaim" {
+		t.Fatalf("correlation %+v", c)
+	}
+	if !strings.Contains(c.Spikes[0].Verdict, "memcg_reclaim 30 ms across 1 thread of redis-server") {
+		t.Fatalf("verdict %q", c.Spikes[0].Verdict)
 	}
 }

@@ -24,6 +24,7 @@ type Recorder interface {
 	Snapshot(record.Snapshot) error
 	Procfs(record.Procfs) error
 	Lost(record.Lost)
+	Latency(latency.Stats) error
 	Flush()
 }
 
@@ -297,6 +298,9 @@ func (s *run) emit(ws []*aggregate.Window) {
 			if st := s.lat.Take(w.Index); st != nil {
 				w.Latency = st
 				s.latencies = append(s.latencies, *st)
+				if s.opt.Recorder != nil {
+					s.opt.Recorder.Latency(*st)
+				}
 			}
 			s.closed = append(s.closed, w)
 		}
