@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -595,5 +596,81 @@ func TestReplayBadInput(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "cut short at byte") || !strings.Contains(stdout.String(), "cut short") {
 		t.Fatalf("cut not reported: stderr %q", stderr.String())
+	}
+}
+
+// --latency-file end to end: a latency spike while a process does memcg
+// reclaim is flagged and charged to that process's thread.
+func TestLatencyFileSpikeChargedToMemcgReclaim(t *testing.T) {
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-lat", true)
+	latFile := filepath.Join(t.TempDir(), "latency.log")
+	os.WriteFile(latFile, nil, 0o644)
+	var slow atomic.Bool
+	stop := make(chan struct{})
+	written := make(chan struct{})
+	go func() { // the "load generator": one request every 5 ms
+		defer close(written)
+		f, _ := os.OpenFile(latFile, os.O_APPEND|os.O_WRONLY, 0)
+		defer f.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			lat := 2 * time.Millisecond
+			if slow.Load() {
+				lat = 50 * time.Millisecond
+			}
+			fmt.Fprintf(f, "{\"ts_ns\":%d,\"latency_ns\":%d}\n", time.Now().UnixNano(), lat)
+		}
+	}()
+	nt := startAttach(t, "--json", "--window", "200ms", "--latency-file", latFile, "--duration", "60s")
+	time.Sleep(2500 * time.Millisecond) // a baseline of about 12 windows
+	slow.Store(true)
+	wl.Release(t)
+	slow.Store(false)
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	<-written
+	nt.cmd.Process.Signal(os.Interrupt)
+	nt.wait(t, 20*time.Second)
+
+	lines := strings.Split(strings.TrimSpace(nt.stdout.String()), "\n")
+	var sum struct {
+		Spikes []struct {
+			Index   int    `json:"index"`
+			Verdict string `json:"verdict"`
+			Causes  []struct {
+				Cause    string `json:"cause"`
+				StallNs  uint64 `json:"stall_ns"`
+				WorstTID int    `json:"worst_tid"`
+			} `json:"causes"`
+		} `json:"spikes"`
+		Correlation struct {
+			ExplainedBy []string `json:"explained_by"`
+			Conclusion  string   `json:"conclusion"`
+		} `json:"correlation"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("conclusion: %s", sum.Correlation.Conclusion)
+	charged := 0
+	for _, sp := range sum.Spikes {
+		t.Logf("spike: %s", sp.Verdict)
+		if c := sp.Causes[0]; c.Cause == "memcg_reclaim" && c.WorstTID == wl.PID() && c.StallNs > 0 {
+			charged++
+		}
+	}
+	if len(sum.Spikes) == 0 || charged == 0 {
+		t.Fatalf("%d spikes, %d charged to the workload's memcg_reclaim", len(sum.Spikes), charged)
+	}
+	found := false
+	for _, c := range sum.Correlation.ExplainedBy {
+		found = found || c == "memcg_reclaim"
+	}
+	if !found {
+		t.Errorf("memcg_reclaim not named as the explanation: %s", sum.Correlation.Conclusion)
 	}
 }
