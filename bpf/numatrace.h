@@ -119,4 +119,12 @@ struct thread_counts {
 	char comm[COMM_LEN];
 };
 
+/* One request timed by the latency uprobe pair. */
+struct lat_sample {
+	__u64 ts_ns; /* CLOCK_MONOTONIC when the request returned */
+	__u64 lat_ns;
+	__u32 pid;
+	__u32 tid;
+};
+
 #endif

@@ -15,3 +15,4 @@ const enum event_kind *unused_kind __attribute__((unused));
 const enum event_flag *unused_flag __attribute__((unused));
 const enum counter_id *unused_counter __attribute__((unused));
 const enum filter_mode *unused_filter __attribute__((unused));
+const struct lat_sample *unused_lat_sample __attribute__((unused));

@@ -10,6 +10,7 @@ have llvm-strip || need+=(llvm)
 have bpftool || need+=(bpftool)
 have bpftrace || need+=(bpftrace)
 have qemu-system-x86_64 || need+=(qemu-system-x86)
+have gcc || need+=(gcc)
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"

@@ -42,11 +42,12 @@ type attachFlags struct {
 	minEventNs [stall.NumCauses]uint64 // parsed --min-event
 	minStallNs [stall.NumCauses]uint64 // parsed --min-stall
 
-	latencyFile string
-	latencyProm string
-	promMetric  string
-	spikeK      float64
-	spikeFloor  time.Duration
+	latencyFile   string
+	latencyUprobe string
+	latencyProm   string
+	promMetric    string
+	spikeK        float64
+	spikeFloor    time.Duration
 
 	recordTo string // attach --record, record -o
 	flight   string // record --flight-recorder
@@ -85,6 +86,8 @@ func attachFlagSet(name string, f *attachFlags) *flag.FlagSet {
 		"ignore shorter stalls entirely: DUR for every cause, or cause=DUR,...")
 	fs.StringVar(&f.latencyFile, "latency-file", "",
 		"read request latencies from this file (followed as it grows) or - for stdin: NDJSON {\"ts_ns\":..,\"latency_ns\":..} or two columns")
+	fs.StringVar(&f.latencyUprobe, "latency-uprobe", "",
+		"time every call of the service's request handler, BINARY:SYMBOL (C, C++, Rust; not Go)")
 	fs.StringVar(&f.latencyProm, "latency-prom", "", "scrape the service's Prometheus endpoint once per window...")
 	fs.StringVar(&f.promMetric, "latency-metric", "", "...for this latency histogram (seconds unless named _milliseconds or _microseconds)")
 	fs.Float64Var(&f.spikeK, "spike-k", 2, "a spike is a window whose p99 is above this many times the rolling median...")
@@ -178,8 +181,23 @@ func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 	if f.spikeK <= 1 {
 		return usageErr("%s: --spike-k must be above 1", name)
 	}
-	if f.latencyFile != "" && f.latencyProm != "" {
+	sources := 0
+	for _, src := range []string{f.latencyFile, f.latencyProm, f.latencyUprobe} {
+		if src != "" {
+			sources++
+		}
+	}
+	if sources > 1 {
 		return usageErr("%s: pick one latency source", name)
+	}
+	if f.latencyUprobe != "" {
+		bin, _, err := tracer.ParseUprobeTarget(f.latencyUprobe)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		if err := tracer.CheckNotGo(bin); err != nil {
+			return &exitError{code: 2, err: err}
+		}
 	}
 	if (f.latencyProm != "") != (f.promMetric != "") {
 		return usageErr("%s: --latency-prom and --latency-metric go together", name)
@@ -282,6 +300,25 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 			fmt.Fprintf(stderr, "numatrace: %v\n", err)
 		})
 		opt.LatencyWindows = stats
+	}
+	if f.latencyUprobe != "" {
+		bin, sym, _ := tracer.ParseUprobeTarget(f.latencyUprobe)
+		pid := 0
+		if tgt.Kind == target.Process {
+			pid = int(tgt.ID)
+		}
+		lp, err := tr.AttachLatency(bin, sym, pid)
+		if err != nil {
+			return err
+		}
+		samples := make(chan latency.Sample, 1<<16)
+		go lp.Run(func(s latency.Sample) {
+			select {
+			case samples <- s:
+			default: // the loop is behind: this sample is lost, the others are not
+			}
+		})
+		opt.Latency = samples
 	}
 	if opt.Latency != nil || opt.LatencyWindows != nil {
 		opt.Correlate = correlate.Config{K: f.spikeK, FloorNs: uint64(f.spikeFloor),

@@ -674,3 +674,70 @@ func TestLatencyFileSpikeChargedToMemcgReclaim(t *testing.T) {
 		t.Errorf("memcg_reclaim not named as the explanation: %s", sum.Correlation.Conclusion)
 	}
 }
+
+// --latency-uprobe times a C server's request handler in the kernel.
+func TestLatencyUprobeOnACServer(t *testing.T) {
+	testutil.RequireRoot(t)
+	_, err := exec.LookPath("gcc")
+	testutil.RequireFeature(t, err == nil, "gcc not installed (make deps installs it)")
+	bin := filepath.Join(t.TempDir(), "cserver")
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, "testdata/cserver.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	srv := exec.Command(bin, "6")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	nt := startAttach(t, "--pid", fmt.Sprint(srv.Process.Pid), "--json", "--latency-uprobe", bin+":handle_request",
+		"--duration", "3s", "--window", "500ms")
+	nt.wait(t, 20*time.Second)
+	var count, max uint64
+	var p50s []uint64
+	for _, line := range strings.Split(strings.TrimSpace(nt.stdout.String()), "\n") {
+		var w struct {
+			Type    string `json:"type"`
+			Latency *struct {
+				Count uint64 `json:"count"`
+				P50Ns uint64 `json:"p50_ns"`
+				MaxNs uint64 `json:"max_ns"`
+			} `json:"latency"`
+		}
+		json.Unmarshal([]byte(line), &w)
+		if w.Type == "window" && w.Latency != nil {
+			count += w.Latency.Count
+			p50s = append(p50s, w.Latency.P50Ns)
+			if w.Latency.MaxNs > max {
+				max = w.Latency.MaxNs
+			}
+		}
+	}
+	// About 3 s of 1 ms requests (plus sleeping overhead), every 50th 30 ms.
+	if count < 500 || count > 3000 {
+		t.Fatalf("%d requests timed in 3 s", count)
+	}
+	for _, p := range p50s {
+		if p < uint64(time.Millisecond) || p > 5*uint64(time.Millisecond) {
+			t.Fatalf("window p50 %d ns; handle_request sleeps 1 ms", p)
+		}
+	}
+	if max < 30*uint64(time.Millisecond) || max > 200*uint64(time.Millisecond) {
+		t.Fatalf("max %d ns; every 50th request sleeps 30 ms", max)
+	}
+	t.Logf("%d requests timed, p50s %v, max %d", count, p50s, max)
+}
+
+// Go binaries are refused before anything is loaded, pointing elsewhere.
+func TestLatencyUprobeRefusesGo(t *testing.T) {
+	cmd := exec.Command(binary(t), "attach", "--no-tui", "--latency-uprobe", binary(t)+":main.main")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2", err)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "Go program") || !strings.Contains(msg, "--latency-prom") {
+		t.Fatalf("message %q", msg)
+	}
+}

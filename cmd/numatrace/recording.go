@@ -56,7 +56,7 @@ func recordingHeader(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topol
 	for _, p := range tr.Probes() {
 		h.Probes = append(h.Probes, record.Probe{Name: p.Name, Attached: p.Attached, Error: p.Error})
 	}
-	if f.latencyFile != "" || f.latencyProm != "" {
+	if f.latencyFile != "" || f.latencyProm != "" || f.latencyUprobe != "" {
 		h.SpikeK, h.SpikeFloorNs = f.spikeK, uint64(f.spikeFloor)
 	}
 	return h

@@ -78,6 +78,7 @@ type Tracer struct {
 	features []Feature
 	cfg      Config
 	reader   *ringbuf.Reader
+	closers  []func() error // extra probes (latency), closed first
 }
 
 // ErrNoBTF means the kernel has no BTF, which CO-RE needs.
@@ -383,6 +384,10 @@ func (t *Tracer) Detach() error {
 // programs and maps.
 func (t *Tracer) Close() error {
 	var errs []error
+	for _, c := range t.closers {
+		errs = append(errs, c())
+	}
+	t.closers = nil
 	if t.reader != nil {
 		errs = append(errs, t.reader.Close())
 		t.reader = nil

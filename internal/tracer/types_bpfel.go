@@ -116,6 +116,14 @@ type typesHistKey struct {
 	Cause uint32
 }
 
+type typesLatSample struct {
+	_     structs.HostLayout
+	TsNs  uint64
+	LatNs uint64
+	Pid   uint32
+	Tid   uint32
+}
+
 type typesPending struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -169,6 +177,7 @@ const (
 	typesVarUnusedHist         = "unused_hist"
 	typesVarUnusedHistKey      = "unused_hist_key"
 	typesVarUnusedKind         = "unused_kind"
+	typesVarUnusedLatSample    = "unused_lat_sample"
 	typesVarUnusedThreadCounts = "unused_thread_counts"
 )
 
@@ -247,6 +256,7 @@ type typesVariableSpecs struct {
 	UnusedHist         *ebpf.VariableSpec `ebpf:"unused_hist"`
 	UnusedHistKey      *ebpf.VariableSpec `ebpf:"unused_hist_key"`
 	UnusedKind         *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedLatSample    *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
 	UnusedThreadCounts *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
 }
 
@@ -309,6 +319,7 @@ type typesVariables struct {
 	UnusedHist         *ebpf.Variable `ebpf:"unused_hist"`
 	UnusedHistKey      *ebpf.Variable `ebpf:"unused_hist_key"`
 	UnusedKind         *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedLatSample    *ebpf.Variable `ebpf:"unused_lat_sample"`
 	UnusedThreadCounts *ebpf.Variable `ebpf:"unused_thread_counts"`
 }
 
