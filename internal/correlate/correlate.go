@@ -310,11 +310,13 @@ func ranks(v []float64) []float64 {
 
 // A cause explains the spikes when its stalls are in most spike windows,
 // at least twice as often as in normal windows, and its stall time rises
-// with p99.
+// with p99. The rank correlation only has to be positive: over a long run
+// of windows without the cause, its ties at zero dilute it even when every
+// spike has the cause.
 const (
 	explainShare    = 0.5
 	explainLift     = 2
-	explainSpearman = 0.3
+	explainSpearman = 0.0
 )
 
 func (r *Result) conclude(spikes int) {
@@ -333,7 +335,7 @@ func (r *Result) conclude(spikes int) {
 			continue
 		}
 		liftOK := cc.Lift == nil || *cc.Lift >= explainLift
-		if cc.SpikeShare >= explainShare && liftOK && cc.Spearman != nil && *cc.Spearman >= explainSpearman {
+		if cc.SpikeShare >= explainShare && liftOK && cc.Spearman != nil && *cc.Spearman > explainSpearman {
 			r.Explained = append(r.Explained, c.String())
 			lift := "only in spike windows"
 			if cc.Lift != nil {
