@@ -49,9 +49,10 @@ type attachFlags struct {
 	spikeK        float64
 	spikeFloor    time.Duration
 
-	recordTo string // attach --record, record -o
-	flight   string // record --flight-recorder
-	quiet    bool   // record: no report, one line at the end
+	recordTo    string // attach --record, record -o
+	flight      string // record --flight-recorder
+	dumpOnSpike bool
+	quiet       bool // record: no report, one line at the end
 }
 
 // Every page fault and mmap takes the mmap_lock. An acquisition under a
@@ -66,6 +67,7 @@ func attachFlagSet(name string, f *attachFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	if name == "record" {
 		fs.StringVar(&f.recordTo, "o", "", "write the recording to this file (required)")
+		fs.BoolVar(&f.dumpOnSpike, "dump-on-spike", false, "with --flight-recorder and a latency source: also write -o at each p99 spike")
 		fs.StringVar(&f.flight, "flight-recorder", "",
 			"keep only the most recent data in memory (a size like 64MiB, or a duration like 5m) and write it to -o on SIGUSR1")
 	} else {
@@ -189,6 +191,9 @@ func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 	}
 	if sources > 1 {
 		return usageErr("%s: pick one latency source", name)
+	}
+	if f.dumpOnSpike && (f.flight == "" || sources == 0) {
+		return usageErr("%s: --dump-on-spike needs --flight-recorder and a latency source", name)
 	}
 	if f.latencyUprobe != "" {
 		bin, _, err := tracer.ParseUprobeTarget(f.latencyUprobe)
@@ -320,6 +325,7 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 		})
 		opt.Latency = samples
 	}
+	opt.DumpOnSpike = f.dumpOnSpike
 	if opt.Latency != nil || opt.LatencyWindows != nil {
 		opt.Correlate = correlate.Config{K: f.spikeK, FloorNs: uint64(f.spikeFloor),
 			WallAt: func(mono uint64) time.Time { return started.Add(time.Duration(mono - opt.StartNs)) }}

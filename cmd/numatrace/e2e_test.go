@@ -741,3 +741,45 @@ func TestLatencyUprobeRefusesGo(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// The flight recorder writes itself out when a latency spike closes.
+func TestFlightRecorderDumpsOnSpike(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	latFile, out, ready := filepath.Join(dir, "lat.log"), filepath.Join(dir, "spike.ntr"), filepath.Join(dir, "ready")
+	os.WriteFile(latFile, nil, 0o644)
+	cmd := exec.Command(binary(t), "record", "--flight-recorder", "8MiB", "--dump-on-spike", "--latency-file", latFile,
+		"--window", "200ms", "-o", out, "--ready-file", ready, "--duration", "30s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for i := 0; i < 600; i++ {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f, _ := os.OpenFile(latFile, os.O_APPEND|os.O_WRONLY, 0)
+	defer f.Close()
+	start := time.Now()
+	for time.Since(start) < 3*time.Second {
+		lat := 2 * time.Millisecond
+		if el := time.Since(start); el > 2*time.Second && el < 2400*time.Millisecond {
+			lat = 40 * time.Millisecond
+		}
+		fmt.Fprintf(f, "%d %d\n", time.Now().UnixNano(), lat)
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 0; i < 40 && !strings.Contains(stderr.String(), "flight recorder wrote"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(stderr.String(), "flight recorder wrote") {
+		t.Fatalf("no dump on the spike: %q", stderr.String())
+	}
+	if _, err := exec.Command(binary(t), "report", out).Output(); err != nil {
+		t.Fatalf("report of the spike dump: %v", err)
+	}
+}

@@ -32,7 +32,7 @@ const usage = `numatrace: find the memory-management stalls behind latency spike
 
 usage:
   numatrace attach [--pid PID | --tid TID | --cgroup PATH] [--duration D] --no-tui [--json] [--record FILE]
-  numatrace record [target flags] -o FILE [--duration D] [--flight-recorder SIZE_OR_DURATION]
+  numatrace record [target flags] -o FILE [--duration D] [--flight-recorder SIZE_OR_DURATION [--dump-on-spike]]
   numatrace replay FILE [--speed X | --fast] [--json]
   numatrace report FILE [--json]
   numatrace export --format perfetto FILE -o trace.json

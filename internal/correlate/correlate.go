@@ -102,7 +102,7 @@ func Analyze(lat []Latency, stalls []*aggregate.Window, cfg Config) *Result {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i].Index < lat[j].Index })
 	res := &Result{Correlation: map[string]CauseCorrelation{}, Spikes: []Spike{}, Explained: []string{}}
-	var history []uint64
+	det := NewDetector(cfg)
 	spike := map[uint64]bool{}
 	var seen []Latency
 	for _, l := range lat {
@@ -110,16 +110,9 @@ func Analyze(lat []Latency, stalls []*aggregate.Window, cfg Config) *Result {
 			continue
 		}
 		seen = append(seen, l)
-		if len(history) >= cfg.MinHist {
-			base := median(history)
-			if float64(l.P99Ns) > cfg.K*float64(base) && l.P99Ns > cfg.FloorNs {
-				spike[l.Index] = true
-				res.Spikes = append(res.Spikes, attribute(l, base, byIndex, cfg))
-			}
-		}
-		history = append(history, l.P99Ns)
-		if len(history) > cfg.History {
-			history = history[1:]
+		if is, base := det.Observe(l); is {
+			spike[l.Index] = true
+			res.Spikes = append(res.Spikes, attribute(l, base, byIndex, cfg))
 		}
 	}
 	res.Windows = len(seen)
@@ -131,6 +124,36 @@ func Analyze(lat []Latency, stalls []*aggregate.Window, cfg Config) *Result {
 	}
 	res.conclude(len(res.Spikes))
 	return res
+}
+
+// Detector finds spikes one window at a time, as they close: the live
+// loop uses it to trigger a flight-recorder dump, Analyze over a whole run.
+type Detector struct {
+	cfg     Config
+	history []uint64
+}
+
+// NewDetector starts with no history.
+func NewDetector(cfg Config) *Detector {
+	cfg.defaults()
+	return &Detector{cfg: cfg}
+}
+
+// Observe takes the next window with requests and says whether it is a
+// spike, with the rolling median it was measured against.
+func (d *Detector) Observe(l Latency) (spike bool, baseline uint64) {
+	if l.Count == 0 {
+		return false, 0
+	}
+	if len(d.history) >= d.cfg.MinHist {
+		baseline = median(d.history)
+		spike = float64(l.P99Ns) > d.cfg.K*float64(baseline) && l.P99Ns > d.cfg.FloorNs
+	}
+	d.history = append(d.history, l.P99Ns)
+	if len(d.history) > d.cfg.History {
+		d.history = d.history[1:]
+	}
+	return spike, baseline
 }
 
 func stallNs(w *aggregate.Window, c stall.Cause) uint64 {

@@ -90,6 +90,9 @@ type Options struct {
 	// Prometheus histogram scraped once per window).
 	LatencyWindows <-chan latency.Stats
 	Correlate      correlate.Config
+	// DumpOnSpike calls Dump whenever a closing window is a latency
+	// spike: the flight recorder keeps the moments that matter.
+	DumpOnSpike bool
 }
 
 // Result is what a finished session saw.
@@ -116,6 +119,7 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 	s := &run{opt: opt, k: k, agg: aggregate.New(opt.StartNs, uint64(opt.Window))}
 	if opt.Latency != nil || opt.LatencyWindows != nil {
 		s.lat = latency.NewWindows(opt.StartNs, uint64(opt.Window))
+		s.det = correlate.NewDetector(opt.Correlate)
 	}
 	s.startNs = opt.StartNs
 	s.record(false)
@@ -182,6 +186,7 @@ type run struct {
 	gone     bool
 
 	lat       *latency.Windows
+	det       *correlate.Detector
 	latencies []latency.Stats
 	closed    []*aggregate.Window // kept for the correlation
 }
@@ -293,11 +298,16 @@ func (s *run) emit(ws []*aggregate.Window) {
 		}
 	}
 	s.windows += uint64(len(ws))
+	dumping := false
 	if s.lat != nil {
 		for _, w := range ws {
 			if st := s.lat.Take(w.Index); st != nil {
 				w.Latency = st
 				s.latencies = append(s.latencies, *st)
+				if spike, _ := s.det.Observe(*st); spike && s.opt.DumpOnSpike && !dumping {
+					dumping = true
+					defer s.dump() // once the windows are recorded
+				}
 				if s.opt.Recorder != nil {
 					s.opt.Recorder.Latency(*st)
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tracer"
 )
@@ -290,12 +291,14 @@ func TestRunCorrelatesLatency(t *testing.T) {
 	start := uint64(1_000_000_000)
 	clk.ns.Store(start)
 	lat := make(chan latency.Sample, 1024)
+	var dumps atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result, 1)
 	go func() {
 		res, err := Run(ctx, rd, tracer.NewDecoder(nil), k, Options{
 			Window: 40 * time.Millisecond, Now: clk.now, Sink: sink, Latency: lat,
-			Correlate: correlate.Config{MinHist: 3},
+			Correlate: correlate.Config{MinHist: 3}, DumpOnSpike: true,
+			Dump: func(record.Snapshot) error { dumps.Add(1); return nil },
 		})
 		if err != nil {
 			t.Error(err)
@@ -324,6 +327,9 @@ func TestRunCorrelatesLatency(t *testing.T) {
 	}
 	if c.Spikes[0].Causes[0].Cause != "memcg_reclaim" || c.Spikes[0].Causes[0].WorstTID != 11 {
 		t.Fatalf("spike attribution %+v", c.Spikes[0])
+	}
+	if dumps.Load() != 1 {
+		t.Fatalf("%d flight-recorder dumps, want 1 for the one spike", dumps.Load())
 	}
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
