@@ -126,7 +126,6 @@ type player struct {
 	lastLost  uint64
 	windows   uint64
 	events    []stall.Event // kept only when no snapshot turns up
-	snapshot  bool
 	started   time.Time
 	firstNs   uint64
 	firstEvNs uint64
@@ -154,7 +153,6 @@ func (p *player) play(ctx context.Context, r *record.Reader) error {
 			}
 			p.event(it.Event)
 		case record.ItemSnapshot:
-			p.snapshot = true
 			p.events = nil
 			p.final = it.Snapshot.Data // the last one wins; the final one is written last
 		case record.ItemLost:
@@ -198,7 +196,7 @@ func (p *player) event(ev stall.Event) {
 		p.firstEvNs = ev.TsNs
 	}
 	p.agg.Add(ev)
-	if !p.snapshot {
+	if p.final == nil {
 		p.events = append(p.events, ev)
 	}
 	if ev.TsNs > p.lastNs {

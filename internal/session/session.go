@@ -121,7 +121,6 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 		s.lat = latency.NewWindows(opt.StartNs, uint64(opt.Window))
 		s.det = correlate.NewDetector(opt.Correlate)
 	}
-	s.startNs = opt.StartNs
 	s.record(false)
 	events := make(chan stall.Event, 1<<16)
 	var badRecords uint64 // written by the reader goroutine, read after it ends
@@ -167,7 +166,7 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 		Final:       snap,
 		EndNs:       endNs,
 		Summary:     s.agg.Summarize(snap),
-		DurationNs:  endNs - s.startNs,
+		DurationNs:  endNs - opt.StartNs,
 		Events:      s.agg.Events,
 		LateEvents:  s.agg.LateEvents,
 		Windows:     s.windows,
@@ -180,7 +179,6 @@ type run struct {
 	opt      Options
 	k        Kernel
 	agg      *aggregate.Aggregator
-	startNs  uint64
 	windows  uint64
 	lastLost uint64
 	gone     bool

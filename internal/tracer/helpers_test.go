@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,22 +131,12 @@ func enumValue(t *testing.T, enum, name string) uint64 {
 		t.Fatal(err)
 	}
 	for v, n := range enumNames(spec, enum, "") {
-		if n == lower(name) {
+		if n == strings.ToLower(name) {
 			return uint64(v)
 		}
 	}
 	t.Fatalf("enum %s has no %s", enum, name)
 	return 0
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 32
-		}
-	}
-	return string(b)
 }
 
 // loadVariant loads a program variant written for another kernel's

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -69,16 +68,15 @@ type ProbeStatus struct {
 
 // Tracer owns every BPF object numatrace loaded. Close releases them.
 type Tracer struct {
-	maps     map[string]*ebpf.Map
-	colls    []*ebpf.Collection
-	links    []link.Link
-	probes   []ProbeStatus
-	decoder  *Decoder
-	started  time.Time
-	features []Feature
-	cfg      Config
-	reader   *ringbuf.Reader
-	closers  []func() error // extra probes (latency), closed first
+	maps    map[string]*ebpf.Map
+	colls   []*ebpf.Collection
+	links   []link.Link
+	probes  []ProbeStatus
+	decoder *Decoder
+	cfg     Config
+	kspec   *btf.Spec
+	reader  *ringbuf.Reader
+	closers []func() error // extra probes (latency), closed first
 }
 
 // ErrNoBTF means the kernel has no BTF, which CO-RE needs.
@@ -143,7 +141,7 @@ func Open(cfg Config) (*Tracer, error) {
 	// on older ones, and an error here is not fatal on newer ones.
 	_ = rlimit.RemoveMemlock()
 
-	t := &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), started: time.Now(), cfg: cfg}
+	t := &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), cfg: cfg, kspec: kspec}
 	if err := t.load(cfg, kspec); err != nil {
 		t.Close()
 		return nil, err
@@ -177,7 +175,6 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 		}
 		t.probes = append(t.probes, st)
 	}
-	t.features = probeFeatures(kspec)
 	if attached == 0 {
 		first := "no probes"
 		if len(t.probes) > 0 {
@@ -350,8 +347,9 @@ func attach(p *ebpf.Program, tracepoint string) (link.Link, error) {
 // Probes reports every probe and whether it attached, sorted as defined.
 func (t *Tracer) Probes() []ProbeStatus { return append([]ProbeStatus(nil), t.probes...) }
 
-// Features reports optional kernel features numatrace probed for.
-func (t *Tracer) Features() []Feature { return append([]Feature(nil), t.features...) }
+// Features probes the optional kernel features. Only `numatrace probes`
+// asks, so attaching does not pay for the test programs.
+func (t *Tracer) Features() []Feature { return probeFeatures(t.kspec) }
 
 // Decoder returns the decoder for this kernel's records.
 func (t *Tracer) Decoder() *Decoder { return t.decoder }

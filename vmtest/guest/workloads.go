@@ -266,10 +266,10 @@ func directReclaim() (*report, error) {
 // rounds repeat (up to three) until the kernel reports a compaction stall.
 func thpCompaction() (*report, error) {
 	const huge = 2 << 20
-	before := vmstatField("compact_stall")
+	before := vmstat()["compact_stall"]
 	var frags, thps [][]byte
 	rounds, fragmented := 0, 0
-	for rounds < 3 && vmstatField("compact_stall") == before {
+	for rounds < 3 && vmstat()["compact_stall"] == before {
 		rounds++
 		free := meminfo("MemFree") << 10
 		size := int(free-(96<<20)) &^ (page - 1)
@@ -304,18 +304,6 @@ func thpCompaction() (*report, error) {
 	return &report{TIDs: []int{unix.Gettid()}, CPUNode: -1,
 		Extra: map[string]any{"anon_huge": anonHuge, "fragmented_mib": fragmented, "rounds": rounds,
 			"held": len(frags) + len(thps)}}, nil
-}
-
-// vmstatField reads one /proc/vmstat counter.
-func vmstatField(key string) int64 {
-	b, _ := os.ReadFile("/proc/vmstat")
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // meminfo reads a /proc/meminfo field in kB.
