@@ -62,9 +62,16 @@ type attachRun struct {
 
 func startAttach(t *testing.T, args ...string) *attachRun {
 	t.Helper()
+	return startTracing(t, "attach", append([]string{"--no-tui"}, args...)...)
+}
+
+// startTracing runs `numatrace COMMAND --ready-file F ARGS...` (attach or
+// record) and waits until every probe is attached.
+func startTracing(t *testing.T, command string, args ...string) *attachRun {
+	t.Helper()
 	testutil.RequireRoot(t)
 	r := &attachRun{ready: filepath.Join(t.TempDir(), "ready")}
-	args = append([]string{"attach", "--no-tui", "--ready-file", r.ready}, args...)
+	args = append([]string{command, "--ready-file", r.ready}, args...)
 	r.cmd = exec.Command(binary(t), args...)
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 	if err := r.cmd.Start(); err != nil {
@@ -83,6 +90,21 @@ func startAttach(t *testing.T, args ...string) *attachRun {
 	}
 	t.Fatalf("numatrace never became ready; stderr: %s", r.stderr.String())
 	return nil
+}
+
+// runForError runs cmd, which should fail, and returns its exit code and
+// its stderr, trimmed.
+func runForError(cmd *exec.Cmd) (int, string) {
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	code := 0
+	if err := cmd.Run(); err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+	}
+	return code, strings.TrimSpace(stderr.String())
 }
 
 func (r *attachRun) wait(t *testing.T, limit time.Duration) {
@@ -394,27 +416,20 @@ func TestAttachWithoutPrivilegesSaysWhatIsNeeded(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "attach", "--no-tui", "--duration", "1s")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want 1", err)
+	code, msg := runForError(cmd)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
 	}
-	msg := strings.TrimSpace(stderr.String())
 	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "CAP_BPF and CAP_PERFMON") {
 		t.Fatalf("message %q: want one line naming CAP_BPF and CAP_PERFMON", msg)
 	}
 }
 
 func TestAttachMissingPIDExits2(t *testing.T) {
-	cmd := exec.Command(binary(t), "attach", "--no-tui", "--pid", "2147483646")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
-		t.Fatalf("exit %v, want 2", err)
+	code, msg := runForError(exec.Command(binary(t), "attach", "--no-tui", "--pid", "2147483646"))
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
 	}
-	msg := strings.TrimSpace(stderr.String())
 	if strings.Contains(msg, "\n") || !strings.Contains(msg, "2147483646") {
 		t.Fatalf("message %q: want one line naming the pid", msg)
 	}
@@ -423,14 +438,10 @@ func TestAttachMissingPIDExits2(t *testing.T) {
 // A BTF file that cannot be read is one clear line, exit 1.
 func TestAttachBadBTFIsOneLine(t *testing.T) {
 	testutil.RequireRoot(t)
-	cmd := exec.Command(binary(t), "attach", "--no-tui", "--duration", "1s", "--btf", "/nonexistent/vmlinux")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want 1", err)
+	code, msg := runForError(exec.Command(binary(t), "attach", "--no-tui", "--duration", "1s", "--btf", "/nonexistent/vmlinux"))
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
 	}
-	msg := strings.TrimSpace(stderr.String())
 	if strings.Contains(msg, "\n") || !strings.Contains(msg, "BTF") || !strings.Contains(msg, "/nonexistent/vmlinux") {
 		t.Fatalf("message %q: want one line naming the BTF file", msg)
 	}
@@ -524,20 +535,8 @@ func TestRecordingReportsTheLiveSummary(t *testing.T) {
 func TestFlightRecorderWritesOnSIGUSR1(t *testing.T) {
 	testutil.RequireRoot(t)
 	out := filepath.Join(t.TempDir(), "flight.ntr")
-	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := exec.Command(binary(t), "record", "--flight-recorder", "8MiB", "-o", out, "--ready-file", ready, "--duration", "30s")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	for i := 0; i < 600; i++ {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	rec := startTracing(t, "record", "--flight-recorder", "8MiB", "-o", out, "--duration", "30s")
+	cmd, stderr := rec.cmd, &rec.stderr
 	exec.Command("sh", "-c", "for i in 1 2 3 4; do taskset -c $((i%2)) true; done").Run()
 	cmd.Process.Signal(syscall.SIGUSR1)
 	for i := 0; i < 200 && !strings.Contains(stderr.String(), "flight recorder wrote"); i++ {
@@ -569,15 +568,11 @@ func TestReplayBadInput(t *testing.T) {
 		{[]string{"replay"}},
 		{[]string{"export", "--format", "svg", garbage}},
 	} {
-		cmd := exec.Command(bin, c.args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 2 {
-			t.Errorf("%v: exit %v, want 2", c.args, err)
+		code, msg := runForError(exec.Command(bin, c.args...))
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2", c.args, code)
 		}
-		if msg := strings.TrimSpace(stderr.String()); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "numatrace: ") {
+		if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "numatrace: ") {
 			t.Errorf("%v: message %q: want one line", c.args, msg)
 		}
 	}
@@ -729,14 +724,10 @@ func TestLatencyUprobeOnACServer(t *testing.T) {
 
 // Go binaries are refused before anything is loaded, pointing elsewhere.
 func TestLatencyUprobeRefusesGo(t *testing.T) {
-	cmd := exec.Command(binary(t), "attach", "--no-tui", "--latency-uprobe", binary(t)+":main.main")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
-		t.Fatalf("exit %v, want 2", err)
+	code, msg := runForError(exec.Command(binary(t), "attach", "--no-tui", "--latency-uprobe", binary(t)+":main.main"))
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
 	}
-	msg := strings.TrimSpace(stderr.String())
 	if strings.Contains(msg, "\n") || !strings.Contains(msg, "Go program") || !strings.Contains(msg, "--latency-prom") {
 		t.Fatalf("message %q", msg)
 	}
@@ -746,22 +737,11 @@ func TestLatencyUprobeRefusesGo(t *testing.T) {
 func TestFlightRecorderDumpsOnSpike(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
-	latFile, out, ready := filepath.Join(dir, "lat.log"), filepath.Join(dir, "spike.ntr"), filepath.Join(dir, "ready")
+	latFile, out := filepath.Join(dir, "lat.log"), filepath.Join(dir, "spike.ntr")
 	os.WriteFile(latFile, nil, 0o644)
-	cmd := exec.Command(binary(t), "record", "--flight-recorder", "8MiB", "--dump-on-spike", "--latency-file", latFile,
-		"--window", "200ms", "-o", out, "--ready-file", ready, "--duration", "30s")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	for i := 0; i < 600; i++ {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	rec := startTracing(t, "record", "--flight-recorder", "8MiB", "--dump-on-spike", "--latency-file", latFile,
+		"--window", "200ms", "-o", out, "--duration", "30s")
+	stderr := &rec.stderr
 	f, _ := os.OpenFile(latFile, os.O_APPEND|os.O_WRONLY, 0)
 	defer f.Close()
 	start := time.Now()
