@@ -198,9 +198,13 @@ static __always_inline void hist_grow(struct hist *h, __u64 prev, __u64 now_tota
 {
 	if (first)
 		__sync_fetch_and_add(&h->count, 1);
-	__sync_fetch_and_add(&h->total_ns, now_total - prev);
-	if (nested)
-		__sync_fetch_and_add(&h->nested_ns, now_total - prev);
+	/* No time, no add: clang turns an atomic add of a constant zero into a
+	 * fetch-add, which kernels before 5.12 reject. */
+	if (now_total != prev) {
+		__sync_fetch_and_add(&h->total_ns, now_total - prev);
+		if (nested)
+			__sync_fetch_and_add(&h->nested_ns, now_total - prev);
+	}
 	if (now_total > h->max_ns)
 		h->max_ns = now_total;
 	if (!first) {

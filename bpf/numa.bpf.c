@@ -78,12 +78,8 @@ static __always_inline void numa_move(struct task_struct *t, __s32 src_cpu, __s3
 	__u64 now = bpf_ktime_get_ns();
 	struct hist *h = hist_get(tgid, tid, CAUSE_NUMA_TASK_MOVE, t);
 
-	/* A move takes no time: count it, in bucket 0. (hist_grow's atomic
-	 * adds of zero compile to fetch-adds, which 5.10's verifier rejects.) */
-	if (h) {
-		__sync_fetch_and_add(&h->count, 1);
-		__sync_fetch_and_add(&h->slots[0], 1);
-	}
+	if (h)
+		hist_grow(h, 0, 0, true, false); /* a move takes no time */
 	struct event *e = event_reserve(tgid, tid, CAUSE_NUMA_TASK_MOVE, now, 0);
 	if (!e)
 		return;
