@@ -216,34 +216,34 @@ func (r *Reader) decode(typ byte, body []byte) (Item, bool, error) {
 		ev, err := r.cur.event(body)
 		return Item{Kind: ItemEvent, Event: ev}, err == nil, err
 	case recSnapshot:
-		var s Snapshot
-		if err := json.Unmarshal(body, &s); err != nil || s.Data == nil {
-			return Item{}, false, fmt.Errorf("%w: snapshot: %v", errCorrupt, err)
+		s, err := decodeJSON[Snapshot](body, "snapshot")
+		if err == nil && s.Data == nil {
+			err = fmt.Errorf("%w: snapshot without data", errCorrupt)
 		}
-		return Item{Kind: ItemSnapshot, Snapshot: &s}, true, nil
+		return Item{Kind: ItemSnapshot, Snapshot: s}, err == nil, err
 	case recProcfs:
-		var p Procfs
-		if err := json.Unmarshal(body, &p); err != nil {
-			return Item{}, false, fmt.Errorf("%w: procfs: %v", errCorrupt, err)
-		}
-		return Item{Kind: ItemProcfs, Procfs: &p}, true, nil
+		p, err := decodeJSON[Procfs](body, "procfs")
+		return Item{Kind: ItemProcfs, Procfs: p}, err == nil, err
 	case recLost:
 		l, err := r.cur.lost(body)
 		return Item{Kind: ItemLost, Lost: l}, err == nil, err
 	case recLatency:
-		var st latency.Stats
-		if err := json.Unmarshal(body, &st); err != nil {
-			return Item{}, false, fmt.Errorf("%w: latency: %v", errCorrupt, err)
-		}
-		return Item{Kind: ItemLatency, Latency: &st}, true, nil
+		st, err := decodeJSON[latency.Stats](body, "latency")
+		return Item{Kind: ItemLatency, Latency: st}, err == nil, err
 	case recEnd:
-		var e End
-		if err := json.Unmarshal(body, &e); err != nil {
-			return Item{}, false, fmt.Errorf("%w: end: %v", errCorrupt, err)
-		}
-		return Item{Kind: ItemEnd, End: &e}, true, nil
+		e, err := decodeJSON[End](body, "end")
+		return Item{Kind: ItemEnd, End: e}, err == nil, err
 	}
 	return Item{}, false, nil // a record type from a newer minor version
+}
+
+// decodeJSON decodes one JSON record, or says it is corrupt.
+func decodeJSON[T any](body []byte, what string) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(body, v); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errCorrupt, what, err)
+	}
+	return v, nil
 }
 
 // nextBlock reads, checks and decompresses the next block.

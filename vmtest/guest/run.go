@@ -20,44 +20,39 @@ import (
 
 const numatrace = "/bin/numatrace"
 
-// setup prepares the guest for a scenario, and undoes it afterwards.
-var setups = map[string]func() (undo func(), err error){
-	"zone_reclaim_on":  func() (func(), error) { return sysctl("/proc/sys/vm/zone_reclaim_mode", "1") },
-	"zone_reclaim_off": func() (func(), error) { return sysctl("/proc/sys/vm/zone_reclaim_mode", "0") },
+// setups prepare the guest for a scenario; each returns its undo.
+var setups = map[string]func() (func(), error){
+	"zonereclaim1": func() (func(), error) { return sysctls("/proc/sys/vm/zone_reclaim_mode", "1") },
+	"zonereclaim0": func() (func(), error) { return sysctls("/proc/sys/vm/zone_reclaim_mode", "0") },
 	// Leave kswapd 1% of each CPU instead of RT throttling's default 5%,
 	// and wake it as late as the kernel allows.
-	"rt_starve": func() (func(), error) {
-		u1, err := sysctl("/proc/sys/kernel/sched_rt_runtime_us", "990000")
-		if err != nil {
-			return nil, err
-		}
-		u2, err := sysctl("/proc/sys/vm/watermark_scale_factor", "1")
-		if err != nil {
-			u1()
-			return nil, err
-		}
-		return func() { u2(); u1() }, nil
+	"directreclaim": func() (func(), error) {
+		return sysctls("/proc/sys/kernel/sched_rt_runtime_us", "990000", "/proc/sys/vm/watermark_scale_factor", "1")
 	},
 	"thp": func() (func(), error) {
-		u1, err := sysctl("/sys/kernel/mm/transparent_hugepage/enabled", "always")
-		if err != nil {
-			return nil, err
-		}
-		u2, err := sysctl("/sys/kernel/mm/transparent_hugepage/defrag", "always")
-		if err != nil {
-			u1()
-			return nil, err
-		}
-		return func() { u2(); u1() }, nil
+		return sysctls("/sys/kernel/mm/transparent_hugepage/enabled", "always",
+			"/sys/kernel/mm/transparent_hugepage/defrag", "always")
 	},
 }
 
-// scenarioSetup names the setup each scenario needs.
-var scenarioSetup = map[string]string{
-	"zonereclaim1":  "zone_reclaim_on",
-	"zonereclaim0":  "zone_reclaim_off",
-	"thp":           "thp",
-	"directreclaim": "rt_starve",
+// sysctls writes path, value pairs in order; the undo restores them in
+// reverse, and a failed write undoes those before it.
+func sysctls(pairs ...string) (func(), error) {
+	var undos []func()
+	undo := func() {
+		for i := len(undos) - 1; i >= 0; i-- {
+			undos[i]()
+		}
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		u, err := sysctl(pairs[i], pairs[i+1])
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		undos = append(undos, u)
+	}
+	return undo, nil
 }
 
 func sysctl(path, v string) (func(), error) {
@@ -92,8 +87,8 @@ func runScenario(name string) (map[string]any, error) {
 		res["probes"] = probes
 		return res, nil
 	}
-	if s, ok := scenarioSetup[name]; ok {
-		undo, err := setups[s]()
+	if setup, ok := setups[name]; ok {
+		undo, err := setup()
 		if err != nil {
 			return nil, err
 		}
