@@ -11,6 +11,7 @@ have bpftool || need+=(bpftool)
 have bpftrace || need+=(bpftrace)
 have qemu-system-x86_64 || need+=(qemu-system-x86)
 have gcc || need+=(gcc)
+have redis-server || need+=(redis-server) # the real-server correlation test
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"
