@@ -12,6 +12,7 @@ have bpftrace || need+=(bpftrace)
 have qemu-system-x86_64 || need+=(qemu-system-x86)
 have gcc || need+=(gcc)
 have redis-server || need+=(redis-server) # the real-server correlation test
+have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"

@@ -13,16 +13,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/procsnap"
+	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/target"
 	"github.com/numatrace/numatrace/internal/topology"
 	"github.com/numatrace/numatrace/internal/tracer"
+	"github.com/numatrace/numatrace/internal/tui"
 )
 
 type attachFlags struct {
@@ -334,7 +338,12 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 	if err != nil {
 		return err
 	}
-	res, err := session.Run(ctx, rd, tr.Decoder(), tr, opt)
+	var res *session.Result
+	if !f.noTUI && !f.asJSON && !f.quiet && onTerminal(stdout) {
+		res, err = traceTUI(ctx, rd, tr, tgt, topo, f, opt, started, stdout)
+	} else {
+		res, err = session.Run(ctx, rd, tr.Decoder(), tr, opt)
+	}
 	if err != nil {
 		rec.abort()
 		return err
@@ -382,3 +391,67 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 	}
 	return nil
 }
+
+// traceTUI runs the session behind the interactive view. The view stays
+// up after tracing stops (--duration, the target exited) until the user
+// quits; quitting stops tracing. A signal quits both.
+func traceTUI(ctx context.Context, rd *ringbuf.Reader, tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology,
+	f *attachFlags, opt session.Options, started time.Time, stdout io.Writer) (*session.Result, error) {
+	info := tui.Info{Target: tgt.String(), Kernel: kernelRelease(), Nodes: len(topo.Nodes), CPUNode: topo.CPUNode,
+		Live: true, StartNs: opt.StartNs, WindowNs: uint64(f.window), Started: started,
+		SpikeK: f.spikeK, SpikeFloorNs: uint64(f.spikeFloor)}
+	for _, p := range tr.Probes() {
+		info.ProbesTotal++
+		if p.Attached {
+			info.ProbesAttached++
+		}
+	}
+	store := tui.NewStore(info, liveWindowsKept)
+	opt.Sink, opt.OnSnapshot, opt.SnapshotEvery = store, store.Snapshot, time.Second
+	model := tui.NewLive(store, tui.Options{Now: monotonicNs, ReadProcfs: func() (record.Procfs, error) {
+		return procsnap.Read("/proc", "/sys", nil, monotonicNs())
+	}})
+	prog := tui.Program(model, os.Stdin, stdout)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var res *session.Result
+	var runErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, runErr = session.Run(runCtx, rd, tr.Decoder(), tr, opt)
+		why := "tracing stopped"
+		switch {
+		case runErr != nil:
+			why = runErr.Error()
+		case res.TargetGone:
+			why = "the target exited"
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			why = "--duration reached"
+		}
+		prog.Send(tui.EndedMsg{Why: why})
+	}()
+	// The terminal is raw, so Ctrl-C arrives as a key; a signal from
+	// elsewhere (SIGTERM, SIGHUP) quits the view.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, os.Interrupt)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			prog.Quit()
+		case <-done:
+		}
+	}()
+	_, uiErr := prog.Run()
+	cancel()
+	<-done
+	if runErr != nil {
+		return nil, runErr
+	}
+	return res, uiErr
+}
+
+// liveWindowsKept bounds the live view's timeline and spike analysis: an
+// hour of one-second windows.
+const liveWindowsKept = 3600

@@ -234,6 +234,16 @@ func runRedisScenario(t *testing.T, name string, length time.Duration, hogAt []t
 		t.Fatalf("report: %v", err)
 	}
 	run.report = string(out)
+	if os.Getenv("NUMATRACE_UPDATE_RECORDINGS") != "" && len(hogAt) > 0 {
+		// The TUI's golden tests replay this run.
+		b, err := os.ReadFile(rec)
+		if err == nil {
+			err = os.WriteFile("../../testdata/recordings/redis-memcg-hog.ntr", b, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Logf("%s: %d requests, %d windows with latency, %d spikes: %s", name, run.requests, run.Correlation.Windows, len(run.Spikes), run.Correlation.Conclusion)
 	return run
 }

@@ -12,10 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/perfetto"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
+	"github.com/numatrace/numatrace/internal/tui"
 )
 
 // oneFile takes the single FILE argument of replay, report and export.
@@ -67,7 +70,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	speed := fs.Float64("speed", 1, "replay this many times faster than recorded")
 	fast := fs.Bool("fast", false, "replay as fast as possible")
 	asJSON := fs.Bool("json", false, "write NDJSON: stall and window lines, then a summary line")
-	fs.Bool("no-tui", false, "print text or JSON instead of the interactive view")
+	noTUI := fs.Bool("no-tui", false, "print text or JSON instead of the interactive view")
 	top := fs.Int("top", 20, "threads shown in the text report")
 	path, err := oneFile(fs, args, stdout)
 	if err != nil {
@@ -76,10 +79,44 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if *speed <= 0 {
 		return usageErr("replay: --speed must be positive")
 	}
+	if !*noTUI && !*asJSON && onTerminal(stdout) {
+		return replayTUI(path, *speed, stdout, stderr)
+	}
 	if *fast {
 		*speed = 0
 	}
 	return replayTo(path, *speed, *asJSON, *top, stdout, stderr)
+}
+
+// replayTUI loads the recording and opens the interactive view at its end.
+func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
+	r, err := openRecording(path, stderr)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	p, err := tui.LoadRecording(context.Background(), r)
+	warnDamage(r, stderr)
+	if err != nil {
+		return err
+	}
+	_, err = tui.Program(tui.NewReplay(p, tui.Options{Speed: speed}), os.Stdin, stdout).Run()
+	return err
+}
+
+// onTerminal reports whether w and stdin are terminals: only then is the
+// interactive view the default.
+func onTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	for _, fd := range []uintptr{f.Fd(), os.Stdin.Fd()} {
+		if _, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func runReport(args []string, stdout, stderr io.Writer) error {

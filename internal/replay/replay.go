@@ -28,6 +28,10 @@ type Options struct {
 	Grace time.Duration
 	// TopThreads for the text report.
 	TopThreads int
+	// OnSnapshot and OnProcfs, if set, receive the recording's kernel
+	// snapshots and procfs readings in order with the events.
+	OnSnapshot func(record.Snapshot)
+	OnProcfs   func(record.Procfs)
 }
 
 // Run replays r and returns the report the live run would have printed.
@@ -155,6 +159,13 @@ func (p *player) play(ctx context.Context, r *record.Reader) error {
 		case record.ItemSnapshot:
 			p.events = nil
 			p.final = it.Snapshot.Data // the last one wins; the final one is written last
+			if p.opt.OnSnapshot != nil {
+				p.opt.OnSnapshot(*it.Snapshot)
+			}
+		case record.ItemProcfs:
+			if p.opt.OnProcfs != nil {
+				p.opt.OnProcfs(*it.Procfs)
+			}
 		case record.ItemLost:
 			p.lost = it.Lost.LostEvents
 		case record.ItemEnd:

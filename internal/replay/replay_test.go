@@ -24,6 +24,7 @@ func TestShippedRecordings(t *testing.T) {
 		"vm-6.1-thp.ntr":           "compaction",
 		"vm-6.1-zonereclaim0.ntr":  "",
 		"vm-6.1-bind.ntr":          "",
+		"redis-memcg-hog.ntr":      "memcg_reclaim",
 	}
 	files, _ := filepath.Glob("../../testdata/recordings/*.ntr")
 	if len(files) < len(want) {
@@ -49,6 +50,12 @@ func TestShippedRecordings(t *testing.T) {
 		}
 		if rep.Events == 0 || len(rep.Summary.Threads) == 0 {
 			t.Errorf("%s: empty report", f)
+		}
+		if filepath.Base(f) == "redis-memcg-hog.ntr" {
+			// The real-server run: replay repeats its spike analysis.
+			if c := rep.Correlation; c == nil || len(c.Spikes) < 3 || len(c.Explained) != 1 || c.Explained[0] != "memcg_reclaim" {
+				t.Errorf("%s: correlation %+v", f, c)
+			}
 		}
 		if cause == "" {
 			continue

@@ -93,6 +93,12 @@ type Options struct {
 	// DumpOnSpike calls Dump whenever a closing window is a latency
 	// spike: the flight recorder keeps the moments that matter.
 	DumpOnSpike bool
+
+	// OnSnapshot, if set, receives the kernel's aggregates every
+	// SnapshotEvery (the interactive view's exact histograms and
+	// migrations). It must not block.
+	OnSnapshot    func(*stall.Snapshot)
+	SnapshotEvery time.Duration
 }
 
 // Result is what a finished session saw.
@@ -149,6 +155,9 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 	if err != nil {
 		return nil, err
 	}
+	if opt.OnSnapshot != nil {
+		opt.OnSnapshot(snap)
+	}
 	if opt.Recorder != nil {
 		if err := opt.Recorder.Snapshot(record.Snapshot{MonoNs: endNs, Final: true, Data: snap}); err != nil {
 			return nil, err
@@ -192,7 +201,7 @@ type run struct {
 func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 	tick := time.NewTicker(s.opt.Window / 4)
 	defer tick.Stop()
-	var rescan, recordTick <-chan time.Time
+	var rescan, recordTick, snapTick <-chan time.Time
 	if s.opt.Rescan != nil && s.opt.RescanEvery > 0 {
 		t := time.NewTicker(s.opt.RescanEvery)
 		defer t.Stop()
@@ -202,6 +211,11 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 		t := time.NewTicker(s.opt.RecordEvery)
 		defer t.Stop()
 		recordTick = t.C
+	}
+	if s.opt.OnSnapshot != nil && s.opt.SnapshotEvery > 0 {
+		t := time.NewTicker(s.opt.SnapshotEvery)
+		defer t.Stop()
+		snapTick = t.C
 	}
 	grace := uint64(s.opt.Grace)
 	for {
@@ -225,6 +239,10 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 			s.lat.Put(st)
 		case <-recordTick:
 			s.record(false)
+		case <-snapTick:
+			if snap, err := s.k.Snapshot(); err == nil {
+				s.opt.OnSnapshot(snap)
+			}
 		case <-s.opt.DumpRequests:
 			s.dump()
 		case <-s.opt.Gone:

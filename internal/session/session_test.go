@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -335,5 +336,35 @@ func TestRunCorrelatesLatency(t *testing.T) {
 	defer sink.mu.Unlock()
 	if len(sink.windows) < 10 || sink.windows[7].Latency == nil || sink.windows[7].Latency.P99Ns != 20*uint64(time.Millisecond) {
 		t.Fatalf("window 7 latency %+v", sink.windows[7].Latency)
+	}
+}
+
+func TestRunHandsSnapshotsToTheView(t *testing.T) {
+	var order []string
+	clk := &clock{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var got []*stall.Snapshot
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := Run(ctx, newReader(&order), tracer.NewDecoder(nil), &fakeKernel{order: &order}, Options{
+			Window: time.Second, Now: clk.now, SnapshotEvery: 20 * time.Millisecond,
+			OnSnapshot: func(s *stall.Snapshot) { mu.Lock(); got = append(got, s); mu.Unlock() }})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(150 * time.Millisecond)
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	// Periodic ones, then the final one after detaching.
+	if len(got) < 3 || got[len(got)-1].Threads[11] == nil {
+		t.Fatalf("%d snapshots", len(got))
+	}
+	if !slices.Contains(order, "detach") || order[len(order)-1] != "snapshot" || slices.Index(order, "detach") > len(order)-2 {
+		t.Errorf("the last snapshot is not taken after detaching: %v", order[max(0, len(order)-3):])
 	}
 }

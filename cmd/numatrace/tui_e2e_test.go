@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/testutil"
+)
+
+// tmuxSession runs command in a detached tmux terminal of the given size,
+// as a user would see it. The pane stays after the command exits and
+// prints its exit status.
+type tmuxSession struct{ name string }
+
+func startTmux(t *testing.T, w, h int, command string) *tmuxSession {
+	t.Helper()
+	_, err := exec.LookPath("tmux")
+	testutil.RequireFeature(t, err == nil, "tmux not installed (make deps installs it)")
+	s := &tmuxSession{name: fmt.Sprintf("nt%d", time.Now().UnixNano())}
+	cmd := exec.Command("tmux", "new-session", "-d", "-s", s.name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h),
+		command+"; echo EXIT=$?; sleep 600")
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", s.name).Run() })
+	return s
+}
+
+func (s *tmuxSession) capture(t *testing.T) string {
+	out, err := exec.Command("tmux", "capture-pane", "-p", "-t", s.name).Output()
+	if err != nil {
+		t.Fatalf("capture-pane: %v", err)
+	}
+	return string(out)
+}
+
+func (s *tmuxSession) keys(t *testing.T, keys ...string) {
+	if out, err := exec.Command("tmux", append([]string{"send-keys", "-t", s.name}, keys...)...).CombinedOutput(); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+}
+
+// waitFor polls the screen until every want is on it.
+func (s *tmuxSession) waitFor(t *testing.T, d time.Duration, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		screen := s.capture(t)
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(screen, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return screen
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never showed; the screen:\n%s", missing, screen)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestTUILiveAttachInATerminal(t *testing.T) {
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-tui", true)
+	ready := filepath.Join(t.TempDir(), "ready")
+	s := startTmux(t, 80, 24, fmt.Sprintf("%s attach --pid %d --ready-file %s", binary(t), wl.PID(), ready))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready; the screen:\n%s", s.capture(t))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.waitFor(t, 5*time.Second, "numatrace LIVE", " Overview ")
+	wl.Release(t)
+	// The reader exits: its stalls stay on screen, and the header says why
+	// tracing stopped.
+	screen := s.waitFor(t, 30*time.Second, "STOPPED: the target exited", "memcg tot/max", fmt.Sprintf("%d cat", wl.PID()))
+	t.Logf("80x24 live screen:\n%s", screen)
+	s.keys(t, "Enter")
+	s.waitFor(t, 5*time.Second, "› thread", "HISTOGRAMS", "memcg_reclaim:")
+	s.keys(t, "Escape")
+	time.Sleep(300 * time.Millisecond)
+	s.keys(t, "q")
+	// After the view, the text report stays in the terminal.
+	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "(cat)")
+}
+
+func TestTUIReplayInATerminal(t *testing.T) {
+	s := startTmux(t, 200, 50, binary(t)+" replay ../../testdata/recordings/redis-memcg-hog.ntr")
+	s.waitFor(t, 10*time.Second, "numatrace REPLAY 0:31/0:31", "redis-server", "▲")
+	s.keys(t, "Tab")
+	s.waitFor(t, 5*time.Second, "explained by memcg_reclaim", "P99 ")
+	s.keys(t, "Home")
+	s.waitFor(t, 5*time.Second, "REPLAY 0:00/0:31")
+	s.keys(t, "Space")
+	s.waitFor(t, 5*time.Second, "REPLAY 0:02/0:31 ▶") // plays at the recorded pace
+	s.keys(t, "C-c")
+	s.waitFor(t, 5*time.Second, "EXIT=0")
+}

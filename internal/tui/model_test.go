@@ -1,0 +1,313 @@
+package tui
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+func TestMain(m *testing.M) {
+	// Goldens are plain text: what a NO_COLOR terminal shows.
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
+}
+
+const recordings = "../../testdata/recordings/"
+
+func loadPlayer(t testing.TB, name string) *Player {
+	t.Helper()
+	r, err := record.Open(recordings + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := LoadRecording(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var (
+	keyTab   = tea.KeyMsg{Type: tea.KeyTab}
+	keyEnter = tea.KeyMsg{Type: tea.KeyEnter}
+	keyEsc   = tea.KeyMsg{Type: tea.KeyEsc}
+	keyDown  = tea.KeyMsg{Type: tea.KeyDown}
+	keyRight = tea.KeyMsg{Type: tea.KeyRight}
+	keyHome  = tea.KeyMsg{Type: tea.KeyHome}
+)
+
+func runes(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+
+// drive runs m as a real Bubble Tea program of the given size, sends the
+// keys, quits, and returns the final model.
+func drive(t *testing.T, m *Model, w, h int, keys ...tea.Msg) *Model {
+	t.Helper()
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
+	for _, k := range keys {
+		tm.Send(k)
+	}
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	return tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+}
+
+// The golden screens: shipped recordings, replay opens at the end paused,
+// so no clock is involved.
+func TestGoldenScreens(t *testing.T) {
+	cases := []struct {
+		name      string
+		recording string
+		w, h      int
+		keys      []tea.Msg
+	}{
+		{"redis_overview_80x24", "redis-memcg-hog.ntr", 80, 24, nil},
+		{"redis_spikes_80x24", "redis-memcg-hog.ntr", 80, 24, []tea.Msg{keyTab, keyDown}},
+		{"redis_spike_threads_80x24", "redis-memcg-hog.ntr", 80, 24, []tea.Msg{keyTab, keyDown, keyEnter}},
+		{"redis_thread_80x24", "redis-memcg-hog.ntr", 80, 24, []tea.Msg{keyEnter}},
+		{"redis_system_80x24", "redis-memcg-hog.ntr", 80, 24, []tea.Msg{keyTab, keyTab}},
+		{"redis_seek_80x24", "redis-memcg-hog.ntr", 80, 24, []tea.Msg{keyHome, keyRight, keyRight, keyRight, keyRight}},
+		{"redis_help_80x24", "redis-memcg-hog.ntr", 80, 24, []tea.Msg{runes("?")}},
+		{"misplaced_overview_200x50", "vm-6.1-misplaced.ntr", 200, 50, nil},
+		{"misplaced_thread_200x50", "vm-6.1-misplaced.ntr", 200, 50, []tea.Msg{keyEnter}},
+		{"misplaced_by_process_80x24", "vm-6.1-misplaced.ntr", 80, 24, []tea.Msg{runes("g")}},
+		{"thp_overview_80x24", "vm-6.1-thp.ntr", 80, 24, []tea.Msg{runes("s"), runes("s"), runes("s"), runes("s")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := drive(t, NewReplay(loadPlayer(t, c.recording), Options{}), c.w, c.h, c.keys...)
+			golden.RequireEqual(t, []byte(m.View()))
+		})
+	}
+}
+
+// liveStore is a live store fed like the session feeds it.
+func liveStore() *Store {
+	s := NewStore(Info{Target: "pid 10 (t11)", Kernel: "6.18", Nodes: 2, CPUNode: map[int]int{0: 0, 1: 1},
+		ProbesAttached: 12, ProbesTotal: 13, Live: true, StartNs: 1, WindowNs: 1e9}, liveWindowsForTest)
+	feed(s)
+	return s
+}
+
+const liveWindowsForTest = 100
+
+func TestGoldenLive(t *testing.T) {
+	now := func() uint64 { return 1 + 2e9 }
+	m := drive(t, NewLive(liveStore(), Options{Now: now, NoTicks: true}), 80, 24)
+	golden.RequireEqual(t, []byte(m.View()))
+}
+
+func TestEveryScreenFitsTheTerminal(t *testing.T) {
+	p := loadPlayer(t, "redis-memcg-hog.ntr")
+	for _, size := range [][2]int{{80, 24}, {200, 50}, {40, 10}, {120, 30}} {
+		m := NewReplay(p, Options{})
+		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+		for _, keys := range [][]tea.Msg{nil, {keyTab}, {keyTab}, {keyTab, keyEnter}, {runes("?")}} {
+			for _, k := range keys {
+				m.Update(k)
+			}
+			lines := strings.Split(m.View(), "\n")
+			if len(lines) != size[1] {
+				t.Errorf("%dx%d screen %d: %d lines", size[0], size[1], m.screen, len(lines))
+			}
+			for _, l := range lines {
+				if w := ansi.StringWidth(l); w > size[0] {
+					t.Errorf("%dx%d screen %d: line of %d cells: %q", size[0], size[1], m.screen, w, l)
+				}
+			}
+			m.Update(keyEsc)
+		}
+	}
+}
+
+func TestReplayPlaysSeeksAndRestarts(t *testing.T) {
+	p := loadPlayer(t, "redis-memcg-hog.ntr")
+	m := NewReplay(p, Options{NoTicks: true, Speed: 2})
+	n := p.Len()
+	if n < 50 || p.Pos() != n {
+		t.Fatalf("opened at window %d of %d, want the end", p.Pos(), n)
+	}
+	m.Update(runes(" ")) // at the end, space plays from the start
+	if p.Pos() != 0 || !m.playing {
+		t.Fatalf("space at the end: pos %d playing %v", p.Pos(), m.playing)
+	}
+	// At ×2 a 250 ms tick covers 500 ms: one 500 ms window.
+	for i := 0; i < 4; i++ {
+		m.Update(TickMsg{})
+	}
+	if p.Pos() != 4 {
+		t.Errorf("after 4 ticks at ×2: window %d, want 4", p.Pos())
+	}
+	m.Update(runes(" "))
+	m.Update(TickMsg{})
+	if p.Pos() != 4 || m.playing {
+		t.Errorf("paused, yet moved to %d", p.Pos())
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyShiftRight})
+	if p.Pos() != 14 {
+		t.Errorf("shift+right: %d, want 14", p.Pos())
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyLeft})
+	if p.Pos() != 13 {
+		t.Errorf("left: %d, want 13", p.Pos())
+	}
+	// Going back rebuilds the view: it must equal a fresh seek.
+	fresh := loadPlayer(t, "redis-memcg-hog.ntr")
+	fresh.Seek(13)
+	a, b := p.Store().Frame(), fresh.Store().Frame()
+	if len(a.Rows) != len(b.Rows) || len(a.Windows) != 13 || len(b.Windows) != 13 || a.Events != b.Events {
+		t.Errorf("seek back: %d rows %d windows %d events; fresh: %d rows %d windows %d events",
+			len(a.Rows), len(a.Windows), a.Events, len(b.Rows), len(b.Windows), b.Events)
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyEnd})
+	if p.Pos() != n {
+		t.Errorf("end: %d, want %d", p.Pos(), n)
+	}
+}
+
+func TestFilterSortAndDrillDown(t *testing.T) {
+	m := NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{NoTicks: true})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 100})
+	m.Update(runes("/"))
+	for _, r := range "jemalloc" {
+		m.Update(runes(string(r)))
+	}
+	m.Update(keyEnter)
+	rows := m.rows()
+	if len(rows) != 1 || rows[0].Comm != "jemalloc_bg_thd" {
+		t.Fatalf("filter: %+v", rows)
+	}
+	if !strings.Contains(m.View(), "filter: jemalloc") {
+		t.Error("the status line does not show the filter")
+	}
+	m.Update(keyEsc)
+	if m.filter.Value() != "" || len(m.rows()) < 2 {
+		t.Error("esc did not clear the filter")
+	}
+	m.Update(runes("s"))
+	if m.sortKey != SortCause0 {
+		t.Errorf("s: sort %v", m.sortKey)
+	}
+	m.Update(runes("S"))
+	m.Update(keyEnter)
+	if m.screen != screenThread || m.detailTID != m.rows()[0].TID {
+		t.Fatalf("enter: screen %d tid %d", m.screen, m.detailTID)
+	}
+	v := m.View()
+	for _, want := range []string{"HISTOGRAMS", "memcg_reclaim:", "TIMELINE", "RECENT STALLS", "reclaimed"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("drill-down lacks %q", want)
+		}
+	}
+	m.Update(keyEsc)
+	if m.screen != screenOverview {
+		t.Errorf("esc: screen %d", m.screen)
+	}
+}
+
+func TestLivePauseFreezesTheFrame(t *testing.T) {
+	s := liveStore()
+	m := NewLive(s, Options{NoTicks: true, Now: func() uint64 { return 5e9 }})
+	m.Update(runes("p"))
+	s.Window(&aggregate.Window{Index: 2, StartNs: 2e9, EndNs: 3e9, Threads: map[uint32]*aggregate.ThreadWindow{
+		99: {PID: 99, TID: 99, Comm: "late", TotalNs: 5}}})
+	m.Update(TickMsg{})
+	if len(m.frame.Windows) != 2 || !strings.Contains(m.View(), "LIVE (paused)") {
+		t.Fatalf("paused view took new data: %d windows", len(m.frame.Windows))
+	}
+	m.Update(runes("p"))
+	if len(m.frame.Windows) != 3 {
+		t.Fatalf("unpaused view: %d windows, want 3", len(m.frame.Windows))
+	}
+	m.Update(EndedMsg{Why: "the target exited"})
+	if !strings.Contains(m.View(), "STOPPED: the target exited") {
+		t.Error("the header does not say tracing stopped")
+	}
+}
+
+func TestSpikeJumpShowsThatWindowsThreads(t *testing.T) {
+	m := NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{NoTicks: true})
+	m.Update(keyTab)
+	if m.corr == nil || len(m.corr.Spikes) == 0 {
+		t.Fatal("the redis recording has no spikes")
+	}
+	sp := m.corr.Spikes[0]
+	m.Update(keyEnter)
+	rows := m.rows()
+	if m.screen != screenOverview || m.focus == nil || *m.focus != sp.Index || len(rows) == 0 {
+		t.Fatalf("jump: screen %d focus %v rows %d", m.screen, m.focus, len(rows))
+	}
+	if rows[0].StallNs != sp.Causes[0].WorstNs {
+		t.Errorf("the window's worst thread stalled %d ns; the spike says %d", rows[0].StallNs, sp.Causes[0].WorstNs)
+	}
+	m.Update(keyEsc)
+	if m.focus != nil {
+		t.Error("esc kept the window focus")
+	}
+}
+
+func TestNoColorMarksCausesWithLetters(t *testing.T) {
+	m := NewLive(liveStore(), Options{NoTicks: true})
+	if v := m.View(); !strings.Contains(v, "M memcg") || strings.Contains(v, "\x1b[") {
+		t.Errorf("NO_COLOR view has colour or no letters:\n%s", v)
+	}
+	lipgloss.SetColorProfile(termenv.ANSI256)
+	defer lipgloss.SetColorProfile(termenv.Ascii)
+	if v := m.View(); !strings.Contains(v, "\x1b[") {
+		t.Error("a colour terminal got no colour")
+	}
+	t.Setenv("NO_COLOR", "1")
+	HonourNoColor()
+	if lipgloss.ColorProfile() != termenv.Ascii {
+		t.Error("NO_COLOR=1 left colour on")
+	}
+}
+
+// BenchmarkFrame10kThreads renders one overview frame of a replay with
+// 10,000 threads: taking the frame, sorting and drawing it (the issue's
+// target: under 50 ms).
+func BenchmarkFrame10kThreads(b *testing.B) {
+	s := NewStore(Info{WindowNs: 1e9, CPUNode: map[int]int{0: 0, 1: 1}}, 0)
+	for wi := uint64(0); wi < 300; wi++ {
+		w := &aggregate.Window{Index: wi, StartNs: wi * 1e9, EndNs: (wi + 1) * 1e9, Threads: map[uint32]*aggregate.ThreadWindow{},
+			Latency: &latency.Stats{Index: wi, Count: 100, P99Ns: 1e6 + wi%7*1e6}}
+		for i := uint32(0); i < 10000; i += 97 { // a hundred threads stall per window
+			tid := (i + uint32(wi)*31) % 10000
+			tw := &aggregate.ThreadWindow{PID: tid / 10, TID: tid, Comm: "worker", TotalNs: 1000 + uint64(tid)}
+			tw.ByCause[stall.MemcgReclaim] = aggregate.CauseTotal{Count: 1, TotalNs: tw.TotalNs, MaxNs: tw.TotalNs}
+			w.Threads[tid] = tw
+			w.Causes[stall.MemcgReclaim].TotalNs += tw.TotalNs
+		}
+		s.Window(w)
+	}
+	snap := &stall.Snapshot{Threads: map[uint32]*stall.ThreadStats{}}
+	for tid := uint32(0); tid < 10000; tid++ {
+		snap.Threads[tid] = &stall.ThreadStats{PID: tid / 10, TID: tid, Comm: "worker", Migrations: uint64(tid % 5), Hists: map[stall.Cause]*stall.Hist{}}
+	}
+	s.Snapshot(snap)
+	m := NewLive(s, Options{NoTicks: true})
+	m.Update(tea.WindowSizeMsg{Width: 200, Height: 50})
+	if n := len(m.frame.Rows); n != 10000 {
+		b.Fatalf("%d threads", n)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.refresh()
+		_ = m.View()
+	}
+}

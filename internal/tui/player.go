@@ -1,0 +1,118 @@
+package tui
+
+import (
+	"context"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/replay"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// item is one thing a replay fed, in the order it came.
+type item struct {
+	ev     *stall.Event
+	win    *aggregate.Window
+	snap   *stall.Snapshot
+	procfs *record.Procfs
+}
+
+// Player holds a whole recording and shows it up to a chosen window, so
+// the screen can play, pause and seek.
+type Player struct {
+	info   Info
+	items  []item
+	winAt  []int // items index of each window
+	store  *Store
+	fed    int // items fed to store
+	pos    int // windows shown
+	Report *output.Report
+}
+
+// collector is the replay's sink: it keeps everything in order.
+type collector struct{ items []item }
+
+func (c *collector) Stall(ev *stall.Event) error {
+	e := *ev
+	c.items = append(c.items, item{ev: &e})
+	return nil
+}
+func (c *collector) Window(w *aggregate.Window) error {
+	c.items = append(c.items, item{win: w})
+	return nil
+}
+func (c *collector) Flush() error { return nil }
+
+// LoadRecording replays r as fast as it can and keeps what it saw.
+func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
+	c := &collector{}
+	opt := replay.Options{Sink: c, Grace: 250 * time.Millisecond,
+		OnSnapshot: func(s record.Snapshot) { c.items = append(c.items, item{snap: s.Data}) },
+		OnProcfs:   func(p record.Procfs) { c.items = append(c.items, item{procfs: &p}) },
+	}
+	rep, err := replay.Run(ctx, r, opt)
+	if err != nil {
+		return nil, err
+	}
+	h := r.Header()
+	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
+		WindowNs: h.WindowNs, Started: h.Started, SpikeK: h.SpikeK, SpikeFloorNs: h.SpikeFloorNs}
+	nodes := map[int]bool{}
+	for _, n := range h.Host.CPUNode {
+		nodes[n] = true
+	}
+	info.Nodes = max(len(nodes), len(h.Host.NodeMem))
+	for _, p := range h.Probes {
+		info.ProbesTotal++
+		if p.Attached {
+			info.ProbesAttached++
+		}
+	}
+	p := &Player{info: info, items: c.items, Report: rep}
+	for i, it := range p.items {
+		if it.win != nil {
+			p.winAt = append(p.winAt, i)
+		}
+	}
+	p.Seek(len(p.winAt))
+	return p, nil
+}
+
+// Len is the number of windows in the recording.
+func (p *Player) Len() int { return len(p.winAt) }
+
+// Pos is the number of windows shown.
+func (p *Player) Pos() int { return p.pos }
+
+// Seek shows the recording up to and including window k-1 (k windows).
+// Going back rebuilds the store from the start.
+func (p *Player) Seek(k int) {
+	k = min(max(k, 0), len(p.winAt))
+	if k < p.pos || p.store == nil {
+		p.store = NewStore(p.info, 0)
+		p.fed = 0
+	}
+	end := 0
+	if k > 0 {
+		end = p.winAt[k-1] + 1
+	}
+	for ; p.fed < end; p.fed++ {
+		it := p.items[p.fed]
+		switch {
+		case it.ev != nil:
+			p.store.Stall(it.ev)
+		case it.win != nil:
+			p.store.Window(it.win)
+		case it.snap != nil:
+			p.store.Snapshot(it.snap)
+		case it.procfs != nil:
+			p.store.Procfs(*it.procfs)
+		}
+	}
+	p.pos = k
+}
+
+// Store is what the player shows now.
+func (p *Player) Store() *Store { return p.store }
