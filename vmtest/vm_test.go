@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/doctor"
 )
 
 // lacks names the probes a kernel cannot have, and why. Any other probe
@@ -54,6 +56,23 @@ type result struct {
 	Summary struct {
 		LostEvents int64 `json:"lost_events"`
 	} `json:"summary"`
+	// Doctor is `numatrace doctor` on the machine as the scenario set it
+	// up; DoctorPID on the workload (bind only).
+	Doctor    *doctor.Report `json:"doctor"`
+	DoctorPID *doctor.Report `json:"doctor_pid"`
+}
+
+// finding returns the report's finding of check, or nil.
+func finding(r *doctor.Report, check string) *doctor.Finding {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Findings {
+		if r.Findings[i].Check == check {
+			return &r.Findings[i]
+		}
+	}
+	return nil
 }
 
 func (r *result) isWorkload(tid int) bool {
@@ -190,6 +209,12 @@ func checkProbes(t *testing.T, k Kernel, r *result) {
 
 // Scenario 1: memory first touched on node 0, then read from node 1.
 func checkMisplaced(t *testing.T, k Kernel, r *result) {
+	// Nothing is set up for this one: a clean guest.
+	if r.Doctor == nil {
+		t.Error("doctor did not run")
+	} else if r.Doctor.Worst() > doctor.Info {
+		t.Errorf("doctor reports above info on a clean guest: %+v", r.Doctor.Findings)
+	}
 	if share(r.Workload.Before, "N0") < 0.95 {
 		t.Fatalf("first touch did not land on node 0: %v", r.Workload.Before)
 	}
@@ -223,6 +248,11 @@ func checkMisplaced(t *testing.T, k Kernel, r *result) {
 // Scenario 2, zone_reclaim_mode=1: node 0 full of page cache, a node-0
 // thread allocates and reclaims on its own node.
 func checkZoneReclaimOn(t *testing.T, k Kernel, r *result) {
+	if f := finding(r.Doctor, "zone_reclaim_mode"); f == nil || f.Severity < doctor.Warn {
+		t.Errorf("doctor did not name zone_reclaim_mode=1: %+v", r.Doctor)
+	} else {
+		t.Logf("doctor: [%s] %s; evidence %v", f.Severity, f.Title, f.Evidence)
+	}
 	all, ours := r.sum("node_reclaim")
 	if ours.Count == 0 {
 		t.Fatalf("no node_reclaim on the allocating thread (all threads: %d)", all.Count)
@@ -238,6 +268,9 @@ func checkZoneReclaimOn(t *testing.T, k Kernel, r *result) {
 
 // Scenario 2, zone_reclaim_mode=0: the same allocation spills to node 1.
 func checkZoneReclaimOff(t *testing.T, k Kernel, r *result) {
+	if f := finding(r.Doctor, "zone_reclaim_mode"); f != nil {
+		t.Errorf("doctor names zone_reclaim_mode with it off: %+v", f)
+	}
 	if all, _ := r.sum("node_reclaim"); all.Count != 0 {
 		t.Errorf("%d node_reclaim stalls with zone_reclaim_mode=0", all.Count)
 	}
@@ -257,6 +290,13 @@ func checkBind(t *testing.T, k Kernel, r *result) {
 		t.Errorf("memory bound to node 1 is not there: %v", r.Workload.Pages)
 	}
 	t.Logf("CPU node 0, pages per node %v, %v", r.Workload.Pages, r.Workload.Extra["status"])
+	f := finding(r.DoctorPID, "binding")
+	if f == nil || f.Severity != doctor.Crit {
+		t.Fatalf("doctor --pid did not name the CPU/memory binding mismatch: %+v", r.DoctorPID)
+	}
+	var b strings.Builder
+	r.DoctorPID.Text(&b)
+	t.Logf("doctor on the bind workload:\n%s", b.String())
 }
 
 // Scenario 4: global direct reclaim by two allocating threads.

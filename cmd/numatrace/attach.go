@@ -406,6 +406,9 @@ func traceTUI(ctx context.Context, rd *ringbuf.Reader, tr *tracer.Tracer, tgt *t
 			info.ProbesAttached++
 		}
 	}
+	if rep := startDoctor(tgt); rep != nil {
+		info.Findings = rep.Lines()
+	}
 	store := tui.NewStore(info, liveWindowsKept)
 	opt.Sink, opt.OnSnapshot, opt.SnapshotEvery = store, store.Snapshot, time.Second
 	model := tui.NewLive(store, tui.Options{Now: monotonicNs, ReadProcfs: func() (record.Procfs, error) {

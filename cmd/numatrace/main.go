@@ -31,11 +31,12 @@ func usageErr(format string, a ...any) error {
 const usage = `numatrace: find the memory-management stalls behind latency spikes
 
 usage:
-  numatrace attach [--pid PID | --tid TID | --cgroup PATH] [--duration D] --no-tui [--json] [--record FILE]
+  numatrace attach [--pid PID | --tid TID | --cgroup PATH] [--duration D] [--no-tui] [--json] [--record FILE]
   numatrace record [target flags] -o FILE [--duration D] [--flight-recorder SIZE_OR_DURATION [--dump-on-spike]]
   numatrace replay FILE [--speed X | --fast] [--json]
   numatrace report FILE [--json]
   numatrace export --format perfetto FILE -o trace.json
+  numatrace doctor [--pid PID [--numastat]] [--json]
   numatrace probes [--json]
   numatrace version
 
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runReport(args[1:], stdout, stderr)
 	case "export":
 		err = runExport(args[1:], stdout, stderr)
+	case "doctor":
+		err = runDoctor(args[1:], stdout, stderr)
 	case "probes":
 		err = runProbes(args[1:], stdout)
 	case "version", "--version":
@@ -70,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErr("unknown command %q (try: attach, record, replay, report, export, probes, version)", args[0])
+		err = usageErr("unknown command %q (try: attach, record, replay, report, export, doctor, probes, version)", args[0])
 	}
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0

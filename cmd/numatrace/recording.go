@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/procsnap"
 	"github.com/numatrace/numatrace/internal/record"
@@ -59,7 +61,25 @@ func recordingHeader(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topol
 	if f.latencyFile != "" || f.latencyProm != "" || f.latencyUprobe != "" {
 		h.SpikeK, h.SpikeFloorNs = f.spikeK, uint64(f.spikeFloor)
 	}
+	if rep := startDoctor(tgt); rep != nil {
+		h.Doctor, _ = json.Marshal(rep)
+	}
 	return h
+}
+
+// startDoctor is doctor's one-reading view of the machine (and the target
+// process) as tracing starts, for the recording and the interactive view;
+// nil if it cannot read /proc.
+func startDoctor(tgt *target.Target) *doctor.Report {
+	opt := doctor.Options{}
+	if tgt.Kind == target.Process {
+		opt.PID = int(tgt.ID)
+	}
+	rep, err := doctor.Run(opt)
+	if err != nil {
+		return nil
+	}
+	return rep
 }
 
 // parseFlightSpec reads "64MiB", "512MB", "1GiB" or a duration like "5m".

@@ -21,11 +21,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/numatrace/numatrace/internal/numamaps"
 	"github.com/numatrace/numatrace/internal/record"
 )
-
-// basePageKB is the unit Target counts pages in: 4 KiB base pages.
-const basePageKB = 4
 
 // Read reads /proc/vmstat, every node under sysRoot/devices/system/node, and
 // numa_maps of each pid under procRoot.
@@ -224,75 +222,17 @@ func readNumaMaps(path string) (map[string]int64, error) {
 	return parseNumaMaps(f)
 }
 
-// parseNumaMaps sums the N<node>=<pages> fields of every mapping in a
-// numa_maps file, converted to 4 KiB base pages with the mapping's
-// kernelpagesize_kB, into "N<node>" → pages. It returns nil, nil when r holds
-// no mapping at all.
-//
-// A line looks like
-//
-//	7f1200000000 default file=/lib/x.so anon=512 dirty=512 N0=300 N1=212 kernelpagesize_kB=4
-//
-// The kernel prints kernelpagesize_kB after the node counts on every line
-// that has any; a line without it is taken as 4 KiB pages.
+// parseNumaMaps sums the node counts of every mapping in a numa_maps file,
+// in 4 KiB base pages, into "N<node>" → pages. It returns nil, nil when r
+// holds no mapping at all.
 func parseNumaMaps(r io.Reader) (map[string]int64, error) {
-	var pages map[string]int64
-	type count struct {
-		node string
-		n    int64
-	}
-	var line []count
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
-		}
-		if pages == nil {
-			pages = make(map[string]int64)
-		}
-		line = line[:0]
-		pageKB := int64(basePageKB)
-		for _, tok := range f[1:] {
-			k, v, ok := strings.Cut(tok, "=")
-			if !ok {
-				continue // the policy, and flags such as "heap", "stack", "huge"
-			}
-			switch {
-			case k == "kernelpagesize_kB":
-				kb, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || kb <= 0 {
-					return nil, fmt.Errorf("numa_maps line %d: bad %q", n, tok)
-				}
-				pageKB = kb
-			case isNodeCount(k):
-				c, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || c < 0 {
-					return nil, fmt.Errorf("numa_maps line %d: bad %q", n, tok)
-				}
-				line = append(line, count{k, c})
-			}
-		}
-		for _, c := range line {
-			pages[c.node] += c.n * pageKB / basePageKB
-		}
-	}
-	if err := sc.Err(); err != nil {
+	ms, err := numamaps.Parse(r)
+	if err != nil || len(ms) == 0 {
 		return nil, err
 	}
+	pages := make(map[string]int64)
+	for n, p := range numamaps.PerNode(ms) {
+		pages["N"+strconv.Itoa(n)] = p
+	}
 	return pages, nil
-}
-
-// isNodeCount tells whether k is "N" followed by a decimal number.
-func isNodeCount(k string) bool {
-	if len(k) < 2 || k[0] != 'N' {
-		return false
-	}
-	for _, c := range k[1:] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }

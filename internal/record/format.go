@@ -21,7 +21,7 @@ var blockMagic = [4]byte{'N', 'T', 'B', 'K'}
 // only add record types, which older readers skip.
 const (
 	VersionMajor = 1
-	VersionMinor = 1 // 1.1 added latency records
+	VersionMinor = 2 // 1.1 added latency records, 1.2 the doctor header field
 )
 
 // Limits that keep a reader's memory bounded on any input.

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -30,6 +31,9 @@ type Header struct {
 	SpikeFloorNs uint64  `json:"spike_floor_ns,omitempty"`
 	// FlightRecorder is set when the file holds only the most recent data.
 	FlightRecorder bool `json:"flight_recorder,omitempty"`
+	// Doctor is `numatrace doctor --json` of the machine (and target
+	// process) when tracing started (since 1.2).
+	Doctor json.RawMessage `json:"doctor,omitempty"`
 }
 
 // Probe is one probe's state at the start.

@@ -311,3 +311,14 @@ func BenchmarkFrame10kThreads(b *testing.B) {
 		_ = m.View()
 	}
 }
+
+func TestSystemScreenShowsDoctorFindings(t *testing.T) {
+	s := liveStore()
+	s.SetFindings([]string{"[crit] pid 4242 runs on node(s) 0 but may only allocate on node(s) 1: every access is remote"})
+	m := NewLive(s, Options{NoTicks: true})
+	m.Update(keyTab)
+	m.Update(keyTab)
+	if v := m.View(); !strings.Contains(v, "DOCTOR") || !strings.Contains(v, "[crit] pid 4242 runs on node(s) 0") {
+		t.Errorf("System screen lacks the finding:\n%s", v)
+	}
+}

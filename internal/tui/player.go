@@ -2,9 +2,11 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
@@ -59,6 +61,12 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 	h := r.Header()
 	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Started: h.Started, SpikeK: h.SpikeK, SpikeFloorNs: h.SpikeFloorNs}
+	if len(h.Doctor) > 0 {
+		var rep doctor.Report
+		if err := json.Unmarshal(h.Doctor, &rep); err == nil {
+			info.Findings = rep.Lines()
+		}
+	}
 	nodes := map[int]bool{}
 	for _, n := range h.Host.CPUNode {
 		nodes[n] = true

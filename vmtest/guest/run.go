@@ -74,6 +74,7 @@ func sysctl(path, v string) (func(), error) {
 // checks: numatrace's summary and per-thread stall aggregates, the
 // workload's own report, and /proc/vmstat before and after.
 func runScenario(name string) (map[string]any, error) {
+	var err error
 	res := map[string]any{"scenario": name, "kernel": release()}
 	if name == "probes" {
 		out, err := exec.Command(numatrace, "probes", "--json").CombinedOutput()
@@ -96,6 +97,10 @@ func runScenario(name string) (map[string]any, error) {
 	}
 	prepare(name)
 	dropCaches()
+	// What doctor says of the machine as the scenario set it up.
+	if res["doctor"], err = runDoctor(); err != nil {
+		return nil, err
+	}
 
 	ready := "/tmp/ready"
 	recording := "/tmp/" + name + ".ntr"
@@ -121,7 +126,24 @@ func runScenario(name string) (map[string]any, error) {
 	var workOut, workErr bytes.Buffer
 	work.Stdout, work.Stderr = &workOut, &workErr
 	workStart := time.Now()
-	if err := runBounded(work, 150*time.Second); err != nil {
+	os.Remove(BindReady)
+	if err := work.Start(); err != nil {
+		return nil, err
+	}
+	if name == "bind" {
+		// The process-wide binding doctor must name, while it holds memory.
+		if err = waitFile(BindReady, 60*time.Second); err == nil {
+			res["doctor_pid"], err = runDoctor("--pid", fmt.Sprint(work.Process.Pid))
+		}
+		if err != nil {
+			work.Process.Kill()
+			nt.Process.Kill()
+			work.Wait()
+			nt.Wait()
+			return nil, fmt.Errorf("doctor on the bind workload: %v: %s", err, workErr.String())
+		}
+	}
+	if err := runWait(work, 150*time.Second); err != nil {
 		nt.Process.Kill()
 		nt.Wait()
 		return nil, fmt.Errorf("workload: %v: %s", err, workErr.String())
@@ -194,13 +216,6 @@ func waitFile(path string, limit time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("%s did not appear within %s", path, limit)
-}
-
-func runBounded(c *exec.Cmd, limit time.Duration) error {
-	if err := c.Start(); err != nil {
-		return err
-	}
-	return runWait(c, limit)
 }
 
 func runWait(c *exec.Cmd, limit time.Duration) error {
@@ -342,4 +357,20 @@ func startUnbalanced(c *exec.Cmd) error {
 		errc <- c.Start()
 	}()
 	return <-errc
+}
+
+// runDoctor runs numatrace doctor --json with args and returns its report.
+func runDoctor(args ...string) (any, error) {
+	var stderr bytes.Buffer
+	c := exec.Command(numatrace, append([]string{"doctor", "--json", "--interval", "0"}, args...)...)
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return nil, fmt.Errorf("numatrace doctor: %v: %s", err, stderr.String())
+	}
+	var rep any
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return nil, fmt.Errorf("doctor output: %v", err)
+	}
+	return rep, nil
 }

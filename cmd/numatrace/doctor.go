@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/doctor"
+)
+
+func runDoctor(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	pid := fs.Int("pid", 0, "also check this process's placement, and show its memory per node")
+	asJSON := fs.Bool("json", false, "print the findings as one JSON object")
+	onlyNumastat := fs.Bool("numastat", false, "with --pid: print only the per-node memory table (numastat -p)")
+	interval := fs.Duration("interval", time.Second, "read growing counters (compact_stall, zone_reclaim_failed, CPU time) twice, this far apart; 0 reads once")
+	root := fs.String("root", "/", "where /proc and /sys are (a copy of another machine's, for offline checks)")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if *onlyNumastat && *pid == 0 {
+		return usageErr("doctor: --numastat needs --pid")
+	}
+	if *pid < 0 || *interval < 0 {
+		return usageErr("doctor: --pid and --interval must not be negative")
+	}
+	rep, err := doctor.Run(doctor.Options{Root: *root, PID: *pid, Interval: *interval})
+	if errors.Is(err, doctor.ErrNoProcess) {
+		return &exitError{code: 2, err: err}
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case *asJSON && *onlyNumastat:
+		return json.NewEncoder(stdout).Encode(rep.Numastat)
+	case *asJSON:
+		return json.NewEncoder(stdout).Encode(rep)
+	case *onlyNumastat:
+		rep.Numastat.Write(stdout, rep.PID, rep.Comm)
+	default:
+		rep.Text(stdout)
+	}
+	if rep.Worst() == doctor.Crit {
+		fmt.Fprintln(stderr, "numatrace: doctor found critical misconfigurations")
+	}
+	return nil
+}
