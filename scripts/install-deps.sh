@@ -13,10 +13,19 @@ have qemu-system-x86_64 || need+=(qemu-system-x86)
 have gcc || need+=(gcc)
 have redis-server || need+=(redis-server) # the real-server correlation test
 have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
+have prometheus || need+=(prometheus)     # scrapes numatrace serve in its test
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
+	# Install servers (redis, prometheus) without starting their daemons:
+	# the tests start their own, on ports of their choosing.
+	policy=/usr/sbin/policy-rc.d
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' > "$policy"
+		chmod +x "$policy"
+		trap 'rm -f "$policy"' EXIT
+	fi
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi

@@ -37,6 +37,7 @@ usage:
   numatrace report FILE [--json]
   numatrace export --format perfetto FILE -o trace.json
   numatrace doctor [--pid PID [--numastat]] [--json]
+  numatrace serve [--listen 127.0.0.1:9464] [--cgroup-limit N] [--comm NAME,...]
   numatrace probes [--json]
   numatrace version
 
@@ -64,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runReport(args[1:], stdout, stderr)
 	case "export":
 		err = runExport(args[1:], stdout, stderr)
+	case "serve":
+		err = runServe(args[1:], stdout, stderr)
 	case "doctor":
 		err = runDoctor(args[1:], stdout, stderr)
 	case "probes":
@@ -73,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErr("unknown command %q (try: attach, record, replay, report, export, doctor, probes, version)", args[0])
+		err = usageErr("unknown command %q (try: attach, record, replay, report, export, doctor, serve, probes, version)", args[0])
 	}
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0

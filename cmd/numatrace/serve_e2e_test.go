@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/testutil"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// promQuery runs an instant query and returns each series' labels and
+// value.
+func promQuery(t *testing.T, base, q string) []promSample {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Status != "success" {
+		t.Fatalf("query %s: %v %s", q, err, body.Error)
+	}
+	var out []promSample
+	for _, r := range body.Data.Result {
+		v, _ := strconv.ParseFloat(fmt.Sprint(r.Value[1]), 64)
+		out = append(out, promSample{r.Metric, v})
+	}
+	return out
+}
+
+type promSample struct {
+	labels map[string]string
+	value  float64
+}
+
+// startPrometheus runs Debian's prometheus on loopback, scraping target
+// every second.
+func startPrometheus(t *testing.T, target string, flags ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	testutil.RequireFeature(t, err == nil, "prometheus not installed (make deps installs it)")
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: numatrace\n    static_configs:\n      - targets: [%q]\n", target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args := append([]string{"--config.file=" + filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr, "--log.level=warn"}, flags...)
+	cmd := exec.Command(bin, args...)
+	logf, _ := os.Create(filepath.Join(dir, "log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait(); logf.Close() })
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(base + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Fatalf("prometheus not ready: %s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitQuery(t *testing.T, base, q string, ok func([]promSample) bool, d time.Duration) []promSample {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		r := promQuery(t, base, q)
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v after %s", q, r, d)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// A real Prometheus scrapes numatrace serve while a memcg reclaim workload
+// runs in a known cgroup: that cgroup's stall series grows, and an idle
+// cgroup gets none.
+func TestServeWithPrometheus(t *testing.T) {
+	testutil.RequireRoot(t)
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-serve", false)
+	idle := filepath.Join(testutil.MemcgV1, "numatrace-e2e-idle")
+	os.Mkdir(idle, 0o755)
+	sleeper := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec sleep 120", idle))
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait(); os.Remove(idle) })
+
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ready := filepath.Join(t.TempDir(), "ready")
+	serve := exec.Command(binary(t), "serve", "--listen", listen, "--ready-file", ready, "--comm", "cat")
+	var serveErr strings.Builder
+	serve.Stderr = &serveErr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never ready: %s", serveErr.String())
+		}
+	}
+	prom := startPrometheus(t, listen)
+	// A second server takes the native histograms (2.42: a feature flag).
+	native := startPrometheus(t, listen, "--enable-feature=native-histograms")
+	for _, p := range []string{prom, native} {
+		waitQuery(t, p, `up{job="numatrace"}`, func(r []promSample) bool { return len(r) == 1 && r[0].value == 1 }, 20*time.Second)
+	}
+	q := `numatrace_stall_seconds_count{cause="memcg_reclaim",cgroup="/numatrace-e2e-serve"}`
+	if r := promQuery(t, prom, q); len(r) != 0 {
+		t.Fatalf("stalls before the workload ran: %v", r)
+	}
+	wl.Release(t)
+	r := waitQuery(t, prom, q, func(r []promSample) bool { return len(r) == 1 && r[0].value >= 100 }, 20*time.Second)
+	t.Logf("PromQL: %s => %v %g", q, r[0].labels, r[0].value)
+	if r[0].labels["comm"] != "cat" {
+		t.Errorf("the allow-listed comm label is %q", r[0].labels["comm"])
+	}
+	rate := `sum by (cgroup) (rate(numatrace_stall_seconds_sum{cgroup=~"/numatrace-e2e-.*"}[30s]))`
+	rr := waitQuery(t, prom, rate, func(r []promSample) bool { return len(r) == 1 && r[0].value > 0 }, 10*time.Second)
+	t.Logf("PromQL: %s => %v %g", rate, rr[0].labels, rr[0].value)
+	nq := `histogram_count(numatrace_stall_seconds{cause="memcg_reclaim",cgroup="/numatrace-e2e-serve"})`
+	nr := waitQuery(t, native, nq, func(r []promSample) bool { return len(r) == 1 && r[0].value >= 100 }, 20*time.Second)
+	t.Logf("PromQL (native): %s => %g", nq, nr[0].value)
+	if r := promQuery(t, prom, `numatrace_stall_seconds_count{cgroup="/numatrace-e2e-idle"}`); len(r) != 0 {
+		t.Errorf("the idle cgroup has stall series: %v", r)
+	}
+	if r := promQuery(t, prom, `numatrace_probe_attached{probe="memcg_reclaim"}`); len(r) != 1 || r[0].value != 1 {
+		t.Errorf("probe status: %v", r)
+	}
+	if r := promQuery(t, prom, `numatrace_lost_events_total`); len(r) != 1 || r[0].value != 0 {
+		t.Errorf("lost events: %v", r)
+	}
+	// /healthz, then SIGTERM: a clean exit.
+	resp, err := http.Get("http://" + listen + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != "ok" {
+		t.Errorf("/healthz: %d %q", resp.StatusCode, b)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- serve.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve exited with %v: %s", err, serveErr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
+
+func TestServeBadInput(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"serve", "--listen", "nonsense"}, 2, "--listen"},
+		{[]string{"serve", "--cgroup-limit", "0"}, 2, "--cgroup-limit"},
+		{[]string{"serve", "--listen", busy.Addr().String()}, 1, "address already in use"},
+		{[]string{"serve", "extra"}, 2, "unexpected argument"},
+	} {
+		code, out, errs := runCLI(c.args...)
+		if code != c.code || out != "" || !strings.Contains(oneErrorLine(t, errs), c.msg) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args, code, out, errs)
+		}
+	}
+}

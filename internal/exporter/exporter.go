@@ -1,0 +1,150 @@
+// Package exporter turns numatrace's stall stream into Prometheus metrics
+// for `numatrace serve`: stall-time histograms per cause and cgroup (and
+// process name, for an allow-list), lost events, probe status and doctor's
+// findings. It aggregates nothing across machines: Prometheus does.
+package exporter
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Config configures the exporter.
+type Config struct {
+	ProcRoot    string          // "/proc"
+	CgroupLimit int             // distinct cgroup label values before folding into "other"
+	Comms       map[string]bool // process names that get their own comm label
+	Version     string
+}
+
+// Exporter is a session.Sink that feeds a Prometheus registry.
+type Exporter struct {
+	Registry *prometheus.Registry
+	cfg      Config
+	labels   *Labeller
+
+	stalls   *prometheus.HistogramVec
+	moves    *prometheus.CounterVec
+	lost     prometheus.Counter
+	lostSeen uint64
+	folded   prometheus.CounterFunc
+	values   prometheus.GaugeFunc
+	probes   *prometheus.GaugeVec
+	findings *prometheus.GaugeVec
+
+	mu sync.Mutex // Stall and Window come from the session; findings from a timer
+}
+
+// StallBuckets are the classic buckets: 1 µs to 16 s by fours. Native
+// histograms (factor 1.1) are exposed alongside for servers that take them.
+var StallBuckets = prometheus.ExponentialBuckets(1e-6, 4, 13)
+
+// New makes the exporter and registers its metrics.
+func New(cfg Config) *Exporter {
+	if cfg.CgroupLimit <= 0 {
+		cfg.CgroupLimit = 200
+	}
+	e := &Exporter{Registry: prometheus.NewRegistry(), cfg: cfg, labels: NewLabeller(cfg.ProcRoot, cfg.CgroupLimit)}
+	e.stalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:                            "numatrace_stall_seconds",
+		Help:                            "Time threads were frozen by memory management, by cause and the cgroup (and container) of the stalled thread; comm is set for allow-listed process names.",
+		Buckets:                         StallBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: 0,
+	}, []string{"cause", "cgroup", "container", "comm"})
+	e.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "numatrace_numa_task_moves_total",
+		Help: "Threads moved (or swapped) to another node by NUMA balancing, by cgroup.",
+	}, []string{"cgroup", "container", "comm"})
+	e.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "numatrace_lost_events_total",
+		Help: "Stall events the kernel dropped because the ring buffer was full (the histograms then undercount).",
+	})
+	e.folded = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "numatrace_cgroup_label_folded_total",
+		Help: "Observations whose cgroup label was folded into \"other\" because --cgroup-limit distinct cgroups were already exported.",
+	}, func() float64 { e.labels.mu.Lock(); defer e.labels.mu.Unlock(); return float64(e.labels.Folded) })
+	e.values = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "numatrace_cgroup_label_values",
+		Help: "Distinct cgroup label values exported (at most --cgroup-limit).",
+	}, func() float64 { return float64(e.labels.Values()) })
+	e.probes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "numatrace_probe_attached",
+		Help: "1 if the probe is attached, 0 if this kernel could not attach it.",
+	}, []string{"probe"})
+	e.findings = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "numatrace_doctor_finding",
+		Help: "1 for each misconfiguration `numatrace doctor` currently finds on this machine.",
+	}, []string{"check", "severity", "title"})
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "numatrace_build_info", Help: "numatrace's version.", ConstLabels: prometheus.Labels{"version": cfg.Version},
+	})
+	build.Set(1)
+	e.Registry.MustRegister(e.stalls, e.moves, e.lost, e.folded, e.values, e.probes, e.findings, build)
+	return e
+}
+
+// SetProbe records whether a probe attached.
+func (e *Exporter) SetProbe(name string, attached bool) {
+	v := 0.0
+	if attached {
+		v = 1
+	}
+	e.probes.WithLabelValues(name).Set(v)
+}
+
+// SetFindings replaces the doctor findings.
+func (e *Exporter) SetFindings(fs []doctor.Finding) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.findings.Reset()
+	for _, f := range fs {
+		e.findings.WithLabelValues(f.Check, f.Severity.String(), f.Title).Set(1)
+	}
+}
+
+func (e *Exporter) comm(c string) string {
+	if e.cfg.Comms[c] {
+		return c
+	}
+	return ""
+}
+
+// Stall observes one streamed stall. A compaction attempt streams one
+// event per zone pass, so its passes are observed one by one. A nested
+// stall (migration inside compaction) is observed under its own cause as
+// well as inside the outer one's time: sum causes with that in mind.
+func (e *Exporter) Stall(ev *stall.Event) error {
+	if ev.Kind != stall.KindStall {
+		return nil
+	}
+	cg, ctr, _ := e.labels.For(ev.PID)
+	comm := e.comm(ev.Comm)
+	switch {
+	case ev.Cause == stall.NUMATaskMove:
+		e.moves.WithLabelValues(cg, ctr, comm).Inc()
+	case ev.Cause.Timed():
+		e.stalls.WithLabelValues(ev.Cause.String(), cg, ctr, comm).Observe(float64(ev.DurNs) / 1e9)
+	}
+	return nil
+}
+
+// Window takes the lost-event count the session attaches to windows.
+func (e *Exporter) Window(w *aggregate.Window) error {
+	if w.LostEvents > 0 {
+		e.lost.Add(float64(w.LostEvents))
+	}
+	return nil
+}
+
+// Flush is part of session.Sink.
+func (e *Exporter) Flush() error { return nil }
+
+// ForgetPIDs drops the pid → cgroup cache, so reused pids are read again.
+func (e *Exporter) ForgetPIDs() { e.labels.Forget() }

@@ -1,0 +1,142 @@
+package exporter
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+const dockerID = "4f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c"
+
+// fakeProc writes /proc/PID/cgroup files: 10 in a v1 memory cgroup, 20 in
+// a docker container under cgroup v2, 30 and 31 in more v1 groups.
+func fakeProc(t *testing.T) string {
+	root := t.TempDir()
+	files := map[int]string{
+		10: "12:memory:/redis\n11:cpu,cpuacct:/redis\n0::/\n",
+		20: "0::/system.slice/docker-" + dockerID + ".scope\n",
+		30: "4:memory:/batch-a\n",
+		31: "4:memory:/batch-b\n",
+	}
+	for pid, body := range files {
+		dir := filepath.Join(root, itoa(pid))
+		os.MkdirAll(dir, 0o755)
+		if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestLabels(t *testing.T) {
+	l := NewLabeller(fakeProc(t), 3)
+	if cg, ctr, _ := l.For(10); cg != "/redis" || ctr != "" {
+		t.Errorf("v1 memory cgroup: %q %q", cg, ctr)
+	}
+	if cg, ctr, _ := l.For(20); cg != "/system.slice/docker-"+dockerID+".scope" || ctr != dockerID[:12] {
+		t.Errorf("docker under v2: %q %q", cg, ctr)
+	}
+	if cg, _, _ := l.For(99); cg != "unknown" {
+		t.Errorf("an exited pid: %q", cg)
+	}
+	// The limit is 3 values: /redis, the docker scope, unknown. More fold.
+	if cg, _, folded := l.For(30); cg != Other || !folded || l.Folded != 1 {
+		t.Errorf("past the limit: %q folded=%v count=%d", cg, folded, l.Folded)
+	}
+	if cg, _, _ := l.For(10); cg != "/redis" {
+		t.Errorf("a known value after the limit: %q", cg)
+	}
+	if l.Values() != 3 {
+		t.Errorf("%d values", l.Values())
+	}
+}
+
+func TestExporterMetrics(t *testing.T) {
+	e := New(Config{ProcRoot: fakeProc(t), CgroupLimit: 2, Comms: map[string]bool{"redis-server": true}, Version: "test"})
+	ev := func(pid uint32, comm string, c stall.Cause, dur uint64) *stall.Event {
+		return &stall.Event{Kind: stall.KindStall, Cause: c, PID: pid, TID: pid, Comm: comm, DurNs: dur, Pass: 1}
+	}
+	e.Stall(ev(10, "redis-server", stall.MemcgReclaim, 2_000_000))
+	e.Stall(ev(10, "redis-server", stall.MemcgReclaim, 3_000_000))
+	e.Stall(ev(20, "java", stall.Compaction, 1_000))
+	e.Stall(ev(30, "batch", stall.MmapLock, 1_000)) // folded: limit 2
+	e.Stall(ev(10, "redis-server", stall.NUMATaskMove, 0))
+	e.Stall(&stall.Event{Kind: stall.KindExit, PID: 10})
+	e.Window(&aggregate.Window{LostEvents: 7})
+	e.SetProbe("memcg_reclaim", true)
+	e.SetProbe("numa_migration", false)
+	e.SetFindings([]doctor.Finding{{Check: "zone_reclaim_mode", Severity: doctor.Crit, Title: "zone reclaim on"}})
+
+	want := `
+# HELP numatrace_lost_events_total Stall events the kernel dropped because the ring buffer was full (the histograms then undercount).
+# TYPE numatrace_lost_events_total counter
+numatrace_lost_events_total 7
+# HELP numatrace_cgroup_label_folded_total Observations whose cgroup label was folded into "other" because --cgroup-limit distinct cgroups were already exported.
+# TYPE numatrace_cgroup_label_folded_total counter
+numatrace_cgroup_label_folded_total 1
+# HELP numatrace_numa_task_moves_total Threads moved (or swapped) to another node by NUMA balancing, by cgroup.
+# TYPE numatrace_numa_task_moves_total counter
+numatrace_numa_task_moves_total{cgroup="/redis",comm="redis-server",container=""} 1
+# HELP numatrace_probe_attached 1 if the probe is attached, 0 if this kernel could not attach it.
+# TYPE numatrace_probe_attached gauge
+numatrace_probe_attached{probe="memcg_reclaim"} 1
+numatrace_probe_attached{probe="numa_migration"} 0
+# HELP numatrace_doctor_finding 1 for each misconfiguration ` + "`numatrace doctor`" + ` currently finds on this machine.
+# TYPE numatrace_doctor_finding gauge
+numatrace_doctor_finding{check="zone_reclaim_mode",severity="crit",title="zone reclaim on"} 1
+`
+	if err := testutil.GatherAndCompare(e.Registry, strings.NewReader(want), "numatrace_lost_events_total",
+		"numatrace_cgroup_label_folded_total", "numatrace_numa_task_moves_total", "numatrace_probe_attached", "numatrace_doctor_finding"); err != nil {
+		t.Error(err)
+	}
+	mfs, err := e.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != "numatrace_stall_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			key := ""
+			for _, lp := range m.GetLabel() {
+				key += lp.GetName() + "=" + lp.GetValue() + " "
+			}
+			got[strings.TrimSpace(key)] = m.GetHistogram().GetSampleCount()
+			if strings.Contains(key, "memcg_reclaim") {
+				sum = m.GetHistogram().GetSampleSum()
+				if m.GetHistogram().GetSchema() == 0 && len(m.GetHistogram().GetPositiveSpan()) == 0 {
+					t.Error("no native histogram buckets")
+				}
+			}
+		}
+	}
+	wantCounts := map[string]uint64{
+		"cause=memcg_reclaim cgroup=/redis comm=redis-server container=":                                       2,
+		"cause=compaction cgroup=/system.slice/docker-" + dockerID + ".scope comm= container=" + dockerID[:12]: 1,
+		"cause=mmap_lock cgroup=other comm= container=":                                                        1,
+	}
+	for k, n := range wantCounts {
+		if got[k] != n {
+			t.Errorf("%s: %d observations, want %d (all: %v)", k, got[k], n, got)
+		}
+	}
+	if len(got) != len(wantCounts) {
+		t.Errorf("series %v", got)
+	}
+	if sum < 0.00499 || sum > 0.00501 {
+		t.Errorf("memcg_reclaim sum %g s, want 0.005", sum)
+	}
+}
