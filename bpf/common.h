@@ -22,6 +22,10 @@ const volatile __u32 cfg_filter_mode = FILTER_NONE;
 const volatile __u32 cfg_filter_tid = 0;
 /* numatrace itself, left out of system-wide traces. */
 const volatile __u32 cfg_self_tgid = 0;
+/* More than one NUMA node: only then can a migration cross nodes. */
+const volatile __u32 cfg_multi_node = 0;
+/* Migration totals come from the migrations iterator (task_migrate), not task_migrate_count. */
+const volatile __u32 cfg_migr_iter = 0;
 /*
  * Waking the reader from inside a program costs microseconds on a VM (an
  * irq_work self-IPI), charged to the traced thread. Records are submitted

@@ -111,11 +111,26 @@ struct hist {
 };
 
 /* task_migration is too hot to stream; it is counted here per thread. */
+/*
+ * Per-thread migration counts. With the migrations iterator, migrations is
+ * the thread's own se.nr_migrations, copied when it exits (start_ns tells
+ * a reused tid apart); without it, the running count.
+ */
 struct thread_counts {
 	__u64 migrations;
 	__u64 cross_node;
+	__u64 start_ns;
 	__u32 pid;
 	__u32 _pad;
+	char comm[COMM_LEN];
+};
+
+/* One live thread's migration count, as the migrations iterator writes it. */
+struct migr_rec {
+	__u64 nr_migrations; /* task->se.nr_migrations: every CPU change since fork */
+	__u64 start_ns;      /* task->start_time */
+	__u32 tid;
+	__u32 pid;
 	char comm[COMM_LEN];
 };
 

@@ -14,30 +14,78 @@ static __always_inline __s32 task_cpu_direct(struct task_struct *p)
 	return ((struct task_struct___cpu_in_task *)p)->cpu;
 }
 
-/* sched_migrate_task(struct task_struct *p, int dest_cpu), fired before p moves. */
+static __always_inline struct thread_counts *counts_of(__u32 tgid, __u32 tid, struct task_struct *p)
+{
+	struct thread_counts *c = bpf_map_lookup_elem(&thread_counts_map, &tid);
+
+	if (c)
+		return c;
+	struct thread_counts zero = { .pid = tgid };
+
+	BPF_CORE_READ_STR_INTO(&zero.comm, p, comm);
+	bpf_map_update_elem(&thread_counts_map, &tid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&thread_counts_map, &tid);
+}
+
+/*
+ * sched_migrate_task(struct task_struct *p, int dest_cpu), fired before p
+ * moves: the hottest hook. The kernel counts every migration itself
+ * (p->se.nr_migrations, read by migrations_dump), so only a move to another
+ * node has anything to do here; on a one-node machine, nothing.
+ */
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(task_migrate, struct task_struct *p, int dest_cpu)
+{
+	if (!cfg_multi_node || node_of_cpu(task_cpu_direct(p)) == node_of_cpu(dest_cpu))
+		return 0;
+	__u32 tgid = p->tgid, tid = p->pid;
+
+	if (!wanted(tgid, tid))
+		return 0;
+	struct thread_counts *c = counts_of(tgid, tid, p);
+
+	/* set_task_cpu() runs under p's pi_lock or rq lock: one writer per thread. */
+	if (c)
+		c->cross_node++;
+	return 0;
+}
+
+/* The fallback where task iterators cannot load: count every migration here. */
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(task_migrate_count, struct task_struct *p, int dest_cpu)
 {
 	__u32 tgid = p->tgid, tid = p->pid;
 
 	if (!wanted(tgid, tid))
 		return 0;
 	bool cross = node_of_cpu(task_cpu_direct(p)) != node_of_cpu(dest_cpu);
-	struct thread_counts *c = bpf_map_lookup_elem(&thread_counts_map, &tid);
+	struct thread_counts *c = counts_of(tgid, tid, p);
 
-	if (!c) {
-		struct thread_counts zero = { .pid = tgid };
-
-		BPF_CORE_READ_STR_INTO(&zero.comm, p, comm);
-		bpf_map_update_elem(&thread_counts_map, &tid, &zero, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(&thread_counts_map, &tid);
-		if (!c)
-			return 0;
-	}
-	/* set_task_cpu() runs under p's pi_lock or rq lock: one writer per thread. */
+	if (!c)
+		return 0;
 	c->migrations++;
 	if (cross)
 		c->cross_node++;
+	return 0;
+}
+
+/* Every live wanted thread that has migrated: its count since fork. */
+SEC("iter/task")
+int migrations_dump(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+
+	if (!t)
+		return 0;
+	__u32 tgid = t->tgid, tid = t->pid;
+	__u64 n = t->se.nr_migrations;
+
+	if (!n || !wanted(tgid, tid))
+		return 0;
+	struct migr_rec r = { .nr_migrations = n, .start_ns = t->start_time, .tid = tid, .pid = tgid };
+
+	BPF_CORE_READ_STR_INTO(&r.comm, t, comm);
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }
 
@@ -54,6 +102,16 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	e->kind = KIND_EXIT;
 	struct task_struct *t = (void *)bpf_get_current_task();
+	/* The iterator will not see this thread again: keep its count. */
+	__u64 n = BPF_CORE_READ(t, se.nr_migrations);
+	if (n && cfg_migr_iter) {
+		struct thread_counts *c = counts_of(tgid, tid, t);
+
+		if (c) {
+			c->migrations = n;
+			c->start_ns = BPF_CORE_READ(t, start_time);
+		}
+	}
 	if (BPF_CORE_READ(t, signal, live.counter) == 0) {
 		e->flags = FLAG_GROUP_DEAD;
 		/* The process is gone: its pid may be reused by anyone. */

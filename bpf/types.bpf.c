@@ -10,6 +10,7 @@ const struct event *unused_event __attribute__((unused));
 const struct hist_key *unused_hist_key __attribute__((unused));
 const struct hist *unused_hist __attribute__((unused));
 const struct thread_counts *unused_thread_counts __attribute__((unused));
+const struct migr_rec *unused_migr_rec __attribute__((unused));
 const enum cause *unused_cause __attribute__((unused));
 const enum event_kind *unused_kind __attribute__((unused));
 const enum event_flag *unused_flag __attribute__((unused));

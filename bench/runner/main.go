@@ -37,6 +37,11 @@ type config struct {
 	fileMiB, limitMiB                int
 	attachRuns                       int
 	cgroupName                       string
+
+	threads        string // bench/threads binary
+	overheadRounds int
+	stressDur      time.Duration
+	rssThreads     int
 }
 
 func main() {
@@ -56,19 +61,23 @@ func main() {
 	flag.IntVar(&c.limitMiB, "limit-mib", 64, "memcg workload: the cgroup's memory limit")
 	flag.IntVar(&c.attachRuns, "attach-runs", 5, "attach-time runs (the median is reported)")
 	flag.StringVar(&c.cgroupName, "cgroup", "nt-bench", "memory cgroup to create for the memcg workload")
+	flag.StringVar(&c.threads, "threads", "", "bench/threads binary")
+	flag.IntVar(&c.overheadRounds, "overhead-rounds", 3, "rounds of the throughput comparison")
+	flag.DurationVar(&c.stressDur, "stress-duration", 3*time.Second, "stress-ng run per stressor and phase")
+	flag.IntVar(&c.rssThreads, "rss-threads", 10000, "threads tracked for the memory figure")
 	flag.Parse()
 
 	for _, p := range []struct{ flag, v string }{
 		{"numatrace", c.numatrace}, {"floor", c.floor}, {"flip", c.flip},
-		{"mmaploop", c.mmaploop}, {"workdir", c.workdir},
+		{"mmaploop", c.mmaploop}, {"workdir", c.workdir}, {"threads", c.threads},
 	} {
 		if p.v == "" {
 			fmt.Fprintf(os.Stderr, "bench: -%s is required\n", p.flag)
 			os.Exit(2)
 		}
 	}
-	if c.rounds < 1 || c.attachRuns < 1 || c.memcgReads < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -rounds, -attach-runs and -memcg-reads must be at least 1")
+	if c.rounds < 1 || c.attachRuns < 1 || c.memcgReads < 1 || c.overheadRounds < 1 || c.rssThreads < 1 || c.stressDur < time.Second {
+		fmt.Fprintln(os.Stderr, "bench: -rounds, -attach-runs, -memcg-reads, -overhead-rounds and -rss-threads must be at least 1, -stress-duration 1s")
 		os.Exit(2)
 	}
 
@@ -173,9 +182,22 @@ func run(ctx context.Context, c *config) (err error) {
 			}
 		}
 	}
+	ex := &extra{}
+	if err := measureThroughput(ctx, c, w, ex); err != nil {
+		return err
+	}
+	if err := measureRecordingSize(ctx, c, w, ex); err != nil {
+		return fmt.Errorf("recording size: %w", err)
+	}
+	if err := measureRSS(ctx, c, ex); err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
 	r.elapsed = time.Since(start)
 
 	problems := r.write(c.out)
+	if err := ex.write(c.out); err != nil {
+		return err
+	}
 	logf("wrote %s (measuring took %s)", c.out, r.elapsed.Round(time.Second))
 	if len(problems) > 0 {
 		return fmt.Errorf("measured no runs for: %s", strings.Join(problems, "; "))

@@ -129,7 +129,9 @@ type player struct {
 	lost      uint64
 	lastLost  uint64
 	windows   uint64
-	events    []stall.Event // kept only when no snapshot turns up
+	// fallback holds histograms rebuilt from the events, for a recording
+	// cut short before any kernel snapshot; dropped at the first snapshot.
+	fallback *stall.Snapshot
 	started   time.Time
 	firstNs   uint64
 	firstEvNs uint64
@@ -157,7 +159,7 @@ func (p *player) play(ctx context.Context, r *record.Reader) error {
 			}
 			p.event(it.Event)
 		case record.ItemSnapshot:
-			p.events = nil
+			p.fallback = nil
 			p.final = it.Snapshot.Data // the last one wins; the final one is written last
 			if p.opt.OnSnapshot != nil {
 				p.opt.OnSnapshot(*it.Snapshot)
@@ -208,7 +210,7 @@ func (p *player) event(ev stall.Event) {
 	}
 	p.agg.Add(ev)
 	if p.final == nil {
-		p.events = append(p.events, ev)
+		p.rebuild(&ev)
 	}
 	if ev.TsNs > p.lastNs {
 		p.lastNs = ev.TsNs
@@ -242,25 +244,33 @@ func (p *player) emit(ws []*aggregate.Window) {
 	}
 }
 
-// fromEvents rebuilds per-thread histograms from the recorded events, for
-// recordings cut short before any kernel snapshot.
+// rebuild adds ev to the histograms rebuilt from the recorded events,
+// for recordings cut short before any kernel snapshot.
+func (p *player) rebuild(ev *stall.Event) {
+	if ev.Kind != stall.KindStall || (ev.Cause == stall.Compaction && ev.Pass > 1) {
+		return
+	}
+	if p.fallback == nil {
+		p.fallback = &stall.Snapshot{}
+	}
+	th := p.fallback.Thread(ev.PID, ev.TID, ev.Comm)
+	h := th.Hists[ev.Cause]
+	if h == nil {
+		h = &stall.Hist{}
+		th.Hists[ev.Cause] = h
+	}
+	d := ev.DurNs
+	if ev.AttemptNs > d {
+		d = ev.AttemptNs
+	}
+	h.Add(d)
+}
+
+// fromEvents is the rebuilt snapshot.
 func (p *player) fromEvents() *stall.Snapshot {
-	s := &stall.Snapshot{}
-	for _, ev := range p.events {
-		if ev.Kind != stall.KindStall || (ev.Cause == stall.Compaction && ev.Pass > 1) {
-			continue
-		}
-		th := s.Thread(ev.PID, ev.TID, ev.Comm)
-		h := th.Hists[ev.Cause]
-		if h == nil {
-			h = &stall.Hist{}
-			th.Hists[ev.Cause] = h
-		}
-		d := ev.DurNs
-		if ev.AttemptNs > d {
-			d = ev.AttemptNs
-		}
-		h.Add(d)
+	s := p.fallback
+	if s == nil {
+		s = &stall.Snapshot{}
 	}
 	s.LostEvents = p.lost
 	return s

@@ -54,6 +54,7 @@ type compactionThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
 	CrossNode  uint64
+	StartNs    uint64
 	Pid        uint32
 	Pad        uint32
 	Comm       [16]int8
@@ -76,8 +77,10 @@ const (
 	compactionProgCompactPassEndPfn = "compact_pass_end_pfn"
 	compactionVarCfgFilterMode      = "cfg_filter_mode"
 	compactionVarCfgFilterTid       = "cfg_filter_tid"
+	compactionVarCfgMigrIter        = "cfg_migr_iter"
 	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
 	compactionVarCfgMinStallNs      = "cfg_min_stall_ns"
+	compactionVarCfgMultiNode       = "cfg_multi_node"
 	compactionVarCfgSelfTgid        = "cfg_self_tgid"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 )
@@ -149,8 +152,10 @@ type compactionMapSpecs struct {
 type compactionVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -202,8 +207,10 @@ func (m *compactionMaps) Close() error {
 type compactionVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

@@ -38,6 +38,12 @@ func lockedThread(t *testing.T) uint32 {
 
 // openForThread loads every probe, tracing only tid.
 func openForThread(t *testing.T, tid uint32, topo *topology.Topology) *Tracer {
+	return openForThreadCfg(t, tid, topo, false)
+}
+
+// openForThreadCfg can also leave out the migrations iterator, as on a
+// kernel that cannot load it.
+func openForThreadCfg(t *testing.T, tid uint32, topo *topology.Topology, noIter bool) *Tracer {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if topo == nil {
@@ -46,7 +52,7 @@ func openForThread(t *testing.T, tid uint32, topo *topology.Topology) *Tracer {
 			t.Fatal(err)
 		}
 	}
-	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo})
+	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo, noMigrIter: noIter})
 	if err != nil {
 		t.Fatalf("open tracer: %v", err)
 	}

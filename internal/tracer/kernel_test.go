@@ -4,6 +4,7 @@ package tracer
 // workload's own thread ids and, where one exists, the kernel's counters.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -31,30 +32,92 @@ func setAffinity(t *testing.T, cpu int) {
 
 func TestTaskMigrationCountsAffinityFlips(t *testing.T) {
 	testutil.RequireFeature(t, runtime.NumCPU() >= 2, "needs two CPUs")
-	tid := lockedThread(t)
-	var orig unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &orig); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.SchedSetaffinity(0, &orig) })
+	// Counted by the kernel and read by the task iterator, and, as where
+	// the iterator cannot load, counted on the hook.
+	for _, noIter := range []bool{false, true} {
+		name := map[bool]string{false: "iterator", true: "hook"}[noIter]
+		t.Run(name, func(t *testing.T) {
+			tid := lockedThread(t)
+			var orig unix.CPUSet
+			if err := unix.SchedGetaffinity(0, &orig); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.SchedSetaffinity(0, &orig) })
 
-	// Pretend CPU 1 is on another node: every flip is then cross-node.
+			// Pretend CPU 1 is on another node: every flip is then cross-node.
+			tr := openForThreadCfg(t, tid, twoNodes(), noIter)
+			if (tr.migrIter == nil) != noIter {
+				t.Fatalf("migrations iterator loaded: %v", tr.migrIter != nil)
+			}
+			const flips = 200
+			setAffinity(t, 0)
+			before := threadCounts(t, tr, tid)
+			for i := 1; i <= flips; i++ {
+				setAffinity(t, i%2)
+			}
+			after := threadCounts(t, tr, tid)
+			got := after.Migrations - before.Migrations
+			cross := after.CrossNodeMigrations - before.CrossNodeMigrations
+			// Each flip moves the running thread once; the scheduler may add a few.
+			if got < flips || got > flips+flips/10 {
+				t.Fatalf("%d migrations for %d affinity flips", got, flips)
+			}
+			if cross < flips || cross > got {
+				t.Fatalf("%d cross-node of %d migrations, want every flip (%d) cross-node", cross, got, flips)
+			}
+		})
+	}
+}
+
+// A thread's migrations outlive it: the iterator no longer sees it, so the
+// exit hook keeps its count. Migrations before attaching are not counted.
+func TestTaskMigrationsOfAnExitedThread(t *testing.T) {
+	testutil.RequireFeature(t, runtime.NumCPU() >= 2, "needs two CPUs")
+	// A goroutine that locks the main thread and returns does not end it:
+	// hold the main thread elsewhere, if need be, and use another.
+	tids := make(chan uint32)
+	start, done, hold := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(hold)
+	var tid uint32
+	for tid == 0 {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+			me := uint32(unix.Gettid())
+			if int(me) == unix.Getpid() {
+				tids <- 0
+				<-hold
+				return
+			}
+			for i := 0; i < 30; i++ { // before attaching: not counted
+				setAffinity(t, i%2)
+			}
+			tids <- me
+			<-start
+			for i := 0; i < 100; i++ { // it sits on CPU 1: each of these moves it
+				setAffinity(t, i%2)
+			}
+			close(done)
+		}()
+		tid = <-tids
+	}
 	tr := openForThread(t, tid, twoNodes())
-	const flips = 200
-	setAffinity(t, 0)
-	before := threadCounts(t, tr, tid)
-	for i := 1; i <= flips; i++ {
-		setAffinity(t, i%2)
+	close(start)
+	<-done
+	// The goroutine returned: its thread exits (and the exit is traced).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+			t.Fatalf("the thread did not exit: %.300s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	after := threadCounts(t, tr, tid)
-	got := after.Migrations - before.Migrations
-	cross := after.CrossNodeMigrations - before.CrossNodeMigrations
-	// Each flip moves the running thread once; the scheduler may add a few.
-	if got < flips || got > flips+flips/10 {
-		t.Fatalf("%d migrations for %d affinity flips", got, flips)
-	}
-	if cross < flips || cross > got {
-		t.Fatalf("%d cross-node of %d migrations, want every flip (%d) cross-node", cross, got, flips)
+	th := threadCounts(t, tr, tid)
+	if th.Migrations < 100 || th.Migrations > 110 || th.CrossNodeMigrations < 100 {
+		t.Fatalf("exited thread: %d migrations (%d cross-node), want the 100 after attaching", th.Migrations, th.CrossNodeMigrations)
 	}
 }
 

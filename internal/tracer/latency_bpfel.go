@@ -54,6 +54,7 @@ type latencyThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
 	CrossNode  uint64
+	StartNs    uint64
 	Pid        uint32
 	Pad        uint32
 	Comm       [16]int8
@@ -76,8 +77,10 @@ const (
 	latencyProgRequestExit    = "request_exit"
 	latencyVarCfgFilterMode   = "cfg_filter_mode"
 	latencyVarCfgFilterTid    = "cfg_filter_tid"
+	latencyVarCfgMigrIter     = "cfg_migr_iter"
 	latencyVarCfgMinEventNs   = "cfg_min_event_ns"
 	latencyVarCfgMinStallNs   = "cfg_min_stall_ns"
+	latencyVarCfgMultiNode    = "cfg_multi_node"
 	latencyVarCfgSelfTgid     = "cfg_self_tgid"
 	latencyVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
@@ -149,8 +152,10 @@ type latencyMapSpecs struct {
 type latencyVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -206,8 +211,10 @@ func (m *latencyMaps) Close() error {
 type latencyVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

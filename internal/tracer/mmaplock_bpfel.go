@@ -54,6 +54,7 @@ type mmaplockThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
 	CrossNode  uint64
+	StartNs    uint64
 	Pid        uint32
 	Pad        uint32
 	Comm       [16]int8
@@ -76,8 +77,10 @@ const (
 	mmaplockProgMmapLockStart      = "mmap_lock_start"
 	mmaplockVarCfgFilterMode       = "cfg_filter_mode"
 	mmaplockVarCfgFilterTid        = "cfg_filter_tid"
+	mmaplockVarCfgMigrIter         = "cfg_migr_iter"
 	mmaplockVarCfgMinEventNs       = "cfg_min_event_ns"
 	mmaplockVarCfgMinStallNs       = "cfg_min_stall_ns"
+	mmaplockVarCfgMultiNode        = "cfg_multi_node"
 	mmaplockVarCfgSelfTgid         = "cfg_self_tgid"
 	mmaplockVarCfgWakeupBytes      = "cfg_wakeup_bytes"
 )
@@ -149,8 +152,10 @@ type mmaplockMapSpecs struct {
 type mmaplockVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -202,8 +207,10 @@ func (m *mmaplockMaps) Close() error {
 type mmaplockVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

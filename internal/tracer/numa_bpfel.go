@@ -54,6 +54,7 @@ type numaThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
 	CrossNode  uint64
+	StartNs    uint64
 	Pid        uint32
 	Pad        uint32
 	Comm       [16]int8
@@ -78,8 +79,10 @@ const (
 	numaProgNumaSwapTask   = "numa_swap_task"
 	numaVarCfgFilterMode   = "cfg_filter_mode"
 	numaVarCfgFilterTid    = "cfg_filter_tid"
+	numaVarCfgMigrIter     = "cfg_migr_iter"
 	numaVarCfgMinEventNs   = "cfg_min_event_ns"
 	numaVarCfgMinStallNs   = "cfg_min_stall_ns"
+	numaVarCfgMultiNode    = "cfg_multi_node"
 	numaVarCfgSelfTgid     = "cfg_self_tgid"
 	numaVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
@@ -153,8 +156,10 @@ type numaMapSpecs struct {
 type numaVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -206,8 +211,10 @@ func (m *numaMaps) Close() error {
 type numaVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

@@ -54,6 +54,7 @@ type reclaimThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
 	CrossNode  uint64
+	StartNs    uint64
 	Pid        uint32
 	Pad        uint32
 	Comm       [16]int8
@@ -81,8 +82,10 @@ const (
 	reclaimProgNodeReclaimEnd      = "node_reclaim_end"
 	reclaimVarCfgFilterMode        = "cfg_filter_mode"
 	reclaimVarCfgFilterTid         = "cfg_filter_tid"
+	reclaimVarCfgMigrIter          = "cfg_migr_iter"
 	reclaimVarCfgMinEventNs        = "cfg_min_event_ns"
 	reclaimVarCfgMinStallNs        = "cfg_min_stall_ns"
+	reclaimVarCfgMultiNode         = "cfg_multi_node"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 )
@@ -159,8 +162,10 @@ type reclaimMapSpecs struct {
 type reclaimVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -212,8 +217,10 @@ func (m *reclaimMaps) Close() error {
 type reclaimVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }

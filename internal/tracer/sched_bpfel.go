@@ -54,6 +54,7 @@ type schedThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
 	CrossNode  uint64
+	StartNs    uint64
 	Pid        uint32
 	Pad        uint32
 	Comm       [16]int8
@@ -63,22 +64,26 @@ type schedThreadCounts struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	schedMapCounters        = "counters"
-	schedMapCpuNode         = "cpu_node"
-	schedMapEvents          = "events"
-	schedMapHists           = "hists"
-	schedMapPendings        = "pendings"
-	schedMapTargetTgids     = "target_tgids"
-	schedMapThreadCountsMap = "thread_counts_map"
-	schedProgFollowFork     = "follow_fork"
-	schedProgTaskMigrate    = "task_migrate"
-	schedProgThreadExit     = "thread_exit"
-	schedVarCfgFilterMode   = "cfg_filter_mode"
-	schedVarCfgFilterTid    = "cfg_filter_tid"
-	schedVarCfgMinEventNs   = "cfg_min_event_ns"
-	schedVarCfgMinStallNs   = "cfg_min_stall_ns"
-	schedVarCfgSelfTgid     = "cfg_self_tgid"
-	schedVarCfgWakeupBytes  = "cfg_wakeup_bytes"
+	schedMapCounters          = "counters"
+	schedMapCpuNode           = "cpu_node"
+	schedMapEvents            = "events"
+	schedMapHists             = "hists"
+	schedMapPendings          = "pendings"
+	schedMapTargetTgids       = "target_tgids"
+	schedMapThreadCountsMap   = "thread_counts_map"
+	schedProgFollowFork       = "follow_fork"
+	schedProgMigrationsDump   = "migrations_dump"
+	schedProgTaskMigrate      = "task_migrate"
+	schedProgTaskMigrateCount = "task_migrate_count"
+	schedProgThreadExit       = "thread_exit"
+	schedVarCfgFilterMode     = "cfg_filter_mode"
+	schedVarCfgFilterTid      = "cfg_filter_tid"
+	schedVarCfgMigrIter       = "cfg_migr_iter"
+	schedVarCfgMinEventNs     = "cfg_min_event_ns"
+	schedVarCfgMinStallNs     = "cfg_min_stall_ns"
+	schedVarCfgMultiNode      = "cfg_multi_node"
+	schedVarCfgSelfTgid       = "cfg_self_tgid"
+	schedVarCfgWakeupBytes    = "cfg_wakeup_bytes"
 )
 
 // loadSched returns the embedded CollectionSpec for sched.
@@ -123,9 +128,11 @@ type schedSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedProgramSpecs struct {
-	FollowFork  *ebpf.ProgramSpec `ebpf:"follow_fork"`
-	TaskMigrate *ebpf.ProgramSpec `ebpf:"task_migrate"`
-	ThreadExit  *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	FollowFork       *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	MigrationsDump   *ebpf.ProgramSpec `ebpf:"migrations_dump"`
+	TaskMigrate      *ebpf.ProgramSpec `ebpf:"task_migrate"`
+	TaskMigrateCount *ebpf.ProgramSpec `ebpf:"task_migrate_count"`
+	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
 // schedMapSpecs contains maps before they are loaded into the kernel.
@@ -147,8 +154,10 @@ type schedMapSpecs struct {
 type schedVariableSpecs struct {
 	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
@@ -200,8 +209,10 @@ func (m *schedMaps) Close() error {
 type schedVariables struct {
 	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
@@ -210,15 +221,19 @@ type schedVariables struct {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedPrograms struct {
-	FollowFork  *ebpf.Program `ebpf:"follow_fork"`
-	TaskMigrate *ebpf.Program `ebpf:"task_migrate"`
-	ThreadExit  *ebpf.Program `ebpf:"thread_exit"`
+	FollowFork       *ebpf.Program `ebpf:"follow_fork"`
+	MigrationsDump   *ebpf.Program `ebpf:"migrations_dump"`
+	TaskMigrate      *ebpf.Program `ebpf:"task_migrate"`
+	TaskMigrateCount *ebpf.Program `ebpf:"task_migrate_count"`
+	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
 }
 
 func (p *schedPrograms) Close() error {
 	return _SchedClose(
 		p.FollowFork,
+		p.MigrationsDump,
 		p.TaskMigrate,
+		p.TaskMigrateCount,
 		p.ThreadExit,
 	)
 }

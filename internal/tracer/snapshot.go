@@ -40,10 +40,36 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		tid uint32
 		tc  typesThreadCounts
 	)
+	live := map[uint32]bool{}
+	if t.migrIter != nil {
+		recs, err := t.readMigrations()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			live[r.Tid] = true
+			if n := t.sinceAttach(r.Tid, r.StartNs, r.NrMigrations); n > 0 {
+				s.Thread(r.Pid, r.Tid, cString(r.Comm[:])).Migrations = n
+			}
+		}
+	}
 	it = t.maps["thread_counts_map"].Iterate()
 	for it.Next(&tid, &tc) {
+		migr := tc.Migrations
+		if t.migrIter != nil {
+			// The count an exited thread left; a live one's is above.
+			migr = 0
+			if !live[tid] {
+				migr = t.sinceAttach(tid, tc.StartNs, tc.Migrations)
+			}
+		}
+		if migr == 0 && tc.CrossNode == 0 {
+			continue
+		}
 		th := s.Thread(tc.Pid, tid, cString(tc.Comm[:]))
-		th.Migrations = tc.Migrations
+		if migr > 0 {
+			th.Migrations = migr
+		}
 		th.CrossNodeMigrations = tc.CrossNode
 	}
 	if err := iterErr(it, "thread_counts"); err != nil {

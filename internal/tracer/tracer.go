@@ -51,6 +51,10 @@ type Config struct {
 
 	Topology *topology.Topology
 
+	// noMigrIter counts migrations on the hook, as where the task iterator
+	// cannot load (tests).
+	noMigrIter bool
+
 	// KernelBTF is the path of the kernel's BTF; "" means /sys/kernel/btf/vmlinux.
 	KernelBTF string
 }
@@ -77,6 +81,9 @@ type Tracer struct {
 	kspec   *btf.Spec
 	reader  *ringbuf.Reader
 	closers []func() error // extra probes (latency), closed first
+
+	migrIter *link.Iter         // the migrations iterator; nil where it cannot load
+	migrBase map[migrKey]uint64 // each thread's se.nr_migrations at attach
 }
 
 // ErrNoBTF means the kernel has no BTF, which CO-RE needs.
@@ -164,16 +171,37 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 			return fmt.Errorf("configure object %d: %w", o, err)
 		}
 	}
+	// Migration totals from the task iterator where it loads; the hook
+	// then only counts cross-node moves (see migrations.go).
+	iterErr := errors.New("disabled")
+	if !cfg.noMigrIter {
+		iterErr = t.openMigrationsIter(specs[objSched], kspec)
+	}
+	if iterErr != nil {
+		for _, spec := range specs {
+			if err := spec.Variables["cfg_migr_iter"].Set(uint32(0)); err != nil {
+				return err
+			}
+		}
+	}
 	attached := 0
 	for _, def := range probeDefs {
 		if def.cgroupOnly && !cfg.FollowForks {
 			continue
+		}
+		if def.name == "task_migration" && iterErr != nil {
+			def.hooks = []hook{{"sched_migrate_task", one(progMigrateCount, 2, map[int]string{0: "p", 1: "dest_cpu"})}}
 		}
 		st := t.openProbe(def, specs[def.object], kspec)
 		if st.Attached {
 			attached++
 		}
 		t.probes = append(t.probes, st)
+	}
+	if t.migrIter != nil {
+		if err := t.takeMigrationBase(); err != nil {
+			return err
+		}
 	}
 	if attached == 0 {
 		first := "no probes"
@@ -202,7 +230,13 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	if ring <= 0 {
 		ring = int(spec.Maps["events"].MaxEntries)
 	}
+	multi := uint32(0)
+	if cfg.Topology != nil && len(cfg.Topology.Nodes) > 1 {
+		multi = 1
+	}
 	set := map[string]any{
+		"cfg_multi_node":   multi,
+		"cfg_migr_iter":    uint32(1),
 		"cfg_wakeup_bytes": uint64(ring / 8),
 		"cfg_filter_mode":  uint32(mode),
 		"cfg_filter_tid":   cfg.TID,
@@ -391,6 +425,10 @@ func (t *Tracer) Close() error {
 		t.reader = nil
 	}
 	errs = append(errs, t.Detach())
+	if t.migrIter != nil {
+		errs = append(errs, t.migrIter.Close())
+		t.migrIter = nil
+	}
 	for _, c := range t.colls {
 		c.Close()
 	}

@@ -124,6 +124,15 @@ type typesLatSample struct {
 	Tid   uint32
 }
 
+type typesMigrRec struct {
+	_            structs.HostLayout
+	NrMigrations uint64
+	StartNs      uint64
+	Tid          uint32
+	Pid          uint32
+	Comm         [16]int8
+}
+
 type typesPending struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -147,6 +156,7 @@ type typesThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
 	CrossNode  uint64
+	StartNs    uint64
 	Pid        uint32
 	Pad        uint32
 	Comm       [16]int8
@@ -165,8 +175,10 @@ const (
 	typesMapThreadCountsMap    = "thread_counts_map"
 	typesVarCfgFilterMode      = "cfg_filter_mode"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
+	typesVarCfgMigrIter        = "cfg_migr_iter"
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
 	typesVarCfgMinStallNs      = "cfg_min_stall_ns"
+	typesVarCfgMultiNode       = "cfg_multi_node"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	typesVarUnusedCause        = "unused_cause"
@@ -178,6 +190,7 @@ const (
 	typesVarUnusedHistKey      = "unused_hist_key"
 	typesVarUnusedKind         = "unused_kind"
 	typesVarUnusedLatSample    = "unused_lat_sample"
+	typesVarUnusedMigrRec      = "unused_migr_rec"
 	typesVarUnusedThreadCounts = "unused_thread_counts"
 )
 
@@ -244,8 +257,10 @@ type typesMapSpecs struct {
 type typesVariableSpecs struct {
 	CfgFilterMode      *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter        *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode       *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
@@ -257,6 +272,7 @@ type typesVariableSpecs struct {
 	UnusedHistKey      *ebpf.VariableSpec `ebpf:"unused_hist_key"`
 	UnusedKind         *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedLatSample    *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
+	UnusedMigrRec      *ebpf.VariableSpec `ebpf:"unused_migr_rec"`
 	UnusedThreadCounts *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
 }
 
@@ -307,8 +323,10 @@ func (m *typesMaps) Close() error {
 type typesVariables struct {
 	CfgFilterMode      *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTid       *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter        *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode       *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
@@ -320,6 +338,7 @@ type typesVariables struct {
 	UnusedHistKey      *ebpf.Variable `ebpf:"unused_hist_key"`
 	UnusedKind         *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedLatSample    *ebpf.Variable `ebpf:"unused_lat_sample"`
+	UnusedMigrRec      *ebpf.Variable `ebpf:"unused_migr_rec"`
 	UnusedThreadCounts *ebpf.Variable `ebpf:"unused_thread_counts"`
 }
 

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// write appends the throughput, recording-size and memory sections.
+func (ex *extra) write(path string) error {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	p("")
+	p("## Cost to the workload")
+	p("")
+	p("Throughput of each workload with nothing attached (baseline), numatrace (system-wide, defaults), the bpftrace script and `perf record -a` on the same tracepoints (%s). Phases rotate over %d rounds; BPF stats are off here. The ratio is the mean over rounds of the workload's throughput against the baseline of the same round (target ≥ 0.99 for numatrace).", strings.Join(perfEvents, ", "), len(ex.throughput["baseline"][thrAffinity]))
+	p("")
+	p("| workload | unit | baseline | numatrace | ratio | bpftrace | ratio | perf record | ratio | numatrace per round | target | result |")
+	p("|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|")
+	for _, wl := range throughputWorkloads {
+		base := ex.throughput["baseline"][wl]
+		row := fmt.Sprintf("| %s | %s | %.0f", wl, ex.units[wl], mean(base))
+		var ntRatio float64
+		var perRound []string
+		for _, cfg := range []string{"numatrace", "bpftrace", "perf record"} {
+			v := ex.throughput[cfg][wl]
+			var ratios []float64
+			for i := range v {
+				if i < len(base) && base[i] > 0 {
+					ratios = append(ratios, v[i]/base[i])
+				}
+			}
+			row += fmt.Sprintf(" | %.0f | %.3f", mean(v), mean(ratios))
+			if cfg == "numatrace" {
+				ntRatio = mean(ratios)
+				for _, r := range ratios {
+					perRound = append(perRound, fmt.Sprintf("%.3f", r))
+				}
+			}
+		}
+		result := "pass"
+		if ntRatio < 0.99 {
+			result = "**miss**"
+		}
+		p("%s | %s | ≥ 0.99 | %s |", row, strings.Join(perRound, ", "), result)
+	}
+	p("")
+	p("stress-ng runs 2 workers per stressor for the phase length; the memcg workload is the one above (reads of the file inside the 64 MiB cgroup after dropping caches). On a 2-CPU VM shared with other tenants, round-to-round noise is a few percent: read the per-round ratios before the means.")
+	p("")
+	p("## Recording size against perf and trace-cmd")
+	p("")
+	p("The memcg workload once, recorded by all three at the same time: `numatrace record --cgroup` (its whole file: header, events, kernel snapshots and /proc readings), `perf record -a` and `trace-cmd record` on mm_vmscan_memcg_reclaim_begin and _end. A stall is one numatrace event, and a begin/end pair for the others (counted in their own files).")
+	p("")
+	p("| recorder | file bytes | stalls in the file | bytes per stall | target |")
+	p("|---|--:|--:|--:|---|")
+	for _, r := range ex.recSizes {
+		per := "—"
+		if r.stalls > 0 {
+			per = fmt.Sprintf("%.1f", float64(r.bytes)/float64(r.stalls))
+		}
+		target := ""
+		if r.tool == "numatrace record" {
+			target = "≤ 12 per stall event (the per-event figure is in Recording below; this one includes the file's fixed parts)"
+		}
+		p("| %s | %s | %s | %s | %s |", r.tool, thousands(uint64(r.bytes)), thousands(r.stalls), per, target)
+	}
+	p("")
+	p("## Memory while tracking %s threads", thousands(uint64(ex.rssThreads)))
+	p("")
+	p("`numatrace attach` system-wide while `bench/threads` starts %s threads that each change CPU once, so the kernel keeps a record for every one of them. VmRSS is read 2 s after they all moved; the peak (VmHWM) includes building the final summary of every thread.", thousands(uint64(ex.rssThreads)))
+	p("")
+	p("| threads in numatrace's summary | VmRSS while tracking | peak (VmHWM) | target | result |")
+	p("|--:|--:|--:|---|---|")
+	res := "pass"
+	if ex.rssPeakKB > 64<<10 {
+		res = "**miss**"
+	}
+	p("| %s | %.1f MiB | %.1f MiB | ≤ 64 MiB | %s |", thousands(uint64(ex.rssTracked)), float64(ex.rssKB)/1024, float64(ex.rssPeakKB)/1024, res)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The three measurements beyond per-run program cost: what tracing costs
+// the workload (throughput against nothing attached, bpftrace and perf),
+// how big a recording is against perf.data and trace-cmd's, and numatrace's
+// memory while it tracks 10,000 threads.
+
+const (
+	thrAffinity = "stress-ng --affinity (migrations)"
+	thrSwitch   = "stress-ng --switch (context switches)"
+	thrMemcg    = "memcg reclaim reads"
+)
+
+var throughputWorkloads = []string{thrAffinity, thrSwitch, thrMemcg}
+
+// perfEvents are the tracepoints the workloads fire that numatrace and the
+// bpftrace script trace too.
+var perfEvents = []string{"sched:sched_migrate_task", "vmscan:mm_vmscan_memcg_reclaim_begin", "vmscan:mm_vmscan_memcg_reclaim_end",
+	"mmap_lock:mmap_lock_start_locking", "mmap_lock:mmap_lock_acquire_returned"}
+
+type extra struct {
+	// throughput[config][workload] per round; config "baseline" is nothing attached.
+	throughput map[string]map[string][]float64
+	units      map[string]string
+	configs    []string
+
+	recSizes  []recSize
+	recStalls map[string]uint64
+
+	rssThreads       int
+	rssTracked       int
+	rssKB, rssPeakKB uint64
+}
+
+type recSize struct {
+	tool   string
+	bytes  int64
+	stalls uint64
+}
+
+// stressNG runs one stressor and returns its bogo ops per second (real time).
+func stressNG(ctx context.Context, stressor string, d time.Duration) (float64, error) {
+	cmd := exec.CommandContext(ctx, "stress-ng", "--"+stressor, "2", "-t", fmt.Sprintf("%ds", int(d.Seconds())), "--metrics-brief")
+	cmd.SysProcAttr = childAttr()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("stress-ng --%s: %v: %s", stressor, err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		// "stress-ng: metrc: [pid] affinity  341718  2.01  0.35  2.15  170365.11  137109.22"
+		if len(f) >= 10 && f[3] == stressor {
+			return strconv.ParseFloat(f[8], 64)
+		}
+	}
+	return 0, fmt.Errorf("stress-ng --%s printed no metrics: %s", stressor, out)
+}
+
+// startPerf runs perf record system-wide on perfEvents into file.
+func startPerf(ctx context.Context, c *config, file string, events []string) (*proc, error) {
+	argv := []string{"perf", "record", "-a", "-q", "-o", file}
+	for _, e := range events {
+		argv = append(argv, "-e", e)
+	}
+	p, err := startProc("perf", file+".log", nil, argv...)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Second) // perf has no ready signal; a second covers its setup here
+	if p.exited() {
+		return nil, fmt.Errorf("perf record exited: %v\n%s", p.err, logTail(p.log))
+	}
+	return p, nil
+}
+
+func setBPFStats(on bool) error {
+	v := "0\n"
+	if on {
+		v = "1\n"
+	}
+	return os.WriteFile("/proc/sys/kernel/bpf_stats_enabled", []byte(v), 0o644)
+}
+
+// measureThroughput runs each workload with nothing attached, numatrace,
+// the bpftrace script and perf record, in rotating order over rounds.
+// BPF stats are off meanwhile: they would tax the BPF tracers only.
+func measureThroughput(ctx context.Context, c *config, w *workloads, ex *extra) error {
+	if err := setBPFStats(false); err != nil {
+		return err
+	}
+	defer setBPFStats(true)
+	ex.configs = []string{"baseline", "numatrace", "bpftrace", "perf record"}
+	ex.throughput = map[string]map[string][]float64{}
+	ex.units = map[string]string{thrAffinity: "bogo ops/s", thrSwitch: "bogo ops/s", thrMemcg: "MiB/s"}
+	for round := 0; round < c.overheadRounds; round++ {
+		for i := range ex.configs {
+			cfg := ex.configs[(i+round)%len(ex.configs)]
+			var stop func() error
+			switch cfg {
+			case "numatrace":
+				s, err := startNumatrace(ctx, c, 1000+round)
+				if err != nil {
+					return err
+				}
+				stop = s.stop
+			case "bpftrace":
+				s, err := startBpftrace(ctx, c, 1000+round)
+				if err != nil {
+					return err
+				}
+				stop = s.stop
+			case "perf record":
+				file := filepath.Join(c.workdir, fmt.Sprintf("overhead-%d.perf.data", round))
+				p, err := startPerf(ctx, c, file, perfEvents)
+				if err != nil {
+					return err
+				}
+				stop = func() error { err := p.stop(syscall.SIGINT, 30*time.Second); os.Remove(file); return err }
+			}
+			vals := map[string]float64{}
+			var err error
+			if vals[thrAffinity], err = stressNG(ctx, "affinity", c.stressDur); err == nil {
+				if vals[thrSwitch], err = stressNG(ctx, "switch", c.stressDur); err == nil {
+					var n workloadNote
+					if n, err = w.memcg(ctx); err == nil {
+						vals[thrMemcg] = float64(n.count) * float64(c.fileMiB) / n.seconds
+					}
+				}
+			}
+			if stop != nil {
+				if serr := stop(); err == nil {
+					err = serr
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("throughput round %d, %s: %w", round+1, cfg, err)
+			}
+			if ex.throughput[cfg] == nil {
+				ex.throughput[cfg] = map[string][]float64{}
+			}
+			for wl, v := range vals {
+				ex.throughput[cfg][wl] = append(ex.throughput[cfg][wl], v)
+			}
+			logf("throughput round %d, %s: affinity %.0f, switch %.0f ops/s, memcg %.0f MiB/s", round+1, cfg,
+				vals[thrAffinity], vals[thrSwitch], vals[thrMemcg])
+		}
+	}
+	return nil
+}
+
+// measureRecordingSize records the same memcg workload with numatrace,
+// perf record and trace-cmd at once, and counts each file's stalls.
+func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extra) error {
+	dir := c.workdir
+	ntr, pdata, tdat := filepath.Join(dir, "size.ntr"), filepath.Join(dir, "size.perf.data"), filepath.Join(dir, "size.trace.dat")
+	events := []string{"vmscan:mm_vmscan_memcg_reclaim_begin", "vmscan:mm_vmscan_memcg_reclaim_end"}
+	ready := filepath.Join(dir, "size-ready")
+	nt, err := startProc("numatrace record", filepath.Join(dir, "size-ntr.log"), nil,
+		c.numatrace, "record", "-o", ntr, "--cgroup", w.cg.dir, "--ready-file", ready, "--duration", "10m")
+	if err != nil {
+		return err
+	}
+	defer nt.stop(syscall.SIGKILL, 0)
+	if _, err := waitFile(ctx, nt, ready, 10*time.Millisecond); err != nil {
+		return err
+	}
+	pf, err := startPerf(ctx, c, pdata, events)
+	if err != nil {
+		return err
+	}
+	defer pf.stop(syscall.SIGKILL, 0)
+	tc, err := startProc("trace-cmd", tdat+".log", nil, "trace-cmd", "record", "-q", "-o", tdat, "-e", events[0], "-e", events[1])
+	if err != nil {
+		return err
+	}
+	defer tc.stop(syscall.SIGKILL, 0)
+	time.Sleep(2 * time.Second) // trace-cmd has no ready signal either
+	if _, err := w.memcg(ctx); err != nil {
+		return err
+	}
+	for _, p := range []*proc{nt, pf, tc} {
+		if err := p.stop(syscall.SIGINT, 60*time.Second); err != nil {
+			return fmt.Errorf("%s: %w\n%s", p.name, err, logTail(p.log))
+		}
+	}
+	// Stalls as each file has them: numatrace's report; a stall is an end
+	// event in the others.
+	out, err := runFg(ctx, c.numatrace, "report", "--json", ntr)
+	if err != nil {
+		return err
+	}
+	var sum struct {
+		Threads []struct {
+			Stalls map[string]struct{ Count uint64 } `json:"stalls"`
+		} `json:"threads"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		return fmt.Errorf("numatrace report: %w", err)
+	}
+	var ntStalls uint64
+	for _, th := range sum.Threads {
+		ntStalls += th.Stalls["memcg_reclaim"].Count
+	}
+	perfStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "perf", "script", "-i", pdata)
+	if err != nil {
+		return err
+	}
+	tcStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "trace-cmd", "report", "-i", tdat)
+	if err != nil {
+		return err
+	}
+	for _, r := range []recSize{{"numatrace record", size(ntr), ntStalls}, {"perf record", size(pdata), perfStalls}, {"trace-cmd record", size(tdat), tcStalls}} {
+		ex.recSizes = append(ex.recSizes, r)
+		logf("recording size: %s %d bytes for %d stalls", r.tool, r.bytes, r.stalls)
+	}
+	return nil
+}
+
+func size(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// countLines counts the lines of a command's output that contain s.
+func countLines(ctx context.Context, s string, argv ...string) (uint64, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = childAttr()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	var n uint64
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			n++
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	return n, nil
+}
+
+// measureRSS attaches numatrace system-wide while c.threads threads each
+// migrate once, and reads its resident memory while it tracks them and at
+// its peak (which includes building the final summary).
+func measureRSS(ctx context.Context, c *config, ex *extra) error {
+	ready := filepath.Join(c.workdir, "rss-ready")
+	summary := filepath.Join(c.workdir, "rss-summary.json")
+	out, err := os.Create(summary)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	nt, err := startProc("numatrace", filepath.Join(c.workdir, "rss.log"), out, numatraceArgs(c, ready)...)
+	if err != nil {
+		return err
+	}
+	defer nt.stop(syscall.SIGKILL, 0)
+	if _, err := waitFile(ctx, nt, ready, 10*time.Millisecond); err != nil {
+		return err
+	}
+	th := exec.CommandContext(ctx, c.threads, "-n", strconv.Itoa(c.rssThreads))
+	th.SysProcAttr = childAttr()
+	stdin, _ := th.StdinPipe()
+	stdout, _ := th.StdoutPipe()
+	if err := th.Start(); err != nil {
+		return err
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.HasPrefix(line, "threads ") {
+		th.Process.Kill()
+		th.Wait()
+		return fmt.Errorf("threads helper printed %q", line)
+	}
+	time.Sleep(2 * time.Second) // the session's windows close and its maps settle
+	ex.rssKB = statusKB(nt.pid(), "VmRSS")
+	stdin.Close()
+	th.Wait()
+	nt.cmd.Process.Signal(syscall.SIGINT)
+	for !nt.exited() {
+		if v := statusKB(nt.pid(), "VmHWM"); v > ex.rssPeakKB {
+			ex.rssPeakKB = v
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out.Sync()
+	b, _ := os.ReadFile(summary)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var sum struct {
+		Threads []json.RawMessage `json:"threads"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+		return fmt.Errorf("numatrace summary: %w", err)
+	}
+	ex.rssTracked = len(sum.Threads)
+	ex.rssThreads = c.rssThreads
+	logf("RSS: %d threads tracked, VmRSS %d kB, peak %d kB", ex.rssTracked, ex.rssKB, ex.rssPeakKB)
+	return nil
+}
+
+func statusKB(pid int, key string) uint64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
