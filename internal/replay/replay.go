@@ -120,18 +120,18 @@ func joinNotes(n []string) string {
 }
 
 type player struct {
-	opt       Options
-	agg       *aggregate.Aggregator
-	grace     uint64
-	final     *stall.Snapshot
-	end       *record.End
-	lastNs    uint64
-	lost      uint64
-	lastLost  uint64
-	windows   uint64
+	opt      Options
+	agg      *aggregate.Aggregator
+	grace    uint64
+	final    *stall.Snapshot
+	end      *record.End
+	lastNs   uint64
+	lost     uint64
+	lastLost uint64
+	windows  uint64
 	// fallback holds histograms rebuilt from the events, for a recording
 	// cut short before any kernel snapshot; dropped at the first snapshot.
-	fallback *stall.Snapshot
+	fallback  *stall.Snapshot
 	started   time.Time
 	firstNs   uint64
 	firstEvNs uint64
