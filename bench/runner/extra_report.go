@@ -60,11 +60,15 @@ func (ex *extra) write(path string) error {
 	p("")
 	p("## Recording size against perf and trace-cmd")
 	p("")
-	p("The memcg workload once, recorded by all three at the same time: `numatrace record --cgroup` (its whole file: header, events, kernel snapshots and /proc readings), `perf record -a` and `trace-cmd record` on mm_vmscan_memcg_reclaim_begin and _end. A stall is one numatrace event, and a begin/end pair for the others (counted in their own files).")
+	p("The memcg workload once, recorded system-wide by all three at the same time: `numatrace record` (its whole file: header, every probe's events, kernel snapshots and /proc readings), `perf record -a` and `trace-cmd record` on mm_vmscan_memcg_reclaim_begin and _end only. Stalls are memcg reclaims: one numatrace event each (its report's count), a begin/end pair for the others (counted in their own files).")
 	p("")
 	p("| recorder | file bytes | stalls in the file | bytes per stall | target |")
 	p("|---|--:|--:|--:|---|")
 	for _, r := range ex.recSizes {
+		if r.why != "" {
+			p("| %s | not measured: %s | | | |", r.tool, r.why)
+			continue
+		}
 		per := "—"
 		if r.stalls > 0 {
 			per = fmt.Sprintf("%.1f", float64(r.bytes)/float64(r.stalls))

@@ -42,6 +42,7 @@ type config struct {
 	overheadRounds int
 	stressDur      time.Duration
 	rssThreads     int
+	onlyExtra      bool
 }
 
 func main() {
@@ -65,6 +66,7 @@ func main() {
 	flag.IntVar(&c.overheadRounds, "overhead-rounds", 3, "rounds of the throughput comparison")
 	flag.DurationVar(&c.stressDur, "stress-duration", 3*time.Second, "stress-ng run per stressor and phase")
 	flag.IntVar(&c.rssThreads, "rss-threads", 10000, "threads tracked for the memory figure")
+	flag.BoolVar(&c.onlyExtra, "only-extra", false, "skip the per-program rounds (to try the other measurements; the report is then incomplete)")
 	flag.Parse()
 
 	for _, p := range []struct{ flag, v string }{
@@ -81,11 +83,19 @@ func main() {
 		os.Exit(2)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-sigs
+		logf("got %v: stopping", s)
+		cancel()
+	}()
 	err := run(ctx, &c)
-	stop()
+	signal.Stop(sigs)
+	cancel()
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "bench: interrupted; cleaned up")
 			os.Exit(130)
 		}
@@ -174,7 +184,7 @@ func run(ctx context.Context, c *config) (err error) {
 		r.attach = append(r.attach, d)
 	}
 
-	for round := 0; round < c.rounds; round++ {
+	for round := 0; round < c.rounds && !c.onlyExtra; round++ {
 		for i := range tracers {
 			t := tracers[(i+round)%len(tracers)]
 			if err := runPhase(ctx, c, w, r, t, round); err != nil {

@@ -51,6 +51,7 @@ type recSize struct {
 	tool   string
 	bytes  int64
 	stalls uint64
+	why    string // not measured: why
 }
 
 // stressNG runs one stressor and returns its bogo ops per second (real time).
@@ -171,7 +172,7 @@ func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extr
 	events := []string{"vmscan:mm_vmscan_memcg_reclaim_begin", "vmscan:mm_vmscan_memcg_reclaim_end"}
 	ready := filepath.Join(dir, "size-ready")
 	nt, err := startProc("numatrace record", filepath.Join(dir, "size-ntr.log"), nil,
-		c.numatrace, "record", "-o", ntr, "--cgroup", w.cg.dir, "--ready-file", ready, "--duration", "10m")
+		c.numatrace, "record", "-o", ntr, "--ready-file", ready, "--duration", "10m")
 	if err != nil {
 		return err
 	}
@@ -184,16 +185,29 @@ func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extr
 		return err
 	}
 	defer pf.stop(syscall.SIGKILL, 0)
-	tc, err := startProc("trace-cmd", tdat+".log", nil, "trace-cmd", "record", "-q", "-o", tdat, "-e", events[0], "-e", events[1])
-	if err != nil {
-		return err
+	// trace-cmd needs to switch ftrace on, which some machines refuse
+	// (this VM: EPERM on kernel.ftrace_enabled); then its row says why.
+	var tc *proc
+	tcWhy := ""
+	if out, err := runFg(ctx, "trace-cmd", "record", "-q", "-o", tdat, "-e", events[0], "true"); err != nil {
+		tcWhy = strings.TrimSpace(strings.ReplaceAll(out+" "+err.Error(), "\n", " "))
+	} else {
+		os.Remove(tdat)
+		if tc, err = startProc("trace-cmd", tdat+".log", nil, "trace-cmd", "record", "-q", "-o", tdat, "-e", events[0], "-e", events[1]); err != nil {
+			return err
+		}
+		defer tc.stop(syscall.SIGKILL, 0)
 	}
-	defer tc.stop(syscall.SIGKILL, 0)
-	time.Sleep(2 * time.Second) // trace-cmd has no ready signal either
+	if tc != nil {
+		time.Sleep(2 * time.Second) // trace-cmd has no ready signal either
+	}
 	if _, err := w.memcg(ctx); err != nil {
 		return err
 	}
 	for _, p := range []*proc{nt, pf, tc} {
+		if p == nil {
+			continue
+		}
 		if err := p.stop(syscall.SIGINT, 60*time.Second); err != nil {
 			return fmt.Errorf("%s: %w\n%s", p.name, err, logTail(p.log))
 		}
@@ -220,11 +234,17 @@ func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extr
 	if err != nil {
 		return err
 	}
-	tcStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "trace-cmd", "report", "-i", tdat)
-	if err != nil {
-		return err
+	sizes := []recSize{{tool: "numatrace record", bytes: size(ntr), stalls: ntStalls}, {tool: "perf record", bytes: size(pdata), stalls: perfStalls}}
+	if tc != nil {
+		tcStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "trace-cmd", "report", "-i", tdat)
+		if err != nil {
+			return err
+		}
+		sizes = append(sizes, recSize{tool: "trace-cmd record", bytes: size(tdat), stalls: tcStalls})
+	} else {
+		sizes = append(sizes, recSize{tool: "trace-cmd record", why: tcWhy})
 	}
-	for _, r := range []recSize{{"numatrace record", size(ntr), ntStalls}, {"perf record", size(pdata), perfStalls}, {"trace-cmd record", size(tdat), tcStalls}} {
+	for _, r := range sizes {
 		ex.recSizes = append(ex.recSizes, r)
 		logf("recording size: %s %d bytes for %d stalls", r.tool, r.bytes, r.stalls)
 	}
