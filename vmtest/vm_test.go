@@ -221,10 +221,13 @@ func checkMisplaced(t *testing.T, k Kernel, r *result) {
 	if share(r.Workload.Pages, "N1") < 0.5 {
 		t.Errorf("NUMA balancing moved too little to node 1: %v", r.Workload.Pages)
 	}
+	// Whether NUMA balancing moves (or fails to move) the pinned workload
+	// thread itself varies from run to run under emulation (0 to 17 seen):
+	// the probe must see task moves, not necessarily that thread's.
 	moves, moved := r.sum("numa_task_move")
 	t.Logf("numa_task_move: %d on the workload thread, %d in all", moved.Count, moves.Count)
-	if moved.Count == 0 {
-		t.Error("no numa_task_move on the workload thread")
+	if moves.Count == 0 {
+		t.Error("no numa_task_move at all while NUMA balancing ran")
 	}
 	if !probeAttached(k, "numa_migration") {
 		t.Logf("numa_migration: %s", lacks[k.Name]["numa_migration"])
@@ -317,9 +320,10 @@ func checkTHP(t *testing.T, k Kernel, r *result) {
 	if stalls == 0 {
 		t.Fatalf("the guest did no direct compaction (compact_stall did not move); AnonHugePages %v", r.Workload.Extra["anon_huge"])
 	}
-	// One count per attempt that compacted a zone: what compact_stall counts.
-	// These counts are small (12-33 per run), and one run in four under
-	// emulation was 2 apart (16 vs 14); that case is logged, not failed.
+	// One count per attempt that compacted a zone (the stream's first pass
+	// of each): what compact_stall counts. Counting every pass instead had
+	// numatrace ahead by the multi-zone attempts (34 vs 31, 130 vs 108).
+	// The windows differ by numatrace's start-up, so 2 apart is logged.
 	if d := all.Count - stalls; !within5(all.Count, stalls) && (d > 2 || d < -2) {
 		agree(t, "compaction attempts vs compact_stall", all.Count, stalls)
 	} else {

@@ -3,8 +3,23 @@ package main
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 )
+
+// medianOf is the middle value (the mean of the two middle ones): one
+// noisy round moves it less than the mean.
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	w := append([]float64(nil), v...)
+	sort.Float64s(w)
+	if len(w)%2 == 1 {
+		return w[len(w)/2]
+	}
+	return (w[len(w)/2-1] + w[len(w)/2]) / 2
+}
 
 func mean(v []float64) float64 {
 	if len(v) == 0 {
@@ -24,7 +39,7 @@ func (ex *extra) write(path string) error {
 	p("")
 	p("## Cost to the workload")
 	p("")
-	p("Throughput of each workload with nothing attached (baseline), numatrace (system-wide, defaults), the bpftrace script and `perf record -a` on the same tracepoints (%s). Phases rotate over %d rounds; BPF stats are off here. The ratio is the mean over rounds of the workload's throughput against the baseline of the same round (target ≥ 0.99 for numatrace).", strings.Join(perfEvents, ", "), len(ex.throughput["baseline"][thrAffinity]))
+	p("Throughput of each workload with nothing attached (baseline), numatrace (system-wide, defaults), the bpftrace script and `perf record -a` on the same tracepoints (%s). Phases rotate over %d rounds; BPF stats are off here. The ratio is the median over rounds of the workload's throughput against the baseline of the same round (target ≥ 0.99 for numatrace); throughputs are means.", strings.Join(perfEvents, ", "), len(ex.throughput["baseline"][thrAffinity]))
 	p("")
 	p("| workload | unit | baseline | numatrace | ratio | bpftrace | ratio | perf record | ratio | numatrace per round | target | result |")
 	p("|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|")
@@ -41,9 +56,9 @@ func (ex *extra) write(path string) error {
 					ratios = append(ratios, v[i]/base[i])
 				}
 			}
-			row += fmt.Sprintf(" | %.0f | %.3f", mean(v), mean(ratios))
+			row += fmt.Sprintf(" | %.0f | %.3f", mean(v), medianOf(ratios))
 			if cfg == "numatrace" {
-				ntRatio = mean(ratios)
+				ntRatio = medianOf(ratios)
 				for _, r := range ratios {
 					perRound = append(perRound, fmt.Sprintf("%.3f", r))
 				}

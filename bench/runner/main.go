@@ -63,7 +63,7 @@ func main() {
 	flag.IntVar(&c.attachRuns, "attach-runs", 5, "attach-time runs (the median is reported)")
 	flag.StringVar(&c.cgroupName, "cgroup", "nt-bench", "memory cgroup to create for the memcg workload")
 	flag.StringVar(&c.threads, "threads", "", "bench/threads binary")
-	flag.IntVar(&c.overheadRounds, "overhead-rounds", 3, "rounds of the throughput comparison")
+	flag.IntVar(&c.overheadRounds, "overhead-rounds", 5, "rounds of the throughput comparison")
 	flag.DurationVar(&c.stressDur, "stress-duration", 3*time.Second, "stress-ng run per stressor and phase")
 	flag.IntVar(&c.rssThreads, "rss-threads", 10000, "threads tracked for the memory figure")
 	flag.BoolVar(&c.onlyExtra, "only-extra", false, "skip the per-program rounds (to try the other measurements; the report is then incomplete)")

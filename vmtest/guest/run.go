@@ -293,6 +293,7 @@ func digest(path string) ([]*stallAgg, any, error) {
 			Move    string `json:"move"`
 			SrcNode int    `json:"src_node"`
 			DstNode int    `json:"dst_node"`
+			Pass    int    `json:"pass"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return nil, nil, fmt.Errorf("numatrace output: %v", err)
@@ -308,7 +309,11 @@ func digest(path string) ([]*stallAgg, any, error) {
 				aggs[key] = a
 				order = append(order, key)
 			}
-			a.Count++
+			// A compaction attempt streams one line per zone pass; it is
+			// one stall, as compact_stall counts it.
+			if l.Cause != "compaction" || l.Pass <= 1 {
+				a.Count++
+			}
 			a.TotalNs += l.DurNs
 			a.Pages += l.Pages
 			if l.Reason != "" {
