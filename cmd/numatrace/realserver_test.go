@@ -4,7 +4,7 @@ package main
 // a cgroup v1 memory cgroup under an open-loop load generator, with a
 // memory hog in the same cgroup on a schedule. numatrace must flag the
 // spike windows and charge them to memcg_reclaim in redis's thread; with
-// the hog off it must find no spikes and charge nothing.
+// the hog off it must charge nothing and blame no cause.
 //
 // How the hog hurts redis, and only through memory: redis (and the load
 // generator) run on CPU 0, the hog on CPU 1. The hog writes dirty page
@@ -299,15 +299,36 @@ func TestRealServerQuietWithoutTheHog(t *testing.T) {
 	if run.Correlation.Windows < 30 {
 		t.Errorf("only %d windows had latency samples", run.Correlation.Windows)
 	}
+	// Nothing may be charged to memory management. This shared VM also
+	// delays the server now and then with nothing stalled in the kernel
+	// (p99 of 6-15 ms in 2 of about 10 runs, with nothing else of ours
+	// running); such a spike must carry no stall time, and the report must
+	// say that no cause explains it. More than a few of them means the
+	// machine is too noisy for this test to mean anything.
 	for _, sp := range run.Spikes {
-		t.Errorf("spike with the hog off: %s", sp.Verdict)
+		for _, c := range sp.Causes {
+			if c.StallNs > 0 {
+				t.Errorf("spike with the hog off charged to %s: %s", c.Cause, sp.Verdict)
+			}
+		}
+		t.Logf("spike with the hog off, no stall in it: %s", sp.Verdict)
+	}
+	if len(run.Spikes) > run.Correlation.Windows/10 {
+		t.Errorf("%d spikes in %d windows with the hog off: the machine is too noisy", len(run.Spikes), run.Correlation.Windows)
+	}
+	if len(run.Correlation.ExplainedBy) > 0 {
+		t.Errorf("with the hog off, the report blames %v: %s", run.Correlation.ExplainedBy, run.Correlation.Conclusion)
 	}
 	for _, th := range run.Threads {
 		if n := th.Stalls["memcg_reclaim"].Count; n > 0 {
 			t.Errorf("tid %d charged %d memcg_reclaim stalls with the hog off", th.TID, n)
 		}
 	}
-	if !strings.Contains(run.report, "No latency spikes") {
-		t.Errorf("the text report does not say there were no spikes:\n%s", run.report)
+	want := "No latency spikes"
+	if len(run.Spikes) > 0 {
+		want = "no stall cause explains them"
+	}
+	if !strings.Contains(run.report, want) {
+		t.Errorf("the text report does not say %q:\n%s", want, run.report)
 	}
 }
