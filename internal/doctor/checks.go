@@ -17,17 +17,14 @@ func persistSysctl(key string, v any) string {
 	return fmt.Sprintf("echo '%s = %v' >> %s && sysctl --system", key, v, sysctlFile)
 }
 
+// nodeList is "0,1": the set's nodes in order.
 func nodeList(set map[int]bool) string {
 	var ns []int
 	for n := range set {
 		ns = append(ns, n)
 	}
 	sort.Ints(ns)
-	var s []string
-	for _, n := range ns {
-		s = append(s, fmt.Sprint(n))
-	}
-	return strings.Join(s, ",")
+	return joinInts(ns, ",")
 }
 
 // 1. zone_reclaim_mode on a multi-node machine.
@@ -169,7 +166,7 @@ func checkBinding(m *machine, p *process, interval time.Duration) ([]Finding, st
 		out = append(out, Finding{Severity: Crit,
 			Title: fmt.Sprintf("pid %d runs on node(s) %s but may only allocate on node(s) %s: every access is remote", p.pid, nodeList(p.cpuNodes), nodeList(mems)),
 			Evidence: []string{ev("/proc/"+fmt.Sprint(p.pid)+"/status Cpus_allowed_list", p.cpus), memsWhy,
-				ev("pages per node", p.pagesOn())},
+				ev("pages per node", pagesList(p.pagesOn()))},
 			Why:      "This is the \"numactl --cpunodebind=0 --membind=1\" mistake (or a cpuset with cpus and mems on different nodes): all of the process's memory is remote.",
 			TradeOff: "None worth keeping: bind memory to the nodes the CPUs are on.",
 			Fix:      fmt.Sprintf("restart it under numactl --cpunodebind=%s --membind=%s, or set the cpuset's cpuset.mems to %s", nodeList(p.cpuNodes), nodeList(p.cpuNodes), nodeList(p.cpuNodes)),
@@ -178,7 +175,7 @@ func checkBinding(m *machine, p *process, interval time.Duration) ([]Finding, st
 		out = append(out, Finding{Severity: Warn,
 			Title: fmt.Sprintf("%.0f%% of pid %d's pages are on nodes its CPUs are not on", share*100, p.pid),
 			Evidence: []string{ev("Cpus_allowed_list nodes", nodeList(p.cpuNodes)), ev("remote pages", fmt.Sprintf("%d of %d", remote, total)),
-				ev("pages per node", p.pagesOn())},
+				ev("pages per node", pagesList(p.pagesOn()))},
 			Why:      "The memory was placed before the CPU binding (or by another node's first touch): remote accesses cost latency and interconnect bandwidth.",
 			TradeOff: "Migrating it (migratepages) costs a one-off stall; leaving it costs every access.",
 			Fix:      fmt.Sprintf("migratepages %d all %s", p.pid, nodeList(p.cpuNodes)),
@@ -393,7 +390,7 @@ func checkIRQs(m *machine, p *process, _ time.Duration) ([]Finding, string) {
 			Evidence: e,
 			Why:      "Packets are received into memory and processed on the CPU that takes the interrupt; when that is another node than the consuming threads, every packet crosses the interconnect twice and the socket buffers are remote.",
 			TradeOff: "Pinning IRQs by hand means irqbalance must leave them alone; with several busy services on different nodes, pick the node of the NIC.",
-			Fix:      fmt.Sprintf("for i in %s; do echo %s > /proc/irq/$i/smp_affinity_list; done", joinInts(n.irqs), cpuList(m, want)),
+			Fix:      fmt.Sprintf("for i in %s; do echo %s > /proc/irq/$i/smp_affinity_list; done", joinInts(n.irqs, " "), cpuList(m, want)),
 			Persist:  "IRQBALANCE_BANNED_CPULIST= in /etc/default/irqbalance, or a systemd unit that sets the affinity at boot"}
 		if m.irqbalance {
 			f.TradeOff += " irqbalance is running and will move them back unless told not to."
@@ -403,25 +400,36 @@ func checkIRQs(m *machine, p *process, _ time.Duration) ([]Finding, string) {
 	return out, ""
 }
 
-func joinInts(v []int) string {
+func joinInts(v []int, sep string) string {
 	var s []string
 	for _, x := range v {
 		s = append(s, fmt.Sprint(x))
 	}
+	return strings.Join(s, sep)
+}
+
+// pagesList is "N0=536 N1=16950" (4 KiB pages), nodes in order.
+func pagesList(byNode map[int]int64) string {
+	var ns []int
+	for n := range byNode {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	var s []string
+	for _, n := range ns {
+		s = append(s, fmt.Sprintf("N%d=%d", n, byNode[n]))
+	}
 	return strings.Join(s, " ")
 }
 
+// cpuList is "0,1,2": the CPUs of the nodes, in order.
 func cpuList(m *machine, nodes map[int]bool) string {
 	var cpus []int
 	for n := range nodes {
 		cpus = append(cpus, m.nodeCPUs[n]...)
 	}
 	sort.Ints(cpus)
-	var s []string
-	for _, c := range cpus {
-		s = append(s, fmt.Sprint(c))
-	}
-	return strings.Join(s, ",")
+	return joinInts(cpus, ",")
 }
 
 // 10. Inside a container the knobs are the host's.
