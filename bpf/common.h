@@ -22,6 +22,8 @@ const volatile __u32 cfg_filter_mode = FILTER_NONE;
 const volatile __u32 cfg_filter_tid = 0;
 /* numatrace itself, left out of system-wide traces. */
 const volatile __u32 cfg_self_tgid = 0;
+/* --cgroup: the kernfs id (inode) of the target directory, 0 if none. */
+const volatile __u64 cfg_target_cgroup = 0;
 /* More than one NUMA node: only then can a migration cross nodes. */
 const volatile __u32 cfg_multi_node = 0;
 /* Migration totals come from the migrations iterator (task_migrate), not task_migrate_count. */

@@ -122,6 +122,39 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/*
+ * cgroup_attach_task(dst_cgrp, path, task, threadgroup): a process moved
+ * into the --cgroup target (or a cgroup below it) is traced from its next
+ * event on, not from the next rescan of cgroup.procs.
+ */
+SEC("raw_tp/cgroup_attach_task")
+int follow_attach(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct cgroup *cg = (void *)ctx->args[0];
+	struct task_struct *task = (void *)ctx->args[2];
+	__u8 one = 1;
+
+	if (!cfg_target_cgroup)
+		return 0;
+	/* Up the cgroup tree through each cgroup's own css (kernfs_node's
+	 * parent field was renamed in 6.13; the css parent is stable). */
+	for (int depth = 0; depth < 32 && cg; depth++) {
+		if (BPF_CORE_READ(cg, kn, id) == cfg_target_cgroup) {
+			__u32 tgid = BPF_CORE_READ(task, tgid);
+
+			if (bpf_map_update_elem(&target_tgids, &tgid, &one, BPF_ANY))
+				counter_add(COUNTER_TARGETS_FULL, 1);
+			return 0;
+		}
+		struct cgroup_subsys_state *parent = BPF_CORE_READ(cg, self.parent);
+
+		if (!parent)
+			return 0;
+		cg = BPF_CORE_READ(parent, cgroup);
+	}
+	return 0;
+}
+
 /* sched_process_fork(parent, child): a traced process's children are traced. */
 SEC("raw_tp/sched_process_fork")
 int follow_fork(struct bpf_raw_tracepoint_args *ctx)

@@ -240,6 +240,11 @@ func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		cfg.Filter, cfg.PIDs, cfg.FollowForks = tracer.FilterPIDs, pids, true
+		var st unix.Stat_t
+		if err := unix.Stat(tgt.Path, &st); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("%s: %w", tgt.Path, err)}
+		}
+		cfg.CgroupID = st.Ino
 	}
 	tr, err := tracer.Open(cfg)
 	if err != nil {

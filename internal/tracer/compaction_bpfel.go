@@ -82,6 +82,7 @@ const (
 	compactionVarCfgMinStallNs      = "cfg_min_stall_ns"
 	compactionVarCfgMultiNode       = "cfg_multi_node"
 	compactionVarCfgSelfTgid        = "cfg_self_tgid"
+	compactionVarCfgTargetCgroup    = "cfg_target_cgroup"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 )
 
@@ -150,14 +151,15 @@ type compactionMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionVariableSpecs struct {
-	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // compactionObjects contains all objects after they have been loaded into the kernel.
@@ -205,14 +207,15 @@ func (m *compactionMaps) Close() error {
 //
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionVariables struct {
-	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // compactionPrograms contains all programs after they have been loaded into the kernel.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -407,4 +408,48 @@ func twoNodesIfTwoCPUs(topo *topology.Topology) *topology.Topology {
 		return twoNodes()
 	}
 	return topo
+}
+
+// A process moved into the --cgroup target (here into a cgroup below it)
+// joins the target set in the kernel, at once: its reclaim from the first
+// page on is charged, with no rescan of cgroup.procs.
+func TestFollowMovesIntoTheCgroup(t *testing.T) {
+	wl := testutil.StartMemcgWorkload(t, "numatrace-test-move", false) // for its cgroup; its reader never runs
+	child := filepath.Join(wl.Cgroup, "inner")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(child) })
+	os.WriteFile(filepath.Join(child, "memory.limit_in_bytes"), []byte(strconv.Itoa(64<<20)), 0o644)
+	var st unix.Stat_t
+	if err := unix.Stat(wl.Cgroup, &st); err != nil {
+		t.Fatal(err)
+	}
+	topo, _ := topology.Read("/sys")
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(wl.PID())}, FollowForks: true, CgroupID: st.Ino, Topology: topo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	testutil.DropCaches(t)
+	// Started outside the cgroup, it moves itself in, then reads.
+	cmd := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec cat %s > /dev/null", child, testutil.BigFile(t)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	var n uint64
+	for _, th := range snap.Threads {
+		if th.PID == pid && th.Hists[stall.MemcgReclaim] != nil {
+			n += th.Hists[stall.MemcgReclaim].Count
+		}
+	}
+	if n < 50 {
+		t.Fatalf("the moved process has %d memcg_reclaim stalls; it was not followed", n)
+	}
+	t.Logf("the process moved into the cgroup: %d memcg_reclaim stalls", n)
 }

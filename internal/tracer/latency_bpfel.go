@@ -82,6 +82,7 @@ const (
 	latencyVarCfgMinStallNs   = "cfg_min_stall_ns"
 	latencyVarCfgMultiNode    = "cfg_multi_node"
 	latencyVarCfgSelfTgid     = "cfg_self_tgid"
+	latencyVarCfgTargetCgroup = "cfg_target_cgroup"
 	latencyVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
 
@@ -150,14 +151,15 @@ type latencyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyVariableSpecs struct {
-	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // latencyObjects contains all objects after they have been loaded into the kernel.
@@ -209,14 +211,15 @@ func (m *latencyMaps) Close() error {
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyVariables struct {
-	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // latencyPrograms contains all programs after they have been loaded into the kernel.

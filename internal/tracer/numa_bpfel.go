@@ -84,6 +84,7 @@ const (
 	numaVarCfgMinStallNs   = "cfg_min_stall_ns"
 	numaVarCfgMultiNode    = "cfg_multi_node"
 	numaVarCfgSelfTgid     = "cfg_self_tgid"
+	numaVarCfgTargetCgroup = "cfg_target_cgroup"
 	numaVarCfgWakeupBytes  = "cfg_wakeup_bytes"
 )
 
@@ -154,14 +155,15 @@ type numaMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaVariableSpecs struct {
-	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // numaObjects contains all objects after they have been loaded into the kernel.
@@ -209,14 +211,15 @@ func (m *numaMaps) Close() error {
 //
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaVariables struct {
-	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // numaPrograms contains all programs after they have been loaded into the kernel.

@@ -123,7 +123,10 @@ var probeDefs = []probeDef{
 		hooks:       []hook{{"sched_process_exit", one("thread_exit", 0, nil)}}},
 	{name: "cgroup_fork", object: objSched, cgroupOnly: true,
 		description: "follows new processes of a --cgroup target",
-		hooks:       []hook{{"sched_process_fork", one("follow_fork", 2, nil)}}},
+		hooks: []hook{
+			{"sched_process_fork", one("follow_fork", 2, nil)},
+			{"cgroup_attach_task", one("follow_attach", 4, map[int]string{0: "dst_cgrp", 2: "task"})},
+		}},
 }
 
 // pick chooses the program variant matching the kernel's signature.

@@ -87,6 +87,7 @@ const (
 	reclaimVarCfgMinStallNs        = "cfg_min_stall_ns"
 	reclaimVarCfgMultiNode         = "cfg_multi_node"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
+	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 )
 
@@ -160,14 +161,15 @@ type reclaimMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reclaimVariableSpecs struct {
-	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // reclaimObjects contains all objects after they have been loaded into the kernel.
@@ -215,14 +217,15 @@ func (m *reclaimMaps) Close() error {
 //
 // It can be passed to loadReclaimObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reclaimVariables struct {
-	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // reclaimPrograms contains all programs after they have been loaded into the kernel.

@@ -71,6 +71,7 @@ const (
 	schedMapPendings          = "pendings"
 	schedMapTargetTgids       = "target_tgids"
 	schedMapThreadCountsMap   = "thread_counts_map"
+	schedProgFollowAttach     = "follow_attach"
 	schedProgFollowFork       = "follow_fork"
 	schedProgMigrationsDump   = "migrations_dump"
 	schedProgTaskMigrate      = "task_migrate"
@@ -83,6 +84,7 @@ const (
 	schedVarCfgMinStallNs     = "cfg_min_stall_ns"
 	schedVarCfgMultiNode      = "cfg_multi_node"
 	schedVarCfgSelfTgid       = "cfg_self_tgid"
+	schedVarCfgTargetCgroup   = "cfg_target_cgroup"
 	schedVarCfgWakeupBytes    = "cfg_wakeup_bytes"
 )
 
@@ -128,6 +130,7 @@ type schedSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedProgramSpecs struct {
+	FollowAttach     *ebpf.ProgramSpec `ebpf:"follow_attach"`
 	FollowFork       *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.ProgramSpec `ebpf:"migrations_dump"`
 	TaskMigrate      *ebpf.ProgramSpec `ebpf:"task_migrate"`
@@ -152,14 +155,15 @@ type schedMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
-	CfgFilterMode  *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // schedObjects contains all objects after they have been loaded into the kernel.
@@ -207,20 +211,22 @@ func (m *schedMaps) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
-	CfgFilterMode  *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid   *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter    *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs  *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs  *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode   *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid    *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // schedPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedPrograms struct {
+	FollowAttach     *ebpf.Program `ebpf:"follow_attach"`
 	FollowFork       *ebpf.Program `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.Program `ebpf:"migrations_dump"`
 	TaskMigrate      *ebpf.Program `ebpf:"task_migrate"`
@@ -230,6 +236,7 @@ type schedPrograms struct {
 
 func (p *schedPrograms) Close() error {
 	return _SchedClose(
+		p.FollowAttach,
 		p.FollowFork,
 		p.MigrationsDump,
 		p.TaskMigrate,

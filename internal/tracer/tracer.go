@@ -34,6 +34,9 @@ type Config struct {
 	PIDs        []uint32 // FilterPIDs: initial processes
 	TID         uint32   // FilterTID
 	FollowForks bool     // FilterPIDs: add new child processes in the kernel (--cgroup)
+	// CgroupID, with FollowForks, is the inode of the --cgroup directory:
+	// processes moved into it (or below it) are added in the kernel too.
+	CgroupID uint64
 
 	// MinEventNs drops shorter stalls from the stream (they still count in
 	// the histograms). Zero entries stream everything.
@@ -235,14 +238,15 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		multi = 1
 	}
 	set := map[string]any{
-		"cfg_multi_node":   multi,
-		"cfg_migr_iter":    uint32(1),
-		"cfg_wakeup_bytes": uint64(ring / 8),
-		"cfg_filter_mode":  uint32(mode),
-		"cfg_filter_tid":   cfg.TID,
-		"cfg_self_tgid":    selfTgid(cfg),
-		"cfg_min_event_ns": cfg.MinEventNs,
-		"cfg_min_stall_ns": cfg.MinStallNs,
+		"cfg_multi_node":    multi,
+		"cfg_target_cgroup": cfg.CgroupID,
+		"cfg_migr_iter":     uint32(1),
+		"cfg_wakeup_bytes":  uint64(ring / 8),
+		"cfg_filter_mode":   uint32(mode),
+		"cfg_filter_tid":    cfg.TID,
+		"cfg_self_tgid":     selfTgid(cfg),
+		"cfg_min_event_ns":  cfg.MinEventNs,
+		"cfg_min_stall_ns":  cfg.MinStallNs,
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]

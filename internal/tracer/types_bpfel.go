@@ -180,6 +180,7 @@ const (
 	typesVarCfgMinStallNs      = "cfg_min_stall_ns"
 	typesVarCfgMultiNode       = "cfg_multi_node"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
+	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	typesVarUnusedCause        = "unused_cause"
 	typesVarUnusedCounter      = "unused_counter"
@@ -262,6 +263,7 @@ type typesVariableSpecs struct {
 	CfgMinStallNs      *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
@@ -328,6 +330,7 @@ type typesVariables struct {
 	CfgMinStallNs      *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.Variable `ebpf:"cfg_multi_node"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
