@@ -630,7 +630,9 @@ func (m *Model) systemView() []string {
 		lines = append(lines, styleDim.Render("  no findings recorded (run `numatrace doctor`)"))
 	}
 	for _, fd := range f.Info.Findings {
-		lines = append(lines, wrap("  "+fd, m.width)...)
+		for _, l := range wrap(fd, m.width-2) {
+			lines = append(lines, "  "+l)
+		}
 	}
 	avail := m.height - 3
 	m.scroll = min(m.scroll, max(0, len(lines)-avail))
