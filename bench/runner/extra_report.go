@@ -3,23 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 )
-
-// medianOf is the middle value (the mean of the two middle ones): one
-// noisy round moves it less than the mean.
-func medianOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	w := append([]float64(nil), v...)
-	sort.Float64s(w)
-	if len(w)%2 == 1 {
-		return w[len(w)/2]
-	}
-	return (w[len(w)/2-1] + w[len(w)/2]) / 2
-}
 
 func mean(v []float64) float64 {
 	if len(v) == 0 {
@@ -56,9 +41,9 @@ func (ex *extra) write(path string) error {
 					ratios = append(ratios, v[i]/base[i])
 				}
 			}
-			row += fmt.Sprintf(" | %.0f | %.3f", mean(v), medianOf(ratios))
+			row += fmt.Sprintf(" | %.0f | %.3f", mean(v), median(ratios))
 			if cfg == "numatrace" {
-				ntRatio = medianOf(ratios)
+				ntRatio = median(ratios)
 				for _, r := range ratios {
 					perRound = append(perRound, fmt.Sprintf("%.3f", r))
 				}

@@ -301,8 +301,8 @@ func (r *results) write(path string) []string {
 	return problems
 }
 
-// rateRange is the min–max of count/seconds over the phases that ran wl.
-func (r *results) rateRange(wl string) string {
+// noteValues is f of every run of workload wl that took time.
+func (r *results) noteValues(wl string, f func(workloadNote) float64) []float64 {
 	var v []float64
 	for k, ns := range r.notes {
 		if k[1] != wl {
@@ -310,25 +310,20 @@ func (r *results) rateRange(wl string) string {
 		}
 		for _, n := range ns {
 			if n.seconds > 0 {
-				v = append(v, float64(n.count)/n.seconds)
+				v = append(v, f(n))
 			}
 		}
 	}
-	return floatRange(v)
+	return v
+}
+
+// rateRange is the min–max of count/seconds over the phases that ran wl.
+func (r *results) rateRange(wl string) string {
+	return floatRange(r.noteValues(wl, func(n workloadNote) float64 { return float64(n.count) / n.seconds }))
 }
 
 func (r *results) secondsRange(wl string) string {
-	var v []float64
-	for k, ns := range r.notes {
-		if k[1] != wl {
-			continue
-		}
-		for _, n := range ns {
-			if n.seconds > 0 {
-				v = append(v, n.seconds)
-			}
-		}
-	}
+	v := r.noteValues(wl, func(n workloadNote) float64 { return n.seconds })
 	if len(v) == 0 {
 		return "—"
 	}
@@ -365,11 +360,13 @@ func floatRange(v []float64) string {
 	return lo + "–" + hi
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
+// median is the middle value (the mean of the two middle ones): one noisy
+// round moves it less than the mean.
+func median[T time.Duration | float64](v []T) T {
+	if len(v) == 0 {
 		return 0
 	}
-	s := append([]time.Duration(nil), ds...)
+	s := append([]T(nil), v...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	if len(s)%2 == 1 {
 		return s[len(s)/2]

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/procsnap"
@@ -339,13 +340,19 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 		opt.Correlate = correlate.Config{K: f.spikeK, FloorNs: uint64(f.spikeFloor),
 			WallAt: func(mono uint64) time.Time { return started.Add(time.Duration(mono - opt.StartNs)) }}
 	}
-	rec, err := newRecording(tr, tgt, topo, f, started, opt.StartNs, &opt, stderr)
+	useTUI := !f.noTUI && !f.asJSON && !f.quiet && onTerminal(stdout)
+	// Doctor reads the machine once, for the recording and the view.
+	var doc *doctor.Report
+	if f.recordTo != "" || useTUI {
+		doc = startDoctor(tgt)
+	}
+	rec, err := newRecording(tr, tgt, topo, f, started, opt.StartNs, &opt, doc, stderr)
 	if err != nil {
 		return err
 	}
 	var res *session.Result
-	if !f.noTUI && !f.asJSON && !f.quiet && onTerminal(stdout) {
-		res, err = traceTUI(ctx, rd, tr, tgt, topo, f, opt, started, stdout)
+	if useTUI {
+		res, err = traceTUI(ctx, rd, tr, tgt, topo, f, opt, started, doc, stdout)
 	} else {
 		res, err = session.Run(ctx, rd, tr.Decoder(), tr, opt)
 	}
@@ -401,7 +408,7 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 // up after tracing stops (--duration, the target exited) until the user
 // quits; quitting stops tracing. A signal quits both.
 func traceTUI(ctx context.Context, rd *ringbuf.Reader, tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology,
-	f *attachFlags, opt session.Options, started time.Time, stdout io.Writer) (*session.Result, error) {
+	f *attachFlags, opt session.Options, started time.Time, doc *doctor.Report, stdout io.Writer) (*session.Result, error) {
 	info := tui.Info{Target: tgt.String(), Kernel: kernelRelease(), Nodes: len(topo.Nodes), CPUNode: topo.CPUNode,
 		Live: true, StartNs: opt.StartNs, WindowNs: uint64(f.window), Started: started,
 		SpikeK: f.spikeK, SpikeFloorNs: uint64(f.spikeFloor)}
@@ -411,8 +418,8 @@ func traceTUI(ctx context.Context, rd *ringbuf.Reader, tr *tracer.Tracer, tgt *t
 			info.ProbesAttached++
 		}
 	}
-	if rep := startDoctor(tgt); rep != nil {
-		info.Findings = rep.Lines()
+	if doc != nil {
+		info.Findings = doc.Lines()
 	}
 	store := tui.NewStore(info, liveWindowsKept)
 	opt.Sink, opt.OnSnapshot, opt.SnapshotEvery = store, store.Snapshot, time.Second

@@ -36,7 +36,7 @@ type recording struct {
 }
 
 func recordingHeader(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *attachFlags,
-	started time.Time, startNs uint64) record.Header {
+	started time.Time, startNs uint64, doc *doctor.Report) record.Header {
 	host, _ := os.Hostname()
 	h := record.Header{Numatrace: version, Started: started, StartNs: startNs, WindowNs: uint64(f.window),
 		Target: tgt.String(), MinEventNs: map[string]uint64{}, MinStallNs: map[string]uint64{},
@@ -61,8 +61,8 @@ func recordingHeader(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topol
 	if f.latencyFile != "" || f.latencyProm != "" || f.latencyUprobe != "" {
 		h.SpikeK, h.SpikeFloorNs = f.spikeK, uint64(f.spikeFloor)
 	}
-	if rep := startDoctor(tgt); rep != nil {
-		h.Doctor, _ = json.Marshal(rep)
+	if doc != nil {
+		h.Doctor, _ = json.Marshal(doc)
 	}
 	return h
 }
@@ -107,11 +107,11 @@ func parseFlightSpec(s string) (maxBytes int, maxAge time.Duration, err error) {
 }
 
 func newRecording(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *attachFlags,
-	started time.Time, startNs uint64, opt *session.Options, stderr io.Writer) (*recording, error) {
+	started time.Time, startNs uint64, opt *session.Options, doc *doctor.Report, stderr io.Writer) (*recording, error) {
 	if f.recordTo == "" {
 		return nil, nil
 	}
-	h := recordingHeader(tr, tgt, topo, f, started, startNs)
+	h := recordingHeader(tr, tgt, topo, f, started, startNs, doc)
 	rec := &recording{path: f.recordTo}
 	if f.flight != "" {
 		maxBytes, maxAge, err := parseFlightSpec(f.flight)
