@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/numatrace/numatrace/internal/numamaps"
 	"github.com/numatrace/numatrace/internal/topology"
 )
@@ -44,12 +46,10 @@ func checkZoneReclaim(m *machine, _ *process, interval time.Duration) ([]Finding
 		TradeOff: "Off, allocations spill to a remote node: slower memory access for that data, but no reclaim stall. Only workloads partitioned " +
 			"per node that cannot tolerate remote memory benefit from it on.",
 		Fix: "sysctl -w vm.zone_reclaim_mode=0", Persist: persistSysctl("vm.zone_reclaim_mode", 0)}
-	if g := m.grew("zone_reclaim_failed"); interval > 0 {
-		f.Evidence = append(f.Evidence, ev(fmt.Sprintf("zone_reclaim_failed growth over %s", interval), g))
-		if g > 0 {
-			f.Severity = Crit
-		}
+	if interval > 0 {
+		f.Evidence = append(f.Evidence, ev(fmt.Sprintf("zone_reclaim_failed growth over %s", interval), m.grew("zone_reclaim_failed")))
 	}
+	// Any failure so far (growth included): node reclaim did not help.
 	if m.vmstat2["zone_reclaim_failed"] > 0 {
 		f.Severity = Crit
 	}
@@ -353,11 +353,13 @@ func checkIRQs(m *machine, p *process, _ time.Duration) ([]Finding, string) {
 	if len(m.nodes) < 2 {
 		return nil, ""
 	}
-	if len(m.nics) == 0 {
+	nics := readNICs(m)
+	if len(nics) == 0 {
 		return nil, "no physical network interface with MSI interrupts"
 	}
 	var out []Finding
-	for _, n := range m.nics {
+	var irqbalance, irqbalanceRead bool
+	for _, n := range nics {
 		if len(n.irqs) == 0 {
 			continue
 		}
@@ -380,8 +382,13 @@ func checkIRQs(m *machine, p *process, _ time.Duration) ([]Finding, string) {
 		if overlap || len(n.irqNodes) == 0 {
 			continue
 		}
+		// Only a finding needs to know whether irqbalance runs: that is a
+		// scan of every process.
+		if !irqbalanceRead {
+			irqbalance, irqbalanceRead = running(m, "irqbalance"), true
+		}
 		e := []string{ev("/sys/class/net/"+n.name+"/device/msi_irqs", n.irqs), ev("IRQ affinity nodes", nodeList(n.irqNodes)),
-			ev(who+" nodes", nodeList(want)), ev("irqbalance running", m.irqbalance)}
+			ev(who+" nodes", nodeList(want)), ev("irqbalance running", irqbalance)}
 		if n.node >= 0 {
 			e = append(e, ev("/sys/class/net/"+n.name+"/device/numa_node", n.node))
 		}
@@ -392,7 +399,7 @@ func checkIRQs(m *machine, p *process, _ time.Duration) ([]Finding, string) {
 			TradeOff: "Pinning IRQs by hand means irqbalance must leave them alone; with several busy services on different nodes, pick the node of the NIC.",
 			Fix:      fmt.Sprintf("for i in %s; do echo %s > /proc/irq/$i/smp_affinity_list; done", joinInts(n.irqs, " "), cpuList(m, want)),
 			Persist:  "IRQBALANCE_BANNED_CPULIST= in /etc/default/irqbalance, or a systemd unit that sets the affinity at boot"}
-		if m.irqbalance {
+		if irqbalance {
 			f.TradeOff += " irqbalance is running and will move them back unless told not to."
 		}
 		out = append(out, f)
@@ -451,32 +458,32 @@ func checkPSI(m *machine, p *process, _ time.Duration) ([]Finding, string) {
 		return nil, "/proc/pressure/memory not readable (PSI disabled: boot with psi=1)"
 	}
 	var out []Finding
-	add := func(where string, st *psiStats) {
-		if st == nil || st.some == nil {
+	add := func(where string, st *procfs.PSIStats) {
+		if st == nil || st.Some == nil {
 			return
 		}
-		e := []string{ev(where+" some avg10", st.some.Avg10), ev(where+" some avg60", st.some.Avg60)}
+		e := []string{ev(where+" some avg10", st.Some.Avg10), ev(where+" some avg60", st.Some.Avg60)}
 		sev := Info
 		switch {
-		case st.full != nil && st.full.Avg10 >= 5:
+		case st.Full != nil && st.Full.Avg10 >= 5:
 			sev = Crit
-		case st.some.Avg10 >= 10:
+		case st.Some.Avg10 >= 10:
 			sev = Warn
 		default:
 			return
 		}
-		if st.full != nil {
-			e = append(e, ev(where+" full avg10", st.full.Avg10))
+		if st.Full != nil {
+			e = append(e, ev(where+" full avg10", st.Full.Avg10))
 		}
 		out = append(out, Finding{Severity: sev,
-			Title:    fmt.Sprintf("memory pressure in %s: tasks stalled on memory %.1f%% of the last 10 s", where, st.some.Avg10),
+			Title:    fmt.Sprintf("memory pressure in %s: tasks stalled on memory %.1f%% of the last 10 s", where, st.Some.Avg10),
 			Evidence: e,
 			Why:      "PSI counts the time tasks waited for memory (reclaim, refaults, compaction). \"full\" means every non-idle task waited at once: lost throughput.",
 			TradeOff: "Raise the limit or the machine's memory, or find the stalling cause with numatrace attach.",
 			Fix:      "numatrace attach --cgroup <the group> (which cause?)",
 			Persist:  "size the group's memory limit (MemoryHigh=/MemoryMax= in its unit) to its working set"})
 	}
-	add("/proc/pressure/memory", &psiStats{m.psi.Some, m.psi.Full})
+	add("/proc/pressure/memory", m.psi)
 	if p != nil && p.cgroup != "" {
 		file := path.Join("sys/fs/cgroup", p.cgroup, "memory.pressure")
 		if st, err := readPSI(m.path(file)); err == nil {

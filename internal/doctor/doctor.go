@@ -96,15 +96,15 @@ func Run(opt Options) (*Report, error) {
 	}
 	var p *process
 	if opt.PID > 0 {
-		if p, err = readProcess(opt.Root, opt.PID, m); err != nil {
+		if p, err = readProcess(opt.PID, m); err != nil {
 			return nil, err
 		}
 	}
 	if opt.Interval > 0 {
 		opt.Sleep(opt.Interval)
-		m.second(opt.Root)
+		m.second()
 		if p != nil {
-			p.second(opt.Root)
+			p.second()
 		}
 	}
 	r := &Report{Nodes: len(m.nodes), PID: opt.PID, Interval: opt.Interval.String()}

@@ -35,10 +35,7 @@ type machine struct {
 	meminfo         procfs.Meminfo
 	zones           []procfs.Zoneinfo
 	psi             *procfs.PSIStats
-	psiErr          error
 	container       []string // why this looks like a container
-	irqbalance      bool
-	nics            []nic
 }
 
 type nic struct {
@@ -93,19 +90,15 @@ func readMachine(root string) (*machine, error) {
 	m.zones, _ = m.proc.Zoneinfo() // absent without CONFIG_NUMA's zoneinfo: the check says so
 	if psi, err := m.proc.PSIStatsForResource("memory"); err == nil {
 		m.psi = &psi
-	} else {
-		m.psiErr = err
 	}
 	m.container = containerSigns(m)
-	m.irqbalance = running(m, "irqbalance")
-	m.nics = readNICs(m)
 	return m, nil
 }
 
 // second takes the later reading of the counters that must grow.
-func (m *machine) second(root string) {
-	if snap, err := procsnap.Read(m.path("proc"), m.path("sys"), nil, 0); err == nil {
-		m.vmstat2 = snap.Vmstat
+func (m *machine) second() {
+	if vm, err := procsnap.Vmstat(m.path("proc", "vmstat")); err == nil {
+		m.vmstat2 = vm
 	}
 }
 

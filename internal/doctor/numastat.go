@@ -28,22 +28,15 @@ func numastat(m *machine, p *process) *Numastat {
 	if len(ns.Nodes) == 0 {
 		ns.Nodes = []int{0}
 	}
-	for k, byNode := range kindPages(p.maps) {
+	byKind := kindPages(p.maps)
+	for k := numamaps.Kind(0); k < numamaps.NumKinds; k++ {
 		row := map[string]float64{}
 		for _, n := range ns.Nodes {
-			row[fmt.Sprintf("N%d", n)] = float64(byNode[n]) / pagesPerMiB
-			ns.Total[fmt.Sprintf("N%d", n)] += float64(byNode[n]) / pagesPerMiB
+			mib := float64(byKind[k][n]) / pagesPerMiB // a kind with no pages reads 0
+			row[fmt.Sprintf("N%d", n)] = mib
+			ns.Total[fmt.Sprintf("N%d", n)] += mib
 		}
 		ns.Rows[k.String()] = row
-	}
-	for k := numamaps.Kind(0); k < numamaps.NumKinds; k++ {
-		if ns.Rows[k.String()] == nil {
-			row := map[string]float64{}
-			for _, n := range ns.Nodes {
-				row[fmt.Sprintf("N%d", n)] = 0
-			}
-			ns.Rows[k.String()] = row
-		}
 	}
 	ns.Remote, _, _ = p.remoteShare()
 	for n := range p.cpuNodes {

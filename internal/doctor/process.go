@@ -16,6 +16,7 @@ import (
 
 // process is what doctor reads about --pid.
 type process struct {
+	proc       procfs.Proc
 	pid        int
 	comm       string
 	threads    int
@@ -31,12 +32,12 @@ type process struct {
 // ErrNoProcess is returned for a PID that does not exist.
 var ErrNoProcess = errors.New("no such process")
 
-func readProcess(root string, pid int, m *machine) (*process, error) {
+func readProcess(pid int, m *machine) (*process, error) {
 	pr, err := m.proc.Proc(pid)
 	if err != nil {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, ErrNoProcess)
 	}
-	p := &process{pid: pid, cpuNodes: map[int]bool{}}
+	p := &process{proc: pr, pid: pid, cpuNodes: map[int]bool{}}
 	if p.comm, err = pr.Comm(); err != nil {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, err)
 	}
@@ -79,15 +80,9 @@ func readProcess(root string, pid int, m *machine) (*process, error) {
 	return p, nil
 }
 
-func (p *process) second(root string) {
-	pr, err := procfs.NewFS(root + "/proc")
-	if err != nil {
-		return
-	}
-	if proc, err := pr.Proc(p.pid); err == nil {
-		if stat, err := proc.Stat(); err == nil {
-			p.cpuSecond2 = stat.CPUTime()
-		}
+func (p *process) second() {
+	if stat, err := p.proc.Stat(); err == nil {
+		p.cpuSecond2 = stat.CPUTime()
 	}
 }
 

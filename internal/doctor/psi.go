@@ -9,20 +9,18 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-type psiStats struct{ some, full *procfs.PSILine }
-
 // readPSI parses a cgroup's memory.pressure. procfs parses only
 // /proc/pressure/*; the format is the same:
 //
 //	some avg10=0.00 avg60=0.00 avg300=0.00 total=0
 //	full avg10=0.00 avg60=0.00 avg300=0.00 total=0
-func readPSI(path string) (*psiStats, error) {
+func readPSI(path string) (*procfs.PSIStats, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st := &psiStats{}
+	st := &procfs.PSIStats{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var l procfs.PSILine
@@ -32,9 +30,9 @@ func readPSI(path string) (*psiStats, error) {
 		}
 		switch strings.TrimSpace(kind) {
 		case "some":
-			st.some = &l
+			st.Some = &l
 		case "full":
-			st.full = &l
+			st.Full = &l
 		}
 	}
 	return st, sc.Err()

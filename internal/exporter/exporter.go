@@ -5,8 +5,6 @@
 package exporter
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
@@ -31,13 +29,10 @@ type Exporter struct {
 	stalls   *prometheus.HistogramVec
 	moves    *prometheus.CounterVec
 	lost     prometheus.Counter
-	lostSeen uint64
 	folded   prometheus.CounterFunc
 	values   prometheus.GaugeFunc
 	probes   *prometheus.GaugeVec
 	findings *prometheus.GaugeVec
-
-	mu sync.Mutex // Stall and Window come from the session; findings from a timer
 }
 
 // StallBuckets are the classic buckets: 1 µs to 16 s by fours. Native
@@ -69,7 +64,7 @@ func New(cfg Config) *Exporter {
 	e.folded = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_folded_total",
 		Help: "Observations whose cgroup label was folded into \"other\" because --cgroup-limit distinct cgroups were already exported.",
-	}, func() float64 { e.labels.mu.Lock(); defer e.labels.mu.Unlock(); return float64(e.labels.Folded) })
+	}, func() float64 { return float64(e.labels.Folded()) })
 	e.values = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "numatrace_cgroup_label_values",
 		Help: "Distinct cgroup label values exported (at most --cgroup-limit).",
@@ -101,8 +96,6 @@ func (e *Exporter) SetProbe(name string, attached bool) {
 
 // SetFindings replaces the doctor findings.
 func (e *Exporter) SetFindings(fs []doctor.Finding) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.findings.Reset()
 	for _, f := range fs {
 		e.findings.WithLabelValues(f.Check, f.Severity.String(), f.Title).Set(1)

@@ -50,8 +50,8 @@ func TestLabels(t *testing.T) {
 		t.Errorf("an exited pid: %q", cg)
 	}
 	// The limit is 3 values: /redis, the docker scope, unknown. More fold.
-	if cg, _, folded := l.For(30); cg != Other || !folded || l.Folded != 1 {
-		t.Errorf("past the limit: %q folded=%v count=%d", cg, folded, l.Folded)
+	if cg, _, folded := l.For(30); cg != Other || !folded || l.Folded() != 1 {
+		t.Errorf("past the limit: %q folded=%v count=%d", cg, folded, l.Folded())
 	}
 	if cg, _, _ := l.For(10); cg != "/redis" {
 		t.Errorf("a known value after the limit: %q", cg)

@@ -1,12 +1,11 @@
 package exporter
 
 import (
-	"bufio"
-	"fmt"
-	"os"
 	"regexp"
-	"strings"
+	"slices"
 	"sync"
+
+	"github.com/prometheus/procfs"
 )
 
 // Labeller names the cgroup and container of a process, with the number
@@ -19,7 +18,7 @@ type Labeller struct {
 	mu     sync.Mutex
 	byPID  map[uint32]labels
 	seen   map[string]bool // cgroup values given out
-	Folded uint64          // observations folded into "other"
+	folded uint64          // observations folded into "other"
 }
 
 type labels struct{ cgroup, container string }
@@ -52,7 +51,7 @@ func (l *Labeller) For(pid uint32) (cgroup, container string, folded bool) {
 	}
 	if !l.seen[lb.cgroup] {
 		if len(l.seen) >= l.limit {
-			l.Folded++
+			l.folded++
 			return Other, "", true
 		}
 		l.seen[lb.cgroup] = true
@@ -67,6 +66,13 @@ func (l *Labeller) Forget() {
 	l.mu.Unlock()
 }
 
+// Folded is the number of observations folded into Other.
+func (l *Labeller) Folded() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.folded
+}
+
 // Values is the number of distinct cgroup values given out.
 func (l *Labeller) Values() int {
 	l.mu.Lock()
@@ -77,23 +83,26 @@ func (l *Labeller) Values() int {
 // read takes the process's cgroup from /proc/PID/cgroup: the unified
 // (v2) path when the process has one, else the v1 memory controller's.
 func (l *Labeller) read(pid uint32) labels {
-	f, err := os.Open(fmt.Sprintf("%s/%d/cgroup", l.procRoot, pid))
+	unknown := labels{cgroup: "unknown"} // exited before we looked
+	fs, err := procfs.NewFS(l.procRoot)
 	if err != nil {
-		return labels{cgroup: "unknown"} // exited before we looked
+		return unknown
 	}
-	defer f.Close()
+	p, err := fs.Proc(int(pid))
+	if err != nil {
+		return unknown
+	}
+	cgs, err := p.Cgroups()
+	if err != nil {
+		return unknown
+	}
 	var v2, mem string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
+	for _, c := range cgs {
 		switch {
-		case parts[0] == "0" && parts[1] == "":
-			v2 = parts[2]
-		case containsWord(parts[1], "memory"):
-			mem = parts[2]
+		case c.HierarchyID == 0 && len(c.Controllers) == 0:
+			v2 = c.Path
+		case slices.Contains(c.Controllers, "memory"):
+			mem = c.Path
 		}
 	}
 	cg := mem
@@ -104,15 +113,6 @@ func (l *Labeller) read(pid uint32) labels {
 		cg = "/"
 	}
 	return labels{cgroup: cg, container: containerID(cg)}
-}
-
-func containsWord(list, w string) bool {
-	for _, s := range strings.Split(list, ",") {
-		if s == w {
-			return true
-		}
-	}
-	return false
 }
 
 // containerRE finds a container id in the cgroup paths of docker,

@@ -46,7 +46,7 @@ import (
 func Read(procRoot, sysRoot string, pids []uint32, monoNs uint64) (record.Procfs, error) {
 	p := record.Procfs{MonoNs: monoNs}
 
-	vm, err := readVmstat(filepath.Join(procRoot, "vmstat"))
+	vm, err := Vmstat(filepath.Join(procRoot, "vmstat"))
 	if err != nil {
 		return record.Procfs{}, err
 	}
@@ -91,8 +91,8 @@ func exited(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
-// readVmstat parses /proc/vmstat: one "name value" pair a line.
-func readVmstat(path string) (map[string]int64, error) {
+// Vmstat parses a /proc/vmstat file: one "name value" pair a line.
+func Vmstat(path string) (map[string]int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("procsnap: %w", err)
