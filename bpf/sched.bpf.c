@@ -22,7 +22,7 @@ static __always_inline struct thread_counts *counts_of(__u32 tgid, __u32 tid, st
 		return c;
 	struct thread_counts zero = { .pid = tgid };
 
-	BPF_CORE_READ_STR_INTO(&zero.comm, p, comm);
+	comm_of(zero.comm, p);
 	bpf_map_update_elem(&thread_counts_map, &tid, &zero, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&thread_counts_map, &tid);
 }
@@ -58,7 +58,7 @@ int BPF_PROG(task_migrate_count, struct task_struct *p, int dest_cpu)
 
 	if (!wanted(tgid, tid))
 		return 0;
-	bool cross = node_of_cpu(task_cpu_direct(p)) != node_of_cpu(dest_cpu);
+	bool cross = cfg_multi_node && node_of_cpu(task_cpu_direct(p)) != node_of_cpu(dest_cpu);
 	struct thread_counts *c = counts_of(tgid, tid, p);
 
 	if (!c)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
@@ -104,19 +105,8 @@ func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, er
 		rep.DurationNs = endNs - h.StartNs
 		notes = append(notes, fmt.Sprintf("the recording was cut short after %d blocks", r.Blocks()))
 	}
-	rep.Note = joinNotes(notes)
+	rep.Note = strings.Join(notes, "; ")
 	return rep, nil
-}
-
-func joinNotes(n []string) string {
-	out := ""
-	for i, s := range n {
-		if i > 0 {
-			out += "; "
-		}
-		out += s
-	}
-	return out
 }
 
 type player struct {

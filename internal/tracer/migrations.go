@@ -31,16 +31,7 @@ type migrKey struct {
 
 // openMigrationsIter loads and links the iterator, or says why it cannot.
 func (t *Tracer) openMigrationsIter(spec *ebpf.CollectionSpec, kspec *btf.Spec) error {
-	ps, ok := spec.Programs[progMigrationsIter]
-	if !ok {
-		return fmt.Errorf("program %s missing from BPF object", progMigrationsIter)
-	}
-	sub := spec.Copy()
-	sub.Programs = map[string]*ebpf.ProgramSpec{progMigrationsIter: ps.Copy()}
-	coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
-		MapReplacements: t.maps,
-		Programs:        ebpf.ProgramOptions{KernelTypes: kspec},
-	})
+	coll, err := t.loadPrograms(spec, kspec, progMigrationsIter)
 	if err != nil {
 		return fmt.Errorf("load %s: %w", progMigrationsIter, err)
 	}

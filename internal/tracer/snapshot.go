@@ -98,20 +98,23 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 
 // LostEvents is the number of records the kernel could not reserve.
 func (t *Tracer) LostEvents() (uint64, error) {
-	c, err := t.counters()
+	vals, err := t.counter(typesCounterIdCOUNTER_LOST_EVENTS)
 	if err != nil {
 		return 0, err
 	}
-	return c.sum(typesCounterIdCOUNTER_LOST_EVENTS), nil
+	return total(vals), nil
 }
 
 type counterValues struct {
 	perCPU map[typesCounterId][]uint64
 }
 
-func (c counterValues) sum(id typesCounterId) uint64 {
+func (c counterValues) sum(id typesCounterId) uint64 { return total(c.perCPU[id]) }
+
+// total adds up a counter's per-CPU values.
+func total(vals []uint64) uint64 {
 	var n uint64
-	for _, v := range c.perCPU[id] {
+	for _, v := range vals {
 		n += v
 	}
 	return n
@@ -119,15 +122,23 @@ func (c counterValues) sum(id typesCounterId) uint64 {
 
 func (t *Tracer) counters() (counterValues, error) {
 	c := counterValues{perCPU: map[typesCounterId][]uint64{}}
-	m := t.maps["counters"]
 	for id := typesCounterId(0); id < typesCounterIdCOUNTER_MAX; id++ {
-		var vals []uint64
-		if err := m.Lookup(uint32(id), &vals); err != nil {
-			return c, fmt.Errorf("read counter %d: %w", id, err)
+		vals, err := t.counter(id)
+		if err != nil {
+			return c, err
 		}
 		c.perCPU[id] = vals
 	}
 	return c, nil
+}
+
+// counter reads one counter's per-CPU values.
+func (t *Tracer) counter(id typesCounterId) ([]uint64, error) {
+	var vals []uint64
+	if err := t.maps["counters"].Lookup(uint32(id), &vals); err != nil {
+		return nil, fmt.Errorf("read counter %d: %w", id, err)
+	}
+	return vals, nil
 }
 
 func iterErr(it *ebpf.MapIterator, name string) error {

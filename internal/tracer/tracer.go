@@ -176,15 +176,9 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	}
 	// Migration totals from the task iterator where it loads; the hook
 	// then only counts cross-node moves (see migrations.go).
-	iterErr := errors.New("disabled")
-	if !cfg.noMigrIter {
-		iterErr = t.openMigrationsIter(specs[objSched], kspec)
-	}
-	if iterErr != nil {
-		for _, spec := range specs {
-			if err := spec.Variables["cfg_migr_iter"].Set(uint32(0)); err != nil {
-				return err
-			}
+	if !cfg.noMigrIter && t.openMigrationsIter(specs[objSched], kspec) == nil {
+		if err := specs[objSched].Variables["cfg_migr_iter"].Set(uint32(1)); err != nil {
+			return err
 		}
 	}
 	attached := 0
@@ -192,7 +186,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 		if def.cgroupOnly && !cfg.FollowForks {
 			continue
 		}
-		if def.name == "task_migration" && iterErr != nil {
+		if def.name == "task_migration" && t.migrIter == nil {
 			def.hooks = []hook{{"sched_migrate_task", one(progMigrateCount, 2, map[int]string{0: "p", 1: "dest_cpu"})}}
 		}
 		st := t.openProbe(def, specs[def.object], kspec)
@@ -240,7 +234,6 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	set := map[string]any{
 		"cfg_multi_node":    multi,
 		"cfg_target_cgroup": cfg.CgroupID,
-		"cfg_migr_iter":     uint32(1),
 		"cfg_wakeup_bytes":  uint64(ring / 8),
 		"cfg_filter_mode":   uint32(mode),
 		"cfg_filter_tid":    cfg.TID,
@@ -332,8 +325,6 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 		st.Programs = nil
 		return st
 	}
-	sub := spec.Copy()
-	sub.Programs = map[string]*ebpf.ProgramSpec{}
 	for _, h := range def.hooks {
 		sig, err := tracepointSignature(kspec, h.tracepoint)
 		if err != nil {
@@ -343,17 +334,9 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 		if err != nil {
 			return fail(err)
 		}
-		ps, ok := spec.Programs[prog]
-		if !ok {
-			return fail(fmt.Errorf("program %s missing from BPF object", prog))
-		}
-		sub.Programs[prog] = ps.Copy()
 		st.Programs = append(st.Programs, prog)
 	}
-	coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
-		MapReplacements: t.maps,
-		Programs:        ebpf.ProgramOptions{KernelTypes: kspec},
-	})
+	coll, err := t.loadPrograms(spec, kspec, st.Programs...)
 	if err != nil {
 		return fail(wrapLoadErr(fmt.Errorf("load: %w", err)))
 	}
@@ -373,6 +356,24 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 	t.links = append(t.links, links...)
 	st.Attached = true
 	return st
+}
+
+// loadPrograms loads only the named programs of an object, against the
+// shared maps. The loader copies what it loads, so the spec is shared as is.
+func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, kspec *btf.Spec, names ...string) (*ebpf.Collection, error) {
+	sub := &ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
+		Programs: map[string]*ebpf.ProgramSpec{}}
+	for _, name := range names {
+		ps, ok := spec.Programs[name]
+		if !ok {
+			return nil, fmt.Errorf("program %s missing from BPF object", name)
+		}
+		sub.Programs[name] = ps
+	}
+	return ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
+		MapReplacements: t.maps,
+		Programs:        ebpf.ProgramOptions{KernelTypes: kspec},
+	})
 }
 
 func attach(p *ebpf.Program, tracepoint string) (link.Link, error) {
