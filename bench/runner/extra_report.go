@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"strings"
 )
 
@@ -17,10 +17,9 @@ func mean(v []float64) float64 {
 	return s / float64(len(v))
 }
 
-// write appends the throughput, recording-size and memory sections.
-func (ex *extra) write(path string) error {
-	var b strings.Builder
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+// render writes the throughput, recording-size and memory sections.
+func (ex *extra) render(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
 	p("## Cost to the workload")
 	p("")
@@ -91,13 +90,4 @@ func (ex *extra) write(path string) error {
 		res = "**miss**"
 	}
 	p("| %s | %.1f MiB | %.1f MiB | ≤ 64 MiB | %s |", thousands(uint64(ex.rssTracked)), float64(ex.rssKB)/1024, float64(ex.rssPeakKB)/1024, res)
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

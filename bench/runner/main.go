@@ -107,6 +107,8 @@ func main() {
 // cleanups run in reverse order when run returns, however it returns.
 type cleanups []func()
 
+const statsPath = "/proc/sys/kernel/bpf_stats_enabled"
+
 func (c *cleanups) add(f func()) { *c = append(*c, f) }
 func (c *cleanups) run() {
 	for i := len(*c) - 1; i >= 0; i-- {
@@ -136,7 +138,6 @@ func run(ctx context.Context, c *config) (err error) {
 	}
 
 	// kernel.bpf_stats_enabled=1, restored at exit.
-	const statsPath = "/proc/sys/kernel/bpf_stats_enabled"
 	orig, err := os.ReadFile(statsPath)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", statsPath, err)
@@ -204,10 +205,7 @@ func run(ctx context.Context, c *config) (err error) {
 	}
 	r.elapsed = time.Since(start)
 
-	problems := r.write(c.out)
-	if err := ex.write(c.out); err != nil {
-		return err
-	}
+	problems := r.write(c.out, ex)
 	logf("wrote %s (measuring took %s)", c.out, r.elapsed.Round(time.Second))
 	if len(problems) > 0 {
 		return fmt.Errorf("measured no runs for: %s", strings.Join(problems, "; "))

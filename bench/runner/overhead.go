@@ -73,7 +73,7 @@ func stressNG(ctx context.Context, stressor string, d time.Duration) (float64, e
 }
 
 // startPerf runs perf record system-wide on perfEvents into file.
-func startPerf(ctx context.Context, c *config, file string, events []string) (*proc, error) {
+func startPerf(file string, events []string) (*proc, error) {
 	argv := []string{"perf", "record", "-a", "-q", "-o", file}
 	for _, e := range events {
 		argv = append(argv, "-e", e)
@@ -94,7 +94,7 @@ func setBPFStats(on bool) error {
 	if on {
 		v = "1\n"
 	}
-	return os.WriteFile("/proc/sys/kernel/bpf_stats_enabled", []byte(v), 0o644)
+	return os.WriteFile(statsPath, []byte(v), 0o644)
 }
 
 // measureThroughput runs each workload with nothing attached, numatrace,
@@ -127,7 +127,7 @@ func measureThroughput(ctx context.Context, c *config, w *workloads, ex *extra) 
 				stop = s.stop
 			case "perf record":
 				file := filepath.Join(c.workdir, fmt.Sprintf("overhead-%d.perf.data", round))
-				p, err := startPerf(ctx, c, file, perfEvents)
+				p, err := startPerf(file, perfEvents)
 				if err != nil {
 					return err
 				}
@@ -180,7 +180,7 @@ func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extr
 	if _, err := waitFile(ctx, nt, ready, 10*time.Millisecond); err != nil {
 		return err
 	}
-	pf, err := startPerf(ctx, c, pdata, events)
+	pf, err := startPerf(pdata, events)
 	if err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ var refLabel = map[string]string{
 
 // write renders the report to path and returns the comparisons that had
 // no runs to compare.
-func (r *results) write(path string) []string {
+func (r *results) write(path string, ex *extra) []string {
 	var b bytes.Buffer
 	var problems []string
 	c := r.c
@@ -288,6 +288,8 @@ func (r *results) write(path string) []string {
 		"Only the program's own run is in `run_time_ns`; the perf-event path also copies each event into a buffer before the program runs, and that cost is not counted, "+
 		"so these ratios, if anything, flatter bpftrace.\n")
 	fmt.Fprintf(&b, "- Attach time: %d runs before the rounds, each stopped with SIGINT once ready; the median is the figure.\n", len(r.attach))
+
+	ex.render(&b)
 
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {

@@ -44,12 +44,7 @@ func startRedisInCgroup(t *testing.T, cg string) (pid int, addr string) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	testutil.RequireFeature(t, err == nil, "redis-server not installed (make deps installs it)")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(t)
 	// The shell joins the cgroup before it execs, so redis is charged
 	// from its first page.
 	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d %s --port %d --bind 127.0.0.1 --save '' --appendonly no --protected-mode no --daemonize no",

@@ -19,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) >= 3 && os.Args[1] == "scenario" {
-		if err := runWorkload(os.Args[2], os.Args[3:]); err != nil {
+		if err := runWorkload(os.Args[2]); err != nil {
 			fmt.Fprintf(os.Stderr, "ntguest: %s: %v\n", os.Args[2], err)
 			os.Exit(1)
 		}

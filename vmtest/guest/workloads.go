@@ -31,7 +31,7 @@ type report struct {
 	Extra   map[string]any   `json:"extra,omitempty"`
 }
 
-func runWorkload(name string, _ []string) error {
+func runWorkload(name string) error {
 	runtime.LockOSThread()
 	var r *report
 	var err error
