@@ -409,18 +409,7 @@ func trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, f *at
 // quits; quitting stops tracing. A signal quits both.
 func traceTUI(ctx context.Context, rd *ringbuf.Reader, tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology,
 	f *attachFlags, opt session.Options, started time.Time, doc *doctor.Report, stdout io.Writer) (*session.Result, error) {
-	info := tui.Info{Target: tgt.String(), Kernel: kernelRelease(), Nodes: len(topo.Nodes), CPUNode: topo.CPUNode,
-		Live: true, StartNs: opt.StartNs, WindowNs: uint64(f.window), Started: started,
-		SpikeK: f.spikeK, SpikeFloorNs: uint64(f.spikeFloor)}
-	for _, p := range tr.Probes() {
-		info.ProbesTotal++
-		if p.Attached {
-			info.ProbesAttached++
-		}
-	}
-	if doc != nil {
-		info.Findings = doc.Lines()
-	}
+	info := tui.InfoFromHeader(recordingHeader(tr, tgt, topo, f, started, opt.StartNs, doc))
 	store := tui.NewStore(info, liveWindowsKept)
 	opt.Sink, opt.OnSnapshot, opt.SnapshotEvery = store, store.Snapshot, time.Second
 	model := tui.NewLive(store, tui.Options{Now: monotonicNs, ReadProcfs: func() (record.Procfs, error) {

@@ -50,7 +50,7 @@ func oneFile(fs *flag.FlagSet, args []string, stdout io.Writer) (string, error) 
 	return file, nil
 }
 
-func openRecording(path string, stderr io.Writer) (*record.Reader, error) {
+func openRecording(path string) (*record.Reader, error) {
 	r, err := record.Open(path)
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
@@ -85,12 +85,12 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if *fast {
 		*speed = 0
 	}
-	return replayTo(path, *speed, *asJSON, *top, stdout, stderr)
+	return replayTo(path, *speed, *asJSON, *top, false, stdout, stderr)
 }
 
 // replayTUI loads the recording and opens the interactive view at its end.
 func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
-	r, err := openRecording(path, stderr)
+	r, err := openRecording(path)
 	if err != nil {
 		return err
 	}
@@ -127,14 +127,13 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return replayTo(path, 0, *asJSON, *top, stdout, stderr, reportOnly)
+	return replayTo(path, 0, *asJSON, *top, true, stdout, stderr)
 }
 
-const reportOnly = true
-
 // replayTo plays a recording through the same outputs as attach.
-func replayTo(path string, speed float64, asJSON bool, top int, stdout, stderr io.Writer, summaryOnly ...bool) error {
-	r, err := openRecording(path, stderr)
+// With summaryOnly, JSON output is the summary line alone (report).
+func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool, stdout, stderr io.Writer) error {
+	r, err := openRecording(path)
 	if err != nil {
 		return err
 	}
@@ -145,7 +144,7 @@ func replayTo(path string, speed float64, asJSON bool, top int, stdout, stderr i
 	var nd *output.NDJSON
 	if asJSON {
 		nd = output.NewNDJSON(stdout)
-		if len(summaryOnly) == 0 {
+		if !summaryOnly {
 			opt.Sink = nd
 		}
 	}
@@ -176,7 +175,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if *format != "perfetto" {
 		return usageErr("export: unknown format %q (only perfetto)", *format)
 	}
-	r, err := openRecording(path, stderr)
+	r, err := openRecording(path)
 	if err != nil {
 		return err
 	}

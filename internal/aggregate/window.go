@@ -23,13 +23,14 @@ func (c *CauseTotal) add(ev *stall.Event) {
 		c.Count++
 	}
 	c.TotalNs += ev.DurNs
-	longest := ev.DurNs
-	if ev.AttemptNs > longest {
-		longest = ev.AttemptNs // a compaction attempt so far
-	}
-	if longest > c.MaxNs {
-		c.MaxNs = longest
-	}
+	c.MaxNs = max(c.MaxNs, ev.LongestNs())
+}
+
+// Merge adds o's stalls to c.
+func (c *CauseTotal) Merge(o CauseTotal) {
+	c.Count += o.Count
+	c.TotalNs += o.TotalNs
+	c.MaxNs = max(c.MaxNs, o.MaxNs)
 }
 
 // ThreadWindow is one thread's stall time within a window.

@@ -237,7 +237,7 @@ func (p *player) emit(ws []*aggregate.Window) {
 // rebuild adds ev to the histograms rebuilt from the recorded events,
 // for recordings cut short before any kernel snapshot.
 func (p *player) rebuild(ev *stall.Event) {
-	if ev.Kind != stall.KindStall || (ev.Cause == stall.Compaction && ev.Pass > 1) {
+	if ev.Kind != stall.KindStall || !ev.Counts() {
 		return
 	}
 	if p.fallback == nil {
@@ -249,11 +249,7 @@ func (p *player) rebuild(ev *stall.Event) {
 		h = &stall.Hist{}
 		th.Hists[ev.Cause] = h
 	}
-	d := ev.DurNs
-	if ev.AttemptNs > d {
-		d = ev.AttemptNs
-	}
-	h.Add(d)
+	h.Add(ev.LongestNs())
 }
 
 // fromEvents is the rebuilt snapshot.

@@ -49,6 +49,10 @@ type Event struct {
 // attempt's later passes only add time to it).
 func (e *Event) Counts() bool { return e.Cause != Compaction || e.Pass <= 1 }
 
+// LongestNs is the stall's length so far: a compaction attempt's whole
+// time, else the event's own.
+func (e *Event) LongestNs() uint64 { return max(e.DurNs, e.AttemptNs) }
+
 // FreezeNs is the time the event adds to the thread's total freeze: none
 // for a stall nested inside another one, which already counts it.
 func (e *Event) FreezeNs() uint64 {

@@ -48,10 +48,12 @@ type Model struct {
 	player *Player // replay
 	opt    Options
 
-	frame  *Frame
-	corr   *correlate.Result
-	width  int
-	height int
+	frame    *Frame
+	corr     *correlate.Result
+	corrKey  [2]uint64 // windows analysed: their count and the last index + 1
+	corrDone bool
+	width    int
+	height   int
 
 	screen    screen
 	prev      screen
@@ -108,12 +110,22 @@ func (m *Model) source() *Store {
 	return m.store
 }
 
-// refresh takes a new frame and reruns the spike analysis over it.
+// refresh takes a new frame, and reruns the spike analysis when a window
+// has closed since the last one (ticks come four times a window).
 func (m *Model) refresh() {
 	m.frame = m.source().Frame()
+	win := m.frame.win
+	last := uint64(0)
+	if len(win) > 0 {
+		last = win[len(win)-1].Index + 1
+	}
+	if m.corrKey == [2]uint64{uint64(len(win)), last} && m.corrDone {
+		return
+	}
+	m.corrKey, m.corrDone = [2]uint64{uint64(len(win)), last}, true
 	m.corr = nil
 	var lats []latency.Stats
-	for _, w := range m.frame.win {
+	for _, w := range win {
 		if w.Latency != nil {
 			lats = append(lats, *w.Latency)
 		}
@@ -124,7 +136,7 @@ func (m *Model) refresh() {
 		if !info.Started.IsZero() {
 			cfg.WallAt = func(mono uint64) time.Time { return info.Started.Add(time.Duration(mono - info.StartNs)) }
 		}
-		m.corr = correlate.Analyze(lats, m.frame.win, cfg)
+		m.corr = correlate.Analyze(lats, win, cfg)
 	}
 }
 

@@ -99,7 +99,7 @@ func TestGoldenScreens(t *testing.T) {
 // liveStore is a live store fed like the session feeds it.
 func liveStore() *Store {
 	s := NewStore(Info{Target: "pid 10 (t11)", Kernel: "6.18", Nodes: 2, CPUNode: map[int]int{0: 0, 1: 1},
-		ProbesAttached: 12, ProbesTotal: 13, Live: true, StartNs: 1, WindowNs: 1e9}, liveWindowsForTest)
+		ProbesAttached: 12, ProbesTotal: 13, StartNs: 1, WindowNs: 1e9}, liveWindowsForTest)
 	feed(s)
 	return s
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/doctor"
-	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -24,13 +23,12 @@ type item struct {
 // Player holds a whole recording and shows it up to a chosen window, so
 // the screen can play, pause and seek.
 type Player struct {
-	info   Info
-	items  []item
-	winAt  []int // items index of each window
-	store  *Store
-	fed    int // items fed to store
-	pos    int // windows shown
-	Report *output.Report
+	info  Info
+	items []item
+	winAt []int // items index of each window
+	store *Store
+	fed   int // items fed to store
+	pos   int // windows shown
 }
 
 // collector is the replay's sink: it keeps everything in order.
@@ -54,11 +52,22 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 		OnSnapshot: func(s record.Snapshot) { c.items = append(c.items, item{snap: s.Data}) },
 		OnProcfs:   func(p record.Procfs) { c.items = append(c.items, item{procfs: &p}) },
 	}
-	rep, err := replay.Run(ctx, r, opt)
-	if err != nil {
+	if _, err := replay.Run(ctx, r, opt); err != nil {
 		return nil, err
 	}
-	h := r.Header()
+	p := &Player{info: InfoFromHeader(r.Header()), items: c.items}
+	for i, it := range p.items {
+		if it.win != nil {
+			p.winAt = append(p.winAt, i)
+		}
+	}
+	p.Seek(len(p.winAt))
+	return p, nil
+}
+
+// InfoFromHeader is the header line's information from a recording's
+// header; the live view builds the same header for its recording.
+func InfoFromHeader(h record.Header) Info {
 	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Started: h.Started, SpikeK: h.SpikeK, SpikeFloorNs: h.SpikeFloorNs}
 	if len(h.Doctor) > 0 {
@@ -78,14 +87,7 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 			info.ProbesAttached++
 		}
 	}
-	p := &Player{info: info, items: c.items, Report: rep}
-	for i, it := range p.items {
-		if it.win != nil {
-			p.winAt = append(p.winAt, i)
-		}
-	}
-	p.Seek(len(p.winAt))
-	return p, nil
+	return info
 }
 
 // Len is the number of windows in the recording.

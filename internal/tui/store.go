@@ -23,7 +23,6 @@ type Info struct {
 	CPUNode        map[int]int // CPU → NUMA node
 	ProbesAttached int
 	ProbesTotal    int
-	Live           bool
 	StartNs        uint64    // CLOCK_MONOTONIC at the start
 	WindowNs       uint64    // window length
 	Started        time.Time // wall clock at StartNs
@@ -108,11 +107,7 @@ func (s *Store) Stall(ev *stall.Event) error {
 	t := s.thread(ev.PID, ev.TID, ev.Comm)
 	t.CPU = int32(ev.CPU)
 	if ev.Counts() {
-		d := ev.DurNs
-		if ev.AttemptNs > d {
-			d = ev.AttemptNs
-		}
-		t.hists[ev.Cause].Add(d)
+		t.hists[ev.Cause].Add(ev.LongestNs())
 	}
 	if len(t.recent) < recentEvents {
 		t.recent = append(t.recent, *ev)
@@ -139,11 +134,7 @@ func (s *Store) Window(w *aggregate.Window) error {
 		t := s.thread(tw.PID, tw.TID, tw.Comm)
 		t.StallNs += tw.TotalNs
 		for c := range tw.ByCause {
-			b := tw.ByCause[c]
-			a := &t.ByCause[c]
-			a.Count += b.Count
-			a.TotalNs += b.TotalNs
-			a.MaxNs = max(a.MaxNs, b.MaxNs)
+			t.ByCause[c].Merge(tw.ByCause[c])
 		}
 		if tw.TotalNs > 0 {
 			t.timeline = append(t.timeline, point{w.Index, tw.TotalNs})
@@ -318,10 +309,7 @@ func Processes(rows []Row) []Row {
 		p.Migr += r.Migr
 		p.CrossNode += r.CrossNode
 		for c := range r.ByCause {
-			a, b := &p.ByCause[c], r.ByCause[c]
-			a.Count += b.Count
-			a.TotalNs += b.TotalNs
-			a.MaxNs = max(a.MaxNs, b.MaxNs)
+			p.ByCause[c].Merge(r.ByCause[c])
 		}
 	}
 	out := make([]Row, 0, len(by))

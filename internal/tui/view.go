@@ -232,7 +232,7 @@ func (m *Model) timeline() []string {
 		top = max(top, total(w))
 	}
 	grid := stacked(ws, 3)
-	col := colour()
+	cells := causeCells()
 	for r, row := range grid {
 		lbl := ""
 		if r == 0 {
@@ -241,13 +241,10 @@ func (m *Model) timeline() []string {
 		var b strings.Builder
 		b.WriteString(fmt.Sprintf("%-*s", label, lbl))
 		for _, c := range row {
-			switch {
-			case c < 0:
+			if c < 0 {
 				b.WriteByte(' ')
-			case col:
-				b.WriteString(lipgloss.NewStyle().Foreground(causeColours[c]).Render("█"))
-			default:
-				b.WriteByte(causeLetter[c])
+			} else {
+				b.WriteString(cells[c])
 			}
 		}
 		if r == 0 {
@@ -258,11 +255,10 @@ func (m *Model) timeline() []string {
 	spikes := m.spikeSet()
 	var mk strings.Builder
 	mk.WriteString(fmt.Sprintf("%-*s", label, "spikes"))
-	n := 0
+	spike := styleSpike.Render("▲")
 	for _, w := range ws {
 		if spikes[w.Index] {
-			mk.WriteString(styleSpike.Render("▲"))
-			n++
+			mk.WriteString(spike)
 		} else {
 			mk.WriteByte(' ')
 		}
@@ -274,17 +270,28 @@ func (m *Model) timeline() []string {
 	return out
 }
 
+// causeCells are the chart's cell for each cause: a coloured block, or
+// the cause's letter without colour.
+func causeCells() [stall.NumCauses]string {
+	var out [stall.NumCauses]string
+	col := colour()
+	for c := range out {
+		if col {
+			out[c] = lipgloss.NewStyle().Foreground(causeColours[c]).Render("█")
+		} else {
+			out[c] = string(causeLetter[c])
+		}
+	}
+	return out
+}
+
 func (m *Model) legend() string {
 	var parts []string
+	cells := causeCells()
 	for c := stall.Cause(0); c < stall.NumCauses; c++ {
-		if !c.Timed() {
-			continue
+		if c.Timed() {
+			parts = append(parts, cells[c]+" "+shortName[c])
 		}
-		mark := string(causeLetter[c])
-		if colour() {
-			mark = lipgloss.NewStyle().Foreground(causeColours[c]).Render("█")
-		}
-		parts = append(parts, mark+" "+shortName[c])
 	}
 	return styleDim.Render("       ") + strings.Join(parts, "  ")
 }
