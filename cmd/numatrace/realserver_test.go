@@ -189,13 +189,10 @@ type redisRun struct {
 // runRedisScenario traces redis for the given time under load, running the
 // hog for hogFor after each offset in hogAt (one after the other).
 func runRedisScenario(t *testing.T, name string, length time.Duration, hogAt []time.Duration, hogFor time.Duration) *redisRun {
-	wl := testutil.StartMemcgWorkload(t, name, false) // for its cgroup; its own reader never runs
-	if err := os.WriteFile(filepath.Join(wl.Cgroup, "memory.limit_in_bytes"), []byte(strconv.Itoa(256<<20)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cg := testutil.MemcgCgroup(t, name, 256<<20)
 	run := &redisRun{}
 	var addr string
-	run.redisPID, addr = startRedisInCgroup(t, wl.Cgroup)
+	run.redisPID, addr = startRedisInCgroup(t, cg)
 	logPath := filepath.Join(t.TempDir(), "latency.ndjson")
 	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -211,7 +208,7 @@ func runRedisScenario(t *testing.T, name string, length time.Duration, hogAt []t
 	for _, at := range hogAt {
 		time.Sleep(time.Until(start.Add(at)))
 		begin := monotonicNs()
-		runHog(t, wl.Cgroup, hogFor)
+		runHog(t, cg, hogFor)
 		run.hogs = append(run.hogs, [2]uint64{begin, monotonicNs()})
 	}
 	time.Sleep(time.Until(start.Add(length)))

@@ -123,13 +123,12 @@ func waitQuery(t *testing.T, base, q string, ok func([]promSample) bool, d time.
 func TestServeWithPrometheus(t *testing.T) {
 	testutil.RequireRoot(t)
 	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-serve", false)
-	idle := filepath.Join(testutil.MemcgV1, "numatrace-e2e-idle")
-	os.Mkdir(idle, 0o755)
+	idle := testutil.MemcgCgroup(t, "numatrace-e2e-idle", 0)
 	sleeper := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec sleep 120", idle))
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait(); os.Remove(idle) })
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ready := filepath.Join(t.TempDir(), "ready")

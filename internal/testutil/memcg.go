@@ -70,23 +70,42 @@ func DropCaches(t testing.TB) {
 	}
 }
 
-// StartMemcgWorkload creates cgroup name under the v1 memory controller and
-// starts the gated shell in it. With exec the shell becomes cat (same
-// pid); without, cat is a forked child. Cleanup kills it and removes the
-// cgroup.
-func StartMemcgWorkload(t testing.TB, name string, exec_ bool) *MemcgWorkload {
+// MemcgCgroup creates cgroup name under the v1 memory controller, with
+// limitBytes as its limit (0 leaves it unlimited), and returns its path.
+// Cleanup removes it once the processes in it are gone.
+func MemcgCgroup(t testing.TB, name string, limitBytes int) string {
 	t.Helper()
 	RequireRoot(t)
 	_, err := os.Stat(filepath.Join(MemcgV1, "memory.limit_in_bytes"))
 	RequireFeature(t, err == nil, "needs the cgroup v1 memory controller at "+MemcgV1)
-	file := BigFile(t)
 	cg := filepath.Join(MemcgV1, name)
 	if err := os.Mkdir(cg, 0o755); err != nil && !os.IsExist(err) {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte(strconv.Itoa(64<<20)), 0o644); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() {
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(cg); err == nil || os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if limitBytes > 0 {
+		if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte(strconv.Itoa(limitBytes)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return cg
+}
+
+// StartMemcgWorkload creates cgroup name under the v1 memory controller
+// (64 MiB) and starts the gated shell in it. With exec the shell becomes
+// cat (same pid); without, cat is a forked child. Cleanup kills it and
+// removes the cgroup.
+func StartMemcgWorkload(t testing.TB, name string, exec_ bool) *MemcgWorkload {
+	t.Helper()
+	cg := MemcgCgroup(t, name, 64<<20)
+	file := BigFile(t)
 	var st syscall.Stat_t
 	if err := syscall.Stat(cg, &st); err != nil {
 		t.Fatal(err)
@@ -114,12 +133,6 @@ func StartMemcgWorkload(t testing.TB, name string, exec_ bool) *MemcgWorkload {
 		wl.gate.Close()
 		wl.Cmd.Process.Kill()
 		wl.Cmd.Wait()
-		for i := 0; i < 50; i++ {
-			if err := os.Remove(cg); err == nil || os.IsNotExist(err) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
 	})
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
