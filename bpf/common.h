@@ -9,9 +9,9 @@
 #define NUMATRACE_COMMON_H
 
 #include "vmlinux.h"
-#include "bpf_helpers.h"
-#include "bpf_core_read.h"
-#include "bpf_tracing.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
 #include "numatrace.h"
 
 #define MAX_CPUS 4096
