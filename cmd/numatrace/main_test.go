@@ -9,9 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // runCLI runs the command in-process and returns its exit code and output.
@@ -210,80 +207,6 @@ func TestAttachPidOfAThread(t *testing.T) {
 	want := strconv.Itoa(other) + " is a thread of process " + strconv.Itoa(pid)
 	if !strings.HasPrefix(msg, want) {
 		t.Errorf("message %q, want prefix %q", msg, want)
-	}
-}
-
-func TestParseMinEvent(t *testing.T) {
-	all := func(d time.Duration) (out [stall.NumCauses]uint64) {
-		for i := range out {
-			out[i] = uint64(d)
-		}
-		return out
-	}
-	with := func(base [stall.NumCauses]uint64, kv map[stall.Cause]time.Duration) [stall.NumCauses]uint64 {
-		for c, d := range kv {
-			base[c] = uint64(d)
-		}
-		return base
-	}
-	cases := []struct {
-		in   string
-		want [stall.NumCauses]uint64
-	}{
-		{"", [stall.NumCauses]uint64{}},
-		{"   ", [stall.NumCauses]uint64{}},
-		{"0", [stall.NumCauses]uint64{}},
-		{"5us", all(5 * time.Microsecond)},
-		{"1.5ms", all(1500 * time.Microsecond)},
-		{"mmap_lock=10us", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{stall.MmapLock: 10 * time.Microsecond})},
-		{"mmap_lock=10us,compaction=1ms", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{
-			stall.MmapLock: 10 * time.Microsecond, stall.Compaction: time.Millisecond})},
-		{" mmap_lock = 10us , compaction=0 ", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{
-			stall.MmapLock: 10 * time.Microsecond})},
-		// A bare duration sets every cause; a named one after it overrides that cause.
-		{"5us,mmap_lock=1ms", with(all(5*time.Microsecond), map[stall.Cause]time.Duration{stall.MmapLock: time.Millisecond})},
-		{"numa_task_move=1s,direct_reclaim=2ns", with([stall.NumCauses]uint64{}, map[stall.Cause]time.Duration{
-			stall.NUMATaskMove: time.Second, stall.DirectReclaim: 2})},
-	}
-	for _, c := range cases {
-		got, err := parseMinEvent(c.in)
-		if err != nil {
-			t.Errorf("parseMinEvent(%q): %v", c.in, err)
-			continue
-		}
-		if got != c.want {
-			t.Errorf("parseMinEvent(%q) = %v, want %v", c.in, got, c.want)
-		}
-	}
-	// The default in the flag set must parse and keep only mmap_lock.
-	got, err := parseMinEvent(defaultMinEvent)
-	if err != nil || got[stall.MmapLock] != uint64(10*time.Microsecond) || got[stall.DirectReclaim] != 0 {
-		t.Errorf("default %q = %v, %v", defaultMinEvent, got, err)
-	}
-}
-
-func TestParseMinEventErrors(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"bogus=1s", `unknown cause "bogus"`},
-		{"x", `bad duration "x"`},
-		{"10", "bad duration"}, // no unit
-		{"-1us", "bad duration"},
-		{"mmap_lock=-1us", "bad duration"},
-		{"mmap_lock=", "bad duration"},
-		{"mmap_lock=10us,", "bad duration"}, // empty part
-		{"=10us", "unknown cause"},
-		{"mmap_lock=10us,bogus=1s", `unknown cause "bogus"`},
-		{"mmap_lock=10us=3", "bad duration"},
-	}
-	for _, c := range cases {
-		_, err := parseMinEvent(c.in)
-		if err == nil {
-			t.Errorf("parseMinEvent(%q) accepted", c.in)
-			continue
-		}
-		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("parseMinEvent(%q) = %q, want it to contain %q", c.in, err, c.want)
-		}
 	}
 }
 

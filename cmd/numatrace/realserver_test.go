@@ -324,3 +324,10 @@ func TestRealServerQuietWithoutTheHog(t *testing.T) {
 		t.Errorf("the text report does not say %q:\n%s", want, run.report)
 	}
 }
+
+// monotonicNs is CLOCK_MONOTONIC, the clock of numatrace's timestamps.
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}

@@ -10,10 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/perfetto"
 	"github.com/numatrace/numatrace/internal/record"
@@ -79,7 +77,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if *speed <= 0 {
 		return usageErr("replay: --speed must be positive")
 	}
-	if !*noTUI && !*asJSON && onTerminal(stdout) {
+	if !*noTUI && !*asJSON && tui.OnTerminal(stdout) {
 		return replayTUI(path, *speed, stdout, stderr)
 	}
 	if *fast {
@@ -104,21 +102,6 @@ func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
 	return err
 }
 
-// onTerminal reports whether w and stdin are terminals: only then is the
-// interactive view the default.
-func onTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	for _, fd := range []uintptr{f.Fd(), os.Stdin.Fd()} {
-		if _, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
 func runReport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON line")
@@ -140,12 +123,12 @@ func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool
 	defer r.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opt := replay.Options{Speed: speed, Grace: 250 * time.Millisecond, TopThreads: top}
+	opt := replay.Options{Speed: speed, TopThreads: top}
 	var nd *output.NDJSON
 	if asJSON {
 		nd = output.NewNDJSON(stdout)
 		if !summaryOnly {
-			opt.Sink = nd
+			opt.Sinks = []engine.Sink{nd}
 		}
 	}
 	rep, err := replay.Run(ctx, r, opt)

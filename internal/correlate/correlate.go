@@ -93,26 +93,111 @@ func median(v []uint64) uint64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// Analyze finds the spikes and weighs each cause against them.
-func Analyze(lat []Latency, stalls []*aggregate.Window, cfg Config) *Result {
-	cfg.defaults()
-	byIndex := map[uint64]*aggregate.Window{}
-	for _, w := range stalls {
-		byIndex[w.Index] = w
+// Window is what the analysis needs of one closed window: the service's
+// latency in it, and per cause the stall time and who stalled. The engine
+// keeps one per window for the whole run, so the analysis it hands the
+// view and the one in the report are the same function of the same data.
+type Window struct {
+	Index   uint64
+	StartNs uint64
+	Latency *Latency // nil: no request completed
+	StallNs [stall.NumCauses]uint64
+	Hits    []Hits // the causes that stalled, for windows with requests
+}
+
+// Hits are one cause's stalls in one window.
+type Hits struct {
+	Cause    stall.Cause
+	Threads  int
+	WorstTID uint32
+	WorstNs  uint64
+	Process  string // comm of the most affected process
+}
+
+// Summarize keeps what the analysis needs of a closed window.
+func Summarize(w *aggregate.Window) Window {
+	out := Window{Index: w.Index, StartNs: w.StartNs, Latency: w.Latency}
+	for c := range out.StallNs {
+		out.StallNs[c] = w.Causes[c].TotalNs
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i].Index < lat[j].Index })
+	if w.Latency == nil {
+		return out // only windows with requests can be spikes
+	}
+	for c := range out.StallNs {
+		if h, ok := hits(w, stall.Cause(c)); ok {
+			out.Hits = append(out.Hits, h)
+		}
+	}
+	return out
+}
+
+// hits finds who stalled on cause c in w, and which process suffered most.
+func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
+	type proc struct {
+		ns      uint64
+		comm    string
+		commTID uint32
+	}
+	h := Hits{Cause: c}
+	procs := map[uint32]*proc{}
+	for _, t := range w.Threads {
+		ns := t.ByCause[c].TotalNs
+		if ns == 0 {
+			continue
+		}
+		h.Threads++
+		p := procs[t.PID]
+		if p == nil {
+			p = &proc{}
+			procs[t.PID] = p
+		}
+		p.ns += ns
+		// Name a process after its main thread, else its lowest tid.
+		if p.comm == "" || t.TID == t.PID || (p.commTID != t.PID && t.TID < p.commTID) {
+			p.comm, p.commTID = t.Comm, t.TID
+		}
+		if ns > h.WorstNs || (ns == h.WorstNs && t.TID < h.WorstTID) {
+			h.WorstNs, h.WorstTID = ns, t.TID
+		}
+	}
+	if h.Threads == 0 {
+		return h, false
+	}
+	var top *proc
+	var topPID uint32
+	for pid, p := range procs {
+		if top == nil || p.ns > top.ns || (p.ns == top.ns && pid < topPID) {
+			top, topPID = p, pid
+		}
+	}
+	h.Process = top.comm
+	return h, true
+}
+
+// Analyze finds the spikes in a run's windows (in index order) and weighs
+// each cause against them.
+func Analyze(ws []Window, cfg Config) *Result {
+	cfg.defaults()
 	res := &Result{Correlation: map[string]CauseCorrelation{}, Spikes: []Spike{}, Explained: []string{}}
 	det := NewDetector(cfg)
 	spike := map[uint64]bool{}
-	var seen []Latency
-	for _, l := range lat {
-		if l.Count == 0 {
+	var seen []*Window
+	for i := range ws {
+		w := &ws[i]
+		if w.Latency == nil || w.Latency.Count == 0 {
 			continue
 		}
-		seen = append(seen, l)
-		if is, base := det.Observe(l); is {
-			spike[l.Index] = true
-			res.Spikes = append(res.Spikes, attribute(l, base, byIndex, cfg))
+		seen = append(seen, w)
+		if is, base := det.Observe(*w.Latency); is {
+			spike[w.Index] = true
+			var prev, next *Window
+			if i > 0 && ws[i-1].Index+1 == w.Index {
+				prev = &ws[i-1]
+			}
+			if i+1 < len(ws) && ws[i+1].Index == w.Index+1 {
+				next = &ws[i+1]
+			}
+			res.Spikes = append(res.Spikes, attribute(w, prev, next, base, cfg))
 		}
 	}
 	res.Windows = len(seen)
@@ -120,7 +205,7 @@ func Analyze(lat []Latency, stalls []*aggregate.Window, cfg Config) *Result {
 		if !c.Timed() {
 			continue
 		}
-		res.Correlation[c.String()] = correlation(c, seen, spike, byIndex)
+		res.Correlation[c.String()] = correlation(c, seen, spike)
 	}
 	res.conclude(len(res.Spikes))
 	return res
@@ -156,52 +241,25 @@ func (d *Detector) Observe(l Latency) (spike bool, baseline uint64) {
 	return spike, baseline
 }
 
-func stallNs(w *aggregate.Window, c stall.Cause) uint64 {
+func stallNs(w *Window, c stall.Cause) uint64 {
 	if w == nil {
 		return 0
 	}
-	return w.Causes[c].TotalNs
+	return w.StallNs[c]
 }
 
-func attribute(l Latency, base uint64, byIndex map[uint64]*aggregate.Window, cfg Config) Spike {
-	w := byIndex[l.Index]
-	sp := Spike{Index: l.Index, StartNs: cfg.StartNs, P99Ns: l.P99Ns, BaselineNs: base, Requests: l.Count}
-	if w != nil {
-		sp.StartNs = w.StartNs
-	}
+func attribute(w, prev, next *Window, base uint64, cfg Config) Spike {
+	l := w.Latency
+	sp := Spike{Index: w.Index, StartNs: w.StartNs, P99Ns: l.P99Ns, BaselineNs: base, Requests: l.Count}
 	for _, c := range stall.AllCauses() {
 		if !c.Timed() {
 			continue
 		}
-		ci := CauseInSpike{Cause: c.String(), StallNs: stallNs(w, c)}
-		if l.Index > 0 {
-			ci.AroundNs += stallNs(byIndex[l.Index-1], c)
-		}
-		ci.AroundNs += stallNs(byIndex[l.Index+1], c)
-		if w != nil {
-			procs := map[uint32]uint64{}
-			names := map[uint32]string{}
-			for _, t := range w.Threads {
-				ns := t.ByCause[c].TotalNs
-				if ns == 0 {
-					continue
-				}
-				ci.Threads++
-				procs[t.PID] += ns
-				if t.TID == t.PID || names[t.PID] == "" {
-					names[t.PID] = t.Comm
-				}
-				if ns > ci.WorstNs || (ns == ci.WorstNs && t.TID < ci.WorstTID) {
-					ci.WorstNs, ci.WorstTID = ns, t.TID
-				}
+		ci := CauseInSpike{Cause: c.String(), StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c)}
+		for _, h := range w.Hits {
+			if h.Cause == c {
+				ci.Threads, ci.WorstTID, ci.WorstNs, ci.Process = h.Threads, h.WorstTID, h.WorstNs, h.Process
 			}
-			var top uint32
-			for pid, ns := range procs {
-				if ns > procs[top] || (ns == procs[top] && pid < top) {
-					top = pid
-				}
-			}
-			ci.Process = names[top]
 		}
 		sp.Causes = append(sp.Causes, ci)
 	}
@@ -246,13 +304,13 @@ func verdict(sp Spike, cfg Config) string {
 	return fmt.Sprintf("P99 %s at %s (baseline %s): %s", fmtDur(sp.P99Ns), when, fmtDur(sp.BaselineNs), strings.Join(parts, "; "))
 }
 
-func correlation(c stall.Cause, lat []Latency, spike map[uint64]bool, byIndex map[uint64]*aggregate.Window) CauseCorrelation {
+func correlation(c stall.Cause, seen []*Window, spike map[uint64]bool) CauseCorrelation {
 	var inSpike, spikes, inNormal, normals int
-	xs := make([]float64, 0, len(lat))
-	ys := make([]float64, 0, len(lat))
-	for _, l := range lat {
-		ns := stallNs(byIndex[l.Index], c)
-		if spike[l.Index] {
+	xs := make([]float64, 0, len(seen))
+	ys := make([]float64, 0, len(seen))
+	for _, w := range seen {
+		ns := stallNs(w, c)
+		if spike[w.Index] {
 			spikes++
 			if ns > 0 {
 				inSpike++
@@ -264,7 +322,7 @@ func correlation(c stall.Cause, lat []Latency, spike map[uint64]bool, byIndex ma
 			}
 		}
 		xs = append(xs, float64(ns))
-		ys = append(ys, float64(l.P99Ns))
+		ys = append(ys, float64(w.Latency.P99Ns))
 	}
 	cc := CauseCorrelation{}
 	if spikes > 0 {

@@ -43,7 +43,7 @@ func build(n int, spikeAt map[uint64]uint64, memcg map[uint64]uint64) ([]Latency
 
 func TestSpikesExplainedByMemcg(t *testing.T) {
 	lat, ws := build(40, map[uint64]uint64{20: 41 * ms, 30: 50 * ms}, map[uint64]uint64{20: 38 * ms, 30: 44 * ms, 7: 100000})
-	r := Analyze(lat, ws, Config{StartNs: 1e9})
+	r := analyze(lat, ws, Config{StartNs: 1e9})
 	if len(r.Spikes) != 2 || r.Spikes[0].Index != 20 || r.Spikes[1].Index != 30 {
 		t.Fatalf("spikes %+v", r.Spikes)
 	}
@@ -70,7 +70,7 @@ func TestSpikesExplainedByMemcg(t *testing.T) {
 
 func TestSpikesWithoutStallsSaySo(t *testing.T) {
 	lat, ws := build(40, map[uint64]uint64{20: 41 * ms, 30: 50 * ms}, map[uint64]uint64{5: ms, 6: ms, 7: ms})
-	r := Analyze(lat, ws, Config{})
+	r := analyze(lat, ws, Config{})
 	if len(r.Spikes) != 2 || len(r.Explained) != 0 || !strings.Contains(r.Conclusion, "no stall cause explains them") {
 		t.Fatalf("%+v", r)
 	}
@@ -82,24 +82,24 @@ func TestNoSpikes(t *testing.T) {
 	for i := range lat {
 		lat[i].P99Ns /= 100 // 90 µs baseline, 900 µs jump: 10x but under 1 ms
 	}
-	r := Analyze(lat, ws, Config{})
+	r := analyze(lat, ws, Config{})
 	if len(r.Spikes) != 0 || !strings.Contains(r.Conclusion, "No latency spikes in 40 windows") {
 		t.Fatalf("%+v", r)
 	}
-	if r := Analyze(nil, ws, Config{}); !strings.Contains(r.Conclusion, "No latency samples") {
+	if r := analyze(nil, ws, Config{}); !strings.Contains(r.Conclusion, "No latency samples") {
 		t.Fatalf("%q", r.Conclusion)
 	}
 }
 
 func TestKAndFloorAreHonoured(t *testing.T) {
 	lat, ws := build(40, map[uint64]uint64{20: 25 * ms}, nil) // 2.8x the 9 ms baseline
-	if r := Analyze(lat, ws, Config{K: 3}); len(r.Spikes) != 0 {
+	if r := analyze(lat, ws, Config{K: 3}); len(r.Spikes) != 0 {
 		t.Fatal("k=3 flagged a 2.8x window")
 	}
-	if r := Analyze(lat, ws, Config{K: 2, FloorNs: 30 * ms}); len(r.Spikes) != 0 {
+	if r := analyze(lat, ws, Config{K: 2, FloorNs: 30 * ms}); len(r.Spikes) != 0 {
 		t.Fatal("a 25 ms p99 under a 30 ms floor was flagged")
 	}
-	if r := Analyze(lat, ws, Config{K: 2}); len(r.Spikes) != 1 {
+	if r := analyze(lat, ws, Config{K: 2}); len(r.Spikes) != 1 {
 		t.Fatal("the 2.8x window was not flagged with k=2")
 	}
 }
@@ -121,4 +121,19 @@ func TestSpearman(t *testing.T) {
 			t.Errorf("Spearman(%v, %v) = %v, %v; want %v, %v", c.x, c.y, got, ok, c.want, c.ok)
 		}
 	}
+}
+
+// analyze files each window's latency as the engine does when the window
+// closes, then runs the analysis over the run.
+func analyze(lat []Latency, ws []*aggregate.Window, cfg Config) *Result {
+	byIndex := map[uint64]*Latency{}
+	for i := range lat {
+		byIndex[lat[i].Index] = &lat[i]
+	}
+	series := make([]Window, 0, len(ws))
+	for _, w := range ws {
+		w.Latency = byIndex[w.Index]
+		series = append(series, Summarize(w))
+	}
+	return Analyze(series, cfg)
 }

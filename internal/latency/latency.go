@@ -1,6 +1,7 @@
 // Package latency turns a service's request latencies into per-window
 // statistics. Sources: a file or stream of samples (a load generator's
-// log), later also a uprobe and a Prometheus histogram.
+// log), a uprobe pair on the request handler, or a Prometheus histogram
+// (source.go).
 package latency
 
 import (

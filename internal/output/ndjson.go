@@ -5,8 +5,8 @@ package output
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/latency"
@@ -15,8 +15,9 @@ import (
 
 // NDJSON writes one JSON object per line.
 type NDJSON struct {
-	w   *bufio.Writer
-	enc *json.Encoder
+	w    *bufio.Writer
+	enc  *json.Encoder
+	line []byte // reused for stall lines
 }
 
 // NewNDJSON writes to w. Call Flush to push buffered lines out.
@@ -28,94 +29,49 @@ func NewNDJSON(w io.Writer) *NDJSON {
 // Flush writes buffered lines.
 func (n *NDJSON) Flush() error { return n.w.Flush() }
 
-// stallLine is one {"type":"stall"} line: where and when, then the
-// cause's details, flattened.
-type stallLine struct {
-	Type  string `json:"type"`
-	TsNs  uint64 `json:"ts_ns"`
-	PID   uint32 `json:"pid"`
-	TID   uint32 `json:"tid"`
-	Comm  string `json:"comm"`
-	Cause string `json:"cause"`
-	DurNs uint64 `json:"dur_ns"`
-	StallDetails
-}
+// Details are a stall's details beyond who, when and how long, as its
+// cause's descriptor lists them: the NDJSON stream flattens them into the
+// stall line, the Perfetto export shows them as a slice's arguments.
+type Details struct{ ev *stall.Event }
 
-// StallDetails are a stall's details beyond who, when and how long. Each
-// cause sets only the fields it has; the pointers keep a legitimate zero
-// (order 0, node 0) in the output. The NDJSON stream and the Perfetto
-// export both use them.
-type StallDetails struct {
-	CPU       uint32  `json:"cpu"`
-	Order     *int32  `json:"order,omitempty"`
-	GFP       string  `json:"gfp,omitempty"`
-	Pages     *uint64 `json:"pages,omitempty"`
-	Node      *int32  `json:"node,omitempty"`
-	CgroupID  *uint64 `json:"cgroup_id,omitempty"`
-	SoftLimit bool    `json:"softlimit,omitempty"`
-	Priority  string  `json:"priority,omitempty"`
-	Status    string  `json:"status,omitempty"`
-	Pass      uint32  `json:"pass,omitempty"`
-	AttemptNs uint64  `json:"attempt_ns,omitempty"`
-	Reason    string  `json:"reason,omitempty"`
-	Mode      string  `json:"mode,omitempty"`
-	Move      string  `json:"move,omitempty"` // move, swap, or stick (a move that failed)
-	SrcCPU    *int32  `json:"src_cpu,omitempty"`
-	DstCPU    *int32  `json:"dst_cpu,omitempty"`
-	SrcNode   *int32  `json:"src_node,omitempty"`
-	DstNode   *int32  `json:"dst_node,omitempty"`
-	OtherTID  uint32  `json:"other_tid,omitempty"`
-	Write     *bool   `json:"write,omitempty"`
-	Acquired  *bool   `json:"acquired,omitempty"`
-	Nested    bool    `json:"nested,omitempty"`
-}
+// DetailsOf returns ev's details.
+func DetailsOf(ev *stall.Event) Details { return Details{ev} }
 
-func ptr[T any](v T) *T { return &v }
-
-// Details builds the cause-specific details of one stall event.
-func Details(ev *stall.Event) StallDetails {
-	d := StallDetails{CPU: ev.CPU, Nested: ev.Nested}
-	switch ev.Cause {
-	case stall.DirectReclaim, stall.MemcgReclaim, stall.NodeReclaim:
-		d.Order, d.GFP, d.Pages = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP), ptr(ev.Pages)
-		if ev.Cause == stall.NodeReclaim {
-			d.Node = ptr(ev.Node)
-		}
-		if ev.Cause == stall.MemcgReclaim {
-			d.CgroupID = ptr(ev.CgroupID)
-			d.SoftLimit = ev.SoftLimit
-		}
-	case stall.Compaction:
-		d.Order, d.GFP = ptr(ev.Order), fmt.Sprintf("%#x", ev.GFP)
-		d.Priority, d.Status = ev.Mode, ev.Status
-		d.Pass, d.AttemptNs = ev.Pass, ev.AttemptNs
-	case stall.NUMAMigration:
-		d.Pages, d.Reason, d.Mode = ptr(ev.Pages), ev.Reason, ev.Mode
-	case stall.NUMATaskMove:
-		d.Move = "move"
-		switch {
-		case ev.Swap:
-			d.Move = "swap"
-		case ev.Stick:
-			d.Move = "stick"
-		}
-		d.SrcCPU, d.DstCPU = ptr(ev.SrcCPU), ptr(ev.DstCPU)
-		d.SrcNode, d.DstNode = ptr(ev.Node), ptr(ev.DstNode)
-		d.OtherTID = ev.OtherTID
-	case stall.MmapLock:
-		d.Write, d.Acquired = ptr(ev.Write), ptr(ev.Acquired)
+// MarshalJSON writes the details as one object.
+func (d Details) MarshalJSON() ([]byte, error) {
+	b := d.ev.AppendDetails(nil) // ,"key":value...
+	if len(b) == 0 {
+		return []byte("{}"), nil
 	}
-	return d
+	b[0] = '{'
+	return append(b, '}'), nil
 }
 
-// StallLine builds the JSON object for one stall event.
-func StallLine(ev *stall.Event) any {
-	return stallLine{Type: "stall", TsNs: ev.TsNs, PID: ev.PID, TID: ev.TID, Comm: ev.Comm,
-		Cause: ev.Cause.String(), DurNs: ev.DurNs, StallDetails: Details(ev)}
+// AppendStallLine appends one {"type":"stall"} line, without the newline:
+// where and when, then the cause's details, flattened.
+func AppendStallLine(b []byte, ev *stall.Event) []byte {
+	b = append(b, `{"type":"stall","ts_ns":`...)
+	b = strconv.AppendUint(b, ev.TsNs, 10)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendUint(b, uint64(ev.PID), 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendUint(b, uint64(ev.TID), 10)
+	b = append(b, `,"comm":`...)
+	b = stall.AppendJSONString(b, ev.Comm)
+	b = append(b, `,"cause":`...)
+	b = stall.AppendJSONString(b, ev.Cause.String())
+	b = append(b, `,"dur_ns":`...)
+	b = strconv.AppendUint(b, ev.DurNs, 10)
+	b = ev.AppendDetails(b)
+	return append(b, '}')
 }
 
 // Stall writes one {"type":"stall"} line.
-func (n *NDJSON) Stall(ev *stall.Event) error { return n.enc.Encode(StallLine(ev)) }
+func (n *NDJSON) Stall(ev *stall.Event) error {
+	n.line = append(AppendStallLine(n.line[:0], ev), '\n')
+	_, err := n.w.Write(n.line)
+	return err
+}
 
 type windowThread struct {
 	PID     uint32            `json:"pid"`

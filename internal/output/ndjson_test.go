@@ -380,7 +380,7 @@ func testReport() *Report {
 	a.Add(stall.Event{Kind: stall.KindExit, TID: 101, PID: 100, Comm: "db-io"})
 	return &Report{
 		Target: "pid 100 (db)", Kernel: "6.8.0-test", DurationNs: 5_000_000_000,
-		Probes: []ProbeResult{{Name: "reclaim", Attached: true}, {Name: "numa", Attached: false, Error: "no tracepoint"},
+		Probes: []stall.ProbeStatus{{Name: "reclaim", Attached: true}, {Name: "numa", Attached: false, Error: "no tracepoint"},
 			{Name: "mmap_lock", Attached: true}},
 		Summary: a.Summarize(snap), Events: 17, LateEvents: 1, Windows: 5,
 	}

@@ -6,19 +6,12 @@ import (
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
-// ProbeResult is one probe's outcome, as the report shows it.
-type ProbeResult struct {
-	Name     string `json:"name"`
-	Attached bool   `json:"attached"`
-	Error    string `json:"error,omitempty"`
-}
-
 // Report is everything the final summary shows.
 type Report struct {
 	Target     string // "system-wide", "pid 1234", ...
 	Kernel     string
 	DurationNs uint64
-	Probes     []ProbeResult
+	Probes     []stall.ProbeStatus
 	Summary    aggregate.Summary
 	Events     uint64 // events streamed
 	LateEvents uint64
@@ -34,8 +27,8 @@ type Report struct {
 }
 
 type probesJSON struct {
-	Attached []string      `json:"attached"`
-	Failed   []ProbeResult `json:"failed"`
+	Attached []string            `json:"attached"`
+	Failed   []stall.ProbeStatus `json:"failed"`
 }
 
 type systemJSON struct {
@@ -83,7 +76,7 @@ func (r *Report) summaryLine() summaryJSON {
 		LostEventsPerCPU: r.Summary.LostPerCPU, Target: r.Target, Kernel: r.Kernel,
 		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
 		Processes: r.Summary.Processes, Note: r.Note, HistMapFull: r.Summary.HistMapFull,
-		Probes: probesJSON{Attached: []string{}, Failed: []ProbeResult{}}}
+		Probes: probesJSON{Attached: []string{}, Failed: []stall.ProbeStatus{}}}
 	if c := r.Correlation; c != nil {
 		s.Spikes = c.Spikes
 		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: c.Correlation, ExplainedBy: c.Explained, Conclusion: c.Conclusion}

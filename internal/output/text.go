@@ -111,7 +111,7 @@ func (r *Report) threadTable(w io.Writer) {
 			comm += "*"
 		}
 		first := true
-		row := func(cause string, c *aggregate.CauseSummary) {
+		row := func(cause stall.Cause, c *aggregate.CauseSummary) {
 			pid, tid, name, mig, cross := "", "", "", "", ""
 			if first {
 				pid, tid, name = fmt.Sprint(t.PID), fmt.Sprint(t.TID), comm
@@ -122,7 +122,7 @@ func (r *Report) threadTable(w io.Writer) {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t\t\t\t\t\t%s\t%s\t\n", pid, tid, name, mig, cross)
 				return
 			}
-			if cause == stall.NUMATaskMove.String() {
+			if !cause.Timed() { // a count: there is no time to show
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t-\t-\t-\t-\t%s\t%s\t\n", pid, tid, name, cause, c.Count, mig, cross)
 				return
 			}
@@ -131,11 +131,11 @@ func (r *Report) threadTable(w io.Writer) {
 		}
 		for _, c := range stall.AllCauses() {
 			if cs, ok := t.Stalls[c.String()]; ok {
-				row(c.String(), &cs)
+				row(c, &cs)
 			}
 		}
 		if first {
-			row("", nil)
+			row(0, nil)
 		}
 	}
 	tw.Flush()
@@ -204,8 +204,17 @@ func (r *Report) histograms(w io.Writer) {
 	}
 }
 
-// WriteHist draws a log2 histogram, one bar per non-empty bucket range.
-func WriteHist(w io.Writer, h *stall.Hist) {
+// HistRow is one bucket of a drawn histogram.
+type HistRow struct {
+	Lo, Hi uint64 // the bucket's range [Lo, Hi) in ns
+	Count  uint64
+	Bar    int // cells of bar, scaled to the fullest bucket
+}
+
+// HistRows lays a log2 histogram out for drawing: one row per bucket from
+// the first non-empty one to the last, with bars of up to width cells. The
+// text report and the interactive view both draw from it.
+func HistRows(h *stall.Hist, width int) []HistRow {
 	lo, hi := -1, -1
 	var peak uint64
 	for i, c := range h.Slots {
@@ -216,20 +225,42 @@ func WriteHist(w io.Writer, h *stall.Hist) {
 			lo = i
 		}
 		hi = i
-		if c > peak {
-			peak = c
-		}
+		peak = max(peak, c)
 	}
 	if lo < 0 {
-		return
+		return nil
 	}
-	const width = 40
-	fmt.Fprintf(w, "  %21s : %-8s %s\n", "duration", "count", "distribution")
+	rows := make([]HistRow, 0, hi-lo+1)
 	for i := lo; i <= hi; i++ {
 		a, b := stall.SlotRange(i)
-		c := h.Slots[i]
-		bar := int((c*width + peak - 1) / peak)
-		fmt.Fprintf(w, "  %9s -> %-8s : %-8d |%-*s|\n", Dur(a), Dur(b), c, width, strings.Repeat("*", bar))
+		rows = append(rows, HistRow{Lo: a, Hi: b, Count: h.Slots[i], Bar: BarCells(h.Slots[i], peak, width)})
+	}
+	return rows
+}
+
+// BarCells is how many of width cells a bar for v out of top fills:
+// rounded, and at least one for any v above zero.
+func BarCells(v, top uint64, width int) int {
+	if top == 0 || width <= 0 {
+		return 0
+	}
+	n := int(float64(v)/float64(top)*float64(width) + 0.5)
+	if v > 0 && n == 0 {
+		n = 1
+	}
+	return min(n, width)
+}
+
+// WriteHist draws a log2 histogram, one bar per bucket in the non-empty range.
+func WriteHist(w io.Writer, h *stall.Hist) {
+	const width = 40
+	rows := HistRows(h, width)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %21s : %-8s %s\n", "duration", "count", "distribution")
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %9s -> %-8s : %-8d |%-*s|\n", Dur(r.Lo), Dur(r.Hi), r.Count, width, strings.Repeat("*", r.Bar))
 	}
 }
 

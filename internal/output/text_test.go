@@ -114,7 +114,7 @@ func richReport() *Report {
 	a.Add(stall.Event{Kind: stall.KindExit, PID: 100, TID: 104, Comm: "pg-writer"})
 	return &Report{
 		Target: "cgroup /sys/fs/cgroup/db.slice", Kernel: "6.8.0-45-generic", DurationNs: 10_000_400_000,
-		Probes: []ProbeResult{{Name: "reclaim", Attached: true}, {Name: "compaction", Attached: true},
+		Probes: []stall.ProbeStatus{{Name: "reclaim", Attached: true}, {Name: "compaction", Attached: true},
 			{Name: "numa", Attached: false, Error: "x"}, {Name: "mmap_lock", Attached: false, Error: "y"}},
 		Summary: a.Summarize(snap), Events: 42, Windows: 10,
 		Note: "target cgroup /sys/fs/cgroup/db.slice exited after 10s",
@@ -132,7 +132,7 @@ func TestTextGolden(t *testing.T) {
 func TestTextEmptyGolden(t *testing.T) {
 	var buf bytes.Buffer
 	r := &Report{Target: "system-wide", Kernel: "6.1.0", DurationNs: 1_234_567_890,
-		Probes: []ProbeResult{{Name: "reclaim", Attached: true}}}
+		Probes: []stall.ProbeStatus{{Name: "reclaim", Attached: true}}}
 	if err := r.Text(&buf); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestTextProcessTable(t *testing.T) {
 
 func TestTextNoLostNoFailedNoNote(t *testing.T) {
 	var buf bytes.Buffer
-	r := &Report{Target: "pid 1 (init)", Kernel: "k", Probes: []ProbeResult{{Name: "a", Attached: true}}}
+	r := &Report{Target: "pid 1 (init)", Kernel: "k", Probes: []stall.ProbeStatus{{Name: "a", Attached: true}}}
 	r.Text(&buf)
 	out := buf.String()
 	for _, unwanted := range []string{"not attached", "WARNING", "note:", "THREADS"} {

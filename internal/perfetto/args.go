@@ -8,4 +8,4 @@ import (
 // stallArgs are a stall's details, shown when its slice is selected: the
 // NDJSON stall line's details, without what the track already says (time,
 // duration, pid, tid, comm, cause).
-func stallArgs(ev *stall.Event) output.StallDetails { return output.Details(ev) }
+func stallArgs(ev *stall.Event) output.Details { return output.DetailsOf(ev) }

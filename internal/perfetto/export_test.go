@@ -395,7 +395,7 @@ func TestArgsMatchStallLine(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		e := randomEvent(rng, startNs+uint64(i))
 		var line map[string]any
-		b, _ := json.Marshal(output.StallLine(&e))
+		b := output.AppendStallLine(nil, &e)
 		if err := json.Unmarshal(b, &line); err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,9 @@ var blockMagic = [4]byte{'N', 'T', 'B', 'K'}
 // only add record types, which older readers skip.
 const (
 	VersionMajor = 1
-	VersionMinor = 2 // 1.1 added latency records, 1.2 the doctor header field
+	// 1.1 added latency records, 1.2 the doctor header field, 1.3 made
+	// lost records mark where the live run closed windows.
+	VersionMinor = 3
 )
 
 // Limits that keep a reader's memory bounded on any input.

@@ -14,12 +14,12 @@ type Header struct {
 		Major int `json:"major"`
 		Minor int `json:"minor"`
 	} `json:"version"`
-	Numatrace string    `json:"numatrace"` // numatrace's version
-	Started   time.Time `json:"started"`   // wall clock at the start
-	StartNs   uint64    `json:"start_ns"`  // CLOCK_MONOTONIC at the start: event times are on this clock
-	WindowNs  uint64    `json:"window_ns"`
-	Target    string    `json:"target"`
-	Probes    []Probe   `json:"probes"`
+	Numatrace string              `json:"numatrace"` // numatrace's version
+	Started   time.Time           `json:"started"`   // wall clock at the start
+	StartNs   uint64              `json:"start_ns"`  // CLOCK_MONOTONIC at the start: event times are on this clock
+	WindowNs  uint64              `json:"window_ns"`
+	Target    string              `json:"target"`
+	Probes    []stall.ProbeStatus `json:"probes"`
 	// MinEventNs are the per-cause stream thresholds (cause → ns).
 	MinEventNs map[string]uint64 `json:"min_event_ns"`
 	// MinStallNs are the per-cause thresholds below which the kernel did
@@ -36,13 +36,6 @@ type Header struct {
 	Doctor json.RawMessage `json:"doctor,omitempty"`
 }
 
-// Probe is one probe's state at the start.
-type Probe struct {
-	Name     string `json:"name"`
-	Attached bool   `json:"attached"`
-	Error    string `json:"error,omitempty"`
-}
-
 // Host is the machine the recording was made on.
 type Host struct {
 	Hostname string         `json:"hostname"`
@@ -50,6 +43,13 @@ type Host struct {
 	CPUs     int            `json:"cpus"`
 	CPUNode  map[int]int    `json:"cpu_node"`
 	NodeMem  map[int]uint64 `json:"node_mem_bytes"`
+}
+
+// ClosesAtLost reports whether the recording's lost records mark where the
+// live run closed its windows (since 1.3), so a replay closes them at the
+// same points; older recordings close windows by event time.
+func (h Header) ClosesAtLost() bool {
+	return h.Version.Major > 1 || (h.Version.Major == 1 && h.Version.Minor >= 3)
 }
 
 // End says how a recording finished. A file without it was cut short.

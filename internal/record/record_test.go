@@ -17,7 +17,7 @@ import (
 
 func testHeader() Header {
 	return Header{Numatrace: "test", StartNs: 1000, WindowNs: 1e9, Target: "pid 1 (x)",
-		Probes: []Probe{{Name: "memcg_reclaim", Attached: true}},
+		Probes: []stall.ProbeStatus{{Name: "memcg_reclaim", Attached: true}},
 		Host:   Host{Hostname: "h", Kernel: "6.18", CPUs: 2, CPUNode: map[int]int{0: 0, 1: 1}}}
 }
 

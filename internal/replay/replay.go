@@ -1,5 +1,6 @@
-// Package replay plays a recording back through the same aggregation and
-// front ends as a live trace: it is one more source of the same events.
+// Package replay plays a recording back through the engine, as one more
+// source of the same events as a live trace: the same windows, the same
+// spike analysis and the same report.
 package replay
 
 import (
@@ -9,12 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/numatrace/numatrace/internal/aggregate"
-	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
-	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -23,10 +22,8 @@ type Options struct {
 	// Speed scales the recording's time: 1 replays in real time, 10 ten
 	// times faster; 0 replays as fast as possible.
 	Speed float64
-	// Sink, if set, receives stalls and windows as they replay.
-	Sink session.Sink
-	// Grace matches the live loop's: a window closes this long after its end.
-	Grace time.Duration
+	// Sinks receive stalls and windows as they replay.
+	Sinks []engine.Sink
 	// TopThreads for the text report.
 	TopThreads int
 	// OnSnapshot and OnProcfs, if set, receive the recording's kernel
@@ -35,215 +32,164 @@ type Options struct {
 	OnProcfs   func(record.Procfs)
 }
 
-// Run replays r and returns the report the live run would have printed.
-// A recording cut short still replays every complete block; the report's
-// note says so.
+// Run replays r and returns the report the live run printed. A recording
+// cut short still replays every complete block; the report's note says so.
 func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, error) {
-	h := r.Header()
-	window := h.WindowNs
-	if window == 0 {
-		window = uint64(time.Second)
-	}
-	p := &player{opt: opt, agg: aggregate.New(h.StartNs, window), grace: uint64(opt.Grace)}
-	if err := p.play(ctx, r); err != nil {
-		return nil, err
-	}
-	endNs := p.lastNs
-	if p.end != nil && p.end.EndNs > 0 {
-		endNs = p.end.EndNs
-	}
-	p.emit(p.agg.CloseAll(endNs))
-	if opt.Sink != nil {
-		opt.Sink.Flush()
-	}
-
-	if len(p.latencies) > 0 || h.SpikeK > 0 {
-		cfg := correlate.Config{K: h.SpikeK, FloorNs: h.SpikeFloorNs, StartNs: h.StartNs,
-			WallAt: func(mono uint64) time.Time { return h.Started.Add(time.Duration(mono - h.StartNs)) }}
-		p.correlation = correlate.Analyze(p.latencies, p.closed, cfg)
-	}
-	snap := p.final
-	var notes []string
-	if snap == nil {
-		snap = p.fromEvents()
-		notes = append(notes, "the recording has no final kernel snapshot; totals come from the recorded events")
-	}
-	rep := &output.Report{
-		Target:      h.Target,
-		Kernel:      h.Host.Kernel,
-		Summary:     p.agg.Summarize(snap),
-		Events:      p.agg.Events,
-		LateEvents:  p.agg.LateEvents,
-		Windows:     p.windows,
-		TopThreads:  opt.TopThreads,
-		Correlation: p.correlation,
-	}
-	for c, ns := range h.MinEventNs {
-		if cause, err := stall.ParseCause(c); err == nil {
-			rep.MinEventNs[cause] = ns
-		}
-	}
-	for _, pr := range h.Probes {
-		rep.Probes = append(rep.Probes, output.ProbeResult{Name: pr.Name, Attached: pr.Attached, Error: pr.Error})
-	}
-	if p.end != nil && h.FlightRecorder {
-		// A dump holds only the newest blocks: count what it holds.
-		rep.DurationNs = endNs - p.firstEvNs
-		if p.end.Note != "" {
-			notes = append([]string{p.end.Note}, notes...)
-		}
-		notes = append(notes, "a flight recording: only the most recent data")
-	} else if p.end != nil {
-		rep.DurationNs, rep.Events, rep.LateEvents, rep.Windows = p.end.DurationNs, p.end.Events, p.end.LateEvents, p.end.Windows
-		if p.end.Note != "" {
-			notes = append([]string{p.end.Note}, notes...)
-		}
-		if p.end.Dropped > 0 {
-			notes = append(notes, fmt.Sprintf("the recorder dropped %d events (disk too slow)", p.end.Dropped))
-		}
-	} else {
-		rep.DurationNs = endNs - h.StartNs
-		notes = append(notes, fmt.Sprintf("the recording was cut short after %d blocks", r.Blocks()))
-	}
-	rep.Note = strings.Join(notes, "; ")
-	return rep, nil
-}
-
-type player struct {
-	opt      Options
-	agg      *aggregate.Aggregator
-	grace    uint64
-	final    *stall.Snapshot
-	end      *record.End
-	lastNs   uint64
-	lost     uint64
-	lastLost uint64
-	windows  uint64
-	// fallback holds histograms rebuilt from the events, for a recording
-	// cut short before any kernel snapshot; dropped at the first snapshot.
-	fallback  *stall.Snapshot
-	started   time.Time
-	firstNs   uint64
-	firstEvNs uint64
-
-	latencies   []latency.Stats
-	byIndex     map[uint64]latency.Stats
-	closed      []*aggregate.Window
-	correlation *correlate.Result
-}
-
-func (p *player) play(ctx context.Context, r *record.Reader) error {
-	p.started = time.Now()
+	f := NewFeeder(r.Header(), opt)
+	pace := pacer{speed: opt.Speed, started: time.Now()}
 	for {
 		it, err := r.Next()
 		if err == io.EOF {
-			return nil
+			break
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		switch it.Kind {
-		case record.ItemEvent:
-			if err := p.pace(ctx, it.Event.TsNs); err != nil {
-				return err
+		if it.Kind == record.ItemEvent {
+			if err := pace.wait(ctx, it.Event.TsNs); err != nil {
+				return nil, err
 			}
-			p.event(it.Event)
-		case record.ItemSnapshot:
-			p.fallback = nil
-			p.final = it.Snapshot.Data // the last one wins; the final one is written last
-			if p.opt.OnSnapshot != nil {
-				p.opt.OnSnapshot(*it.Snapshot)
-			}
-		case record.ItemProcfs:
-			if p.opt.OnProcfs != nil {
-				p.opt.OnProcfs(*it.Procfs)
-			}
-		case record.ItemLost:
-			p.lost = it.Lost.LostEvents
-		case record.ItemEnd:
-			p.end = it.End
-		case record.ItemLatency:
-			p.latencies = append(p.latencies, *it.Latency)
-			if p.byIndex == nil {
-				p.byIndex = map[uint64]latency.Stats{}
-			}
-			p.byIndex[it.Latency.Index] = *it.Latency
 		}
+		f.Item(it)
+	}
+	return f.Finish(r.Blocks()), nil
+}
+
+// Feeder hands a recording's items to an engine, closing windows where
+// the live run closed them: at its lost records since format 1.3, by
+// event time before.
+type Feeder struct {
+	eng *engine.Engine
+	h   record.Header
+	opt Options
+
+	closeAt    uint64 // a lost record's close, applied before the next event
+	hasCloseAt bool
+
+	final *stall.Snapshot // the last kernel snapshot: the final one is written last
+	end   *record.End
+	// fallback holds histograms rebuilt from the events, for a recording
+	// cut short before any kernel snapshot; dropped at the first snapshot.
+	fallback  *stall.Snapshot
+	firstEvNs uint64
+}
+
+// NewFeeder starts an engine for the recording h heads.
+func NewFeeder(h record.Header, opt Options) *Feeder {
+	return &Feeder{eng: engine.New(h, engine.Options{Sinks: opt.Sinks}), h: h, opt: opt}
+}
+
+// Engine is the engine being fed.
+func (f *Feeder) Engine() *engine.Engine { return f.eng }
+
+// Item feeds one item of the recording.
+func (f *Feeder) Item(it record.Item) {
+	switch it.Kind {
+	case record.ItemEvent:
+		f.applyClose()
+		f.event(it.Event)
+	case record.ItemLost:
+		if f.h.ClosesAtLost() {
+			f.applyClose()
+			f.closeAt, f.hasCloseAt = it.Lost.MonoNs, true
+		}
+		f.eng.SetLost(it.Lost.LostEvents)
+	case record.ItemLatency:
+		// Written with the windows it belongs to, before or after their
+		// lost record: either way before they close here.
+		f.eng.Latency(latency.Reading{Window: it.Latency})
+	case record.ItemSnapshot:
+		f.fallback = nil
+		f.final = it.Snapshot.Data
+		if f.opt.OnSnapshot != nil {
+			f.opt.OnSnapshot(*it.Snapshot)
+		}
+	case record.ItemProcfs:
+		if f.opt.OnProcfs != nil {
+			f.opt.OnProcfs(*it.Procfs)
+		}
+	case record.ItemEnd:
+		f.end = it.End
 	}
 }
 
-// pace sleeps so events come out at Speed times their recorded pace.
-func (p *player) pace(ctx context.Context, ts uint64) error {
-	if p.opt.Speed <= 0 {
-		return ctx.Err()
+// applyClose closes the windows a lost record said the live run closed.
+func (f *Feeder) applyClose() {
+	if f.hasCloseAt {
+		f.eng.Close(f.closeAt)
+		f.hasCloseAt = false
 	}
-	if p.firstNs == 0 {
-		p.firstNs = ts
+}
+
+func (f *Feeder) event(ev stall.Event) {
+	if f.firstEvNs == 0 || ev.TsNs < f.firstEvNs {
+		f.firstEvNs = ev.TsNs
 	}
-	if ts < p.firstNs {
-		return nil
+	f.eng.Event(ev)
+	if f.final == nil {
+		f.rebuild(&ev)
 	}
-	due := p.started.Add(time.Duration(float64(ts-p.firstNs) / p.opt.Speed))
-	if wait := time.Until(due); wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
+	if !f.h.ClosesAtLost() && ev.TsNs > uint64(engine.Grace) {
+		f.eng.Close(ev.TsNs - uint64(engine.Grace))
+	}
+}
+
+// EndNs is when the recording says tracing stopped, else its newest event.
+func (f *Feeder) EndNs() uint64 {
+	if f.end != nil && f.end.EndNs > 0 {
+		return f.end.EndNs
+	}
+	return f.eng.LastNs()
+}
+
+// Finish closes the remaining windows and builds the report; blocks is
+// how many blocks the reader got through.
+func (f *Feeder) Finish(blocks int) *output.Report {
+	f.hasCloseAt = false // the end closes everything, as the live run did
+	endNs := f.EndNs()
+	f.eng.Finish(endNs)
+	snap := f.final
+	var notes []string
+	if snap == nil {
+		snap = f.fromEvents()
+		notes = append(notes, "the recording has no final kernel snapshot; totals come from the recorded events")
+	}
+	own := f.eng.End(endNs, "")
+	var end record.End
+	switch {
+	case f.end != nil && f.h.FlightRecorder:
+		// A dump holds only the newest blocks: count what it holds.
+		end = own
+		end.DurationNs = endNs - f.firstEvNs
+		if f.end.Note != "" {
+			notes = append([]string{f.end.Note}, notes...)
 		}
-	}
-	return nil
-}
-
-func (p *player) event(ev stall.Event) {
-	if p.firstEvNs == 0 || ev.TsNs < p.firstEvNs {
-		p.firstEvNs = ev.TsNs
-	}
-	p.agg.Add(ev)
-	if p.final == nil {
-		p.rebuild(&ev)
-	}
-	if ev.TsNs > p.lastNs {
-		p.lastNs = ev.TsNs
-	}
-	if p.opt.Sink != nil && ev.Kind == stall.KindStall {
-		p.opt.Sink.Stall(&ev)
-	}
-	if ev.TsNs > p.grace {
-		p.emit(p.agg.Close(ev.TsNs - p.grace))
-	}
-}
-
-func (p *player) emit(ws []*aggregate.Window) {
-	if len(ws) == 0 {
-		return
-	}
-	ws[len(ws)-1].LostEvents = p.lost - p.lastLost
-	p.lastLost = p.lost
-	p.windows += uint64(len(ws))
-	for _, w := range ws {
-		if st, ok := p.byIndex[w.Index]; ok {
-			w.Latency = &st
+		notes = append(notes, "a flight recording: only the most recent data")
+	case f.end != nil:
+		end = *f.end
+		if f.end.Note != "" {
+			notes = append([]string{f.end.Note}, notes...)
 		}
+		if f.end.Dropped > 0 {
+			notes = append(notes, fmt.Sprintf("the recorder dropped %d events (disk too slow)", f.end.Dropped))
+		}
+	default:
+		end = own
+		notes = append(notes, fmt.Sprintf("the recording was cut short after %d blocks", blocks))
 	}
-	p.closed = append(p.closed, ws...)
-	if p.opt.Sink == nil {
-		return
-	}
-	for _, w := range ws {
-		p.opt.Sink.Window(w)
-	}
+	end.Note = strings.Join(notes, "; ")
+	return f.eng.Report(end, snap, f.opt.TopThreads)
 }
 
-// rebuild adds ev to the histograms rebuilt from the recorded events,
-// for recordings cut short before any kernel snapshot.
-func (p *player) rebuild(ev *stall.Event) {
+// rebuild adds ev to the histograms rebuilt from the recorded events.
+func (f *Feeder) rebuild(ev *stall.Event) {
 	if ev.Kind != stall.KindStall || !ev.Counts() {
 		return
 	}
-	if p.fallback == nil {
-		p.fallback = &stall.Snapshot{}
+	if f.fallback == nil {
+		f.fallback = &stall.Snapshot{}
 	}
-	th := p.fallback.Thread(ev.PID, ev.TID, ev.Comm)
+	th := f.fallback.Thread(ev.PID, ev.TID, ev.Comm)
 	h := th.Hists[ev.Cause]
 	if h == nil {
 		h = &stall.Hist{}
@@ -252,12 +198,40 @@ func (p *player) rebuild(ev *stall.Event) {
 	h.Add(ev.LongestNs())
 }
 
-// fromEvents is the rebuilt snapshot.
-func (p *player) fromEvents() *stall.Snapshot {
-	s := p.fallback
+// fromEvents is the rebuilt snapshot, with the last lost count.
+func (f *Feeder) fromEvents() *stall.Snapshot {
+	s := f.fallback
 	if s == nil {
 		s = &stall.Snapshot{}
 	}
-	s.LostEvents = p.lost
+	s.LostEvents = f.eng.Lost()
 	return s
+}
+
+// pacer sleeps so events come out at speed times their recorded pace.
+type pacer struct {
+	speed   float64
+	started time.Time
+	firstNs uint64
+}
+
+func (p *pacer) wait(ctx context.Context, ts uint64) error {
+	if p.speed <= 0 {
+		return ctx.Err()
+	}
+	if p.firstNs == 0 {
+		p.firstNs = ts
+	}
+	if ts < p.firstNs {
+		return nil
+	}
+	due := p.started.Add(time.Duration(float64(ts-p.firstNs) / p.speed))
+	if wait := time.Until(due); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }

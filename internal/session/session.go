@@ -1,24 +1,38 @@
-// Package session runs one live trace: it reads events from a ring-buffer
-// reader, aggregates them into windows, hands stalls and windows to a
-// sink, and when told to stop, detaches, drains what is left and takes
-// the kernel's final snapshot. It depends on small interfaces, so the loop
-// is tested without root or BPF.
+// Package session runs one live trace: it takes the kernel's events and
+// the service's latencies into the engine, closes windows on the clock,
+// records what a recording needs, and when told to stop, detaches, drains
+// what is left and takes the kernel's final snapshot. It depends on small
+// interfaces, so the loop is tested without root or BPF.
 package session
 
 import (
 	"context"
+	"sync"
 	"time"
 
-	"github.com/numatrace/numatrace/internal/aggregate"
-	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
-	"github.com/numatrace/numatrace/internal/tracer"
 )
 
-// Recorder takes everything the session sees, for a recording. It must
-// not block: record.Writer drops (and counts) what the disk cannot take.
+// Kernel is the loaded tracer as the session sees it.
+type Kernel interface {
+	// Stream calls sink for every event the kernel submits until Stop
+	// has been called and everything submitted before it was delivered.
+	Stream(sink func(stall.Event)) error
+	// Stop detaches every probe, so no new events come, and makes Stream
+	// drain and return. The maps stay readable.
+	Stop() error
+	Snapshot() (*stall.Snapshot, error)
+	LostEvents() (uint64, error)
+	AddPIDs([]uint32) error
+	// BadRecords counts records that could not be read or decoded.
+	BadRecords() uint64
+}
+
+// Recorder takes everything a recording needs. It must not block:
+// record.Writer drops (and counts) what the disk cannot take.
 type Recorder interface {
 	Event(*stall.Event)
 	Snapshot(record.Snapshot) error
@@ -28,47 +42,20 @@ type Recorder interface {
 	Flush()
 }
 
-// Reader is the ring-buffer reader: *ringbuf.Reader satisfies it.
-type Reader interface {
-	tracer.RecordReader
-	// Flush makes pending reads return what is buffered, then ErrFlushed.
-	Flush() error
-}
-
-// Kernel is what the session needs from the loaded tracer.
-type Kernel interface {
-	Snapshot() (*stall.Snapshot, error)
-	LostEvents() (uint64, error)
-	AddPIDs([]uint32) error
-	// Detach stops new events at the source; maps stay readable.
-	Detach() error
-}
-
-// Sink receives stalls as they arrive and windows as they close.
-type Sink interface {
-	Stall(*stall.Event) error
-	Window(*aggregate.Window) error
-	Flush() error
-}
-
 // Options configure a session.
 type Options struct {
-	Window time.Duration
-	// Grace is how long after a window ends its events may still arrive.
-	Grace time.Duration
 	// Now reads CLOCK_MONOTONIC in ns, the clock of the kernel's timestamps.
 	Now func() uint64
-	// Sink may be nil: only the summary is wanted.
-	Sink Sink
+	// Latency, if set, is the service's latency source.
+	Latency latency.Source
+	// Warn hears about problems that do not stop tracing (a failed scrape).
+	Warn func(error)
 	// Rescan, if set, lists processes to add to the target set; it runs
 	// every RescanEvery (a cgroup's membership).
 	Rescan      func() ([]uint32, error)
 	RescanEvery time.Duration
 	// Gone is closed when the target no longer exists.
 	Gone <-chan struct{}
-	// StartNs, if set, is where the first window starts (a recording's
-	// header states it before the session begins).
-	StartNs uint64
 
 	// Recorder, if set, receives every event, and every RecordEvery the
 	// kernel's aggregates and a procfs reading (ReadProcfs).
@@ -76,80 +63,57 @@ type Options struct {
 	RecordEvery time.Duration
 	ReadProcfs  func(monoNs uint64) (record.Procfs, error)
 	// Dump is called, in the session's goroutine, on each DumpRequests
-	// message: a flight recorder writes out what it holds.
+	// message, and with DumpOnSpike whenever a closing window is a
+	// latency spike: a flight recorder writes out what it holds.
 	DumpRequests <-chan struct{}
 	Dump         func(record.Snapshot) error
+	DumpOnSpike  bool
 	// OnDump reports each dump's outcome.
 	OnDump func(error)
 
-	// Latency, if set, delivers the service's request latencies; the
-	// session files them under the stall windows and, at the end,
-	// correlates the two with Correlate.
-	Latency <-chan latency.Sample
-	// LatencyWindows delivers whole windows' statistics instead (a
-	// Prometheus histogram scraped once per window).
-	LatencyWindows <-chan latency.Stats
-	Correlate      correlate.Config
-	// DumpOnSpike calls Dump whenever a closing window is a latency
-	// spike: the flight recorder keeps the moments that matter.
-	DumpOnSpike bool
-
 	// OnSnapshot, if set, receives the kernel's aggregates every
 	// SnapshotEvery (the interactive view's exact histograms and
-	// migrations). It must not block.
+	// migrations), and the final ones. It must not block.
 	OnSnapshot    func(*stall.Snapshot)
 	SnapshotEvery time.Duration
 }
 
-// Result is what a finished session saw.
+// Result is how a finished session ended.
 type Result struct {
-	Summary    aggregate.Summary
-	DurationNs uint64
-	Events     uint64
-	LateEvents uint64
-	Windows    uint64
+	// End has the run's end time and counts; the caller adds the note.
+	End        record.End
+	Final      *stall.Snapshot // the kernel's aggregates when tracing stopped
 	BadRecords uint64
 	TargetGone bool
-	// Final is the kernel's aggregates when tracing stopped.
-	Final *stall.Snapshot
-	EndNs uint64
-	// Correlation is set when a latency source was.
-	Correlation *correlate.Result
 }
 
-// Run traces until ctx ends or the target goes, then returns the result.
-func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Options) (*Result, error) {
-	if opt.StartNs == 0 {
-		opt.StartNs = opt.Now()
-	}
-	s := &run{opt: opt, k: k, agg: aggregate.New(opt.StartNs, uint64(opt.Window))}
-	if opt.Latency != nil || opt.LatencyWindows != nil {
-		s.lat = latency.NewWindows(opt.StartNs, uint64(opt.Window))
-		s.det = correlate.NewDetector(opt.Correlate)
-	}
-	s.record(false)
+// Run traces until ctx ends or the target goes, then returns how it ended.
+// The engine's header says when the run started and how long a window is.
+func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Result, error) {
+	s := &run{opt: opt, k: k, eng: eng}
+	s.record()
 	events := make(chan stall.Event, 1<<16)
-	var badRecords uint64 // written by the reader goroutine, read after it ends
 	go func() {
 		defer close(events)
-		tracer.Stream(rd, dec, func(ev stall.Event) { events <- ev }, func(error) { badRecords++ })
+		if err := k.Stream(func(ev stall.Event) { events <- ev }); err != nil {
+			s.warn(err)
+		}
 	}()
+	lat := s.startLatency(ctx)
 
-	s.loop(ctx, events)
+	s.loop(ctx, events, lat)
 
 	// Stop the source first, so the drain ends and the snapshot covers the
 	// same span as the stream.
-	detachErr := k.Detach()
-	if err := rd.Flush(); err != nil {
-		return nil, err
-	}
+	stopErr := k.Stop()
 	for ev := range events {
 		s.add(ev)
 	}
+	s.stopLatency(lat)
 	endNs := opt.Now()
-	s.emit(s.agg.CloseAll(endNs))
-	if detachErr != nil {
-		return nil, detachErr
+	s.close(endNs, true)
+	if stopErr != nil {
+		return nil, stopErr
 	}
 	snap, err := k.Snapshot()
 	if err != nil {
@@ -158,91 +122,107 @@ func Run(ctx context.Context, rd Reader, dec *tracer.Decoder, k Kernel, opt Opti
 	if opt.OnSnapshot != nil {
 		opt.OnSnapshot(snap)
 	}
-	if opt.Recorder != nil {
-		if err := opt.Recorder.Snapshot(record.Snapshot{MonoNs: endNs, Final: true, Data: snap}); err != nil {
+	if r := opt.Recorder; r != nil {
+		if err := r.Snapshot(record.Snapshot{MonoNs: endNs, Final: true, Data: snap}); err != nil {
 			return nil, err
 		}
 		s.procfs(endNs)
 	}
-	var corr *correlate.Result
-	if s.lat != nil {
-		cfg := opt.Correlate
-		cfg.StartNs = opt.StartNs
-		corr = correlate.Analyze(s.latencies, s.closed, cfg)
-	}
-	return &Result{
-		Correlation: corr,
-		Final:       snap,
-		EndNs:       endNs,
-		Summary:     s.agg.Summarize(snap),
-		DurationNs:  endNs - opt.StartNs,
-		Events:      s.agg.Events,
-		LateEvents:  s.agg.LateEvents,
-		Windows:     s.windows,
-		BadRecords:  badRecords,
-		TargetGone:  s.gone,
-	}, nil
+	return &Result{End: eng.End(endNs, ""), Final: snap, BadRecords: k.BadRecords(), TargetGone: s.gone}, nil
 }
 
 type run struct {
-	opt      Options
-	k        Kernel
-	agg      *aggregate.Aggregator
-	windows  uint64
-	lastLost uint64
-	gone     bool
+	opt  Options
+	k    Kernel
+	eng  *engine.Engine
+	gone bool
+	jobs []*job
 
-	lat       *latency.Windows
-	det       *correlate.Detector
-	latencies []latency.Stats
-	closed    []*aggregate.Window // kept for the correlation
+	latStop context.CancelFunc
+	latDone chan struct{}
+
+	warnMu   sync.Mutex // warn is called from the reading goroutines too
+	lastWarn string
 }
 
-func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
-	tick := time.NewTicker(s.opt.Window / 4)
+// job is periodic work done on the loop's tick.
+type job struct {
+	every time.Duration
+	due   time.Time
+	run   func()
+}
+
+// warn passes on a problem that does not stop tracing, once until a
+// different one comes (a cgroup that fails every rescan says so once).
+func (s *run) warn(err error) {
+	if s.opt.Warn == nil || err == nil {
+		return
+	}
+	s.warnMu.Lock()
+	repeat := err.Error() == s.lastWarn
+	s.lastWarn = err.Error()
+	s.warnMu.Unlock()
+	if !repeat {
+		s.opt.Warn(err)
+	}
+}
+
+// startLatency runs the latency source until the session stops.
+func (s *run) startLatency(ctx context.Context) <-chan latency.Reading {
+	if s.opt.Latency == nil {
+		return nil
+	}
+	out := make(chan latency.Reading, 1<<14)
+	ctx, s.latStop = context.WithCancel(ctx)
+	s.latDone = make(chan struct{})
+	go func() {
+		defer close(s.latDone)
+		s.warn(s.opt.Latency.Run(ctx, out, s.warn))
+	}()
+	return out
+}
+
+// stopLatency ends the source and takes what it had sent.
+func (s *run) stopLatency(lat <-chan latency.Reading) {
+	if s.latStop == nil {
+		return
+	}
+	s.latStop()
+	<-s.latDone
+	for {
+		select {
+		case r := <-lat:
+			s.eng.Latency(r)
+		default:
+			return
+		}
+	}
+}
+
+// loop takes events and latencies until the run ends. Everything periodic
+// (closing windows, rescans, snapshots, records) runs on one tick.
+func (s *run) loop(ctx context.Context, events <-chan stall.Event, lat <-chan latency.Reading) {
+	window := time.Duration(s.eng.Header().WindowNs)
+	period := window / 4
+	s.every(s.opt.RescanEvery, s.opt.Rescan != nil, s.rescan)
+	s.every(s.opt.RecordEvery, s.opt.Recorder != nil, s.record)
+	s.every(s.opt.SnapshotEvery, s.opt.OnSnapshot != nil, s.snapshot)
+	for _, j := range s.jobs {
+		period = min(period, j.every)
+	}
+	tick := time.NewTicker(period)
 	defer tick.Stop()
-	var rescan, recordTick, snapTick <-chan time.Time
-	if s.opt.Rescan != nil && s.opt.RescanEvery > 0 {
-		t := time.NewTicker(s.opt.RescanEvery)
-		defer t.Stop()
-		rescan = t.C
-	}
-	if s.opt.Recorder != nil && s.opt.RecordEvery > 0 {
-		t := time.NewTicker(s.opt.RecordEvery)
-		defer t.Stop()
-		recordTick = t.C
-	}
-	if s.opt.OnSnapshot != nil && s.opt.SnapshotEvery > 0 {
-		t := time.NewTicker(s.opt.SnapshotEvery)
-		defer t.Stop()
-		snapTick = t.C
-	}
-	grace := uint64(s.opt.Grace)
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				return // the reader stopped on its own
+				return // the stream stopped on its own
 			}
 			s.add(ev)
-		case <-tick.C:
-			if now := s.opt.Now(); now > grace {
-				s.emit(s.agg.Close(now - grace))
-			}
-		case <-rescan:
-			if pids, err := s.opt.Rescan(); err == nil {
-				s.k.AddPIDs(pids)
-			}
-		case smp := <-s.opt.Latency:
-			s.lat.Add(smp)
-		case st := <-s.opt.LatencyWindows:
-			s.lat.Put(st)
-		case <-recordTick:
-			s.record(false)
-		case <-snapTick:
-			if snap, err := s.k.Snapshot(); err == nil {
-				s.opt.OnSnapshot(snap)
-			}
+		case r := <-lat:
+			s.eng.Latency(r)
+		case now := <-tick.C:
+			s.tick(now)
 		case <-s.opt.DumpRequests:
 			s.dump()
 		case <-s.opt.Gone:
@@ -254,18 +234,86 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event) {
 	}
 }
 
+// every adds a periodic job, if it is wanted.
+func (s *run) every(d time.Duration, wanted bool, f func()) {
+	if wanted && d > 0 {
+		s.jobs = append(s.jobs, &job{every: d, due: time.Now().Add(d), run: f})
+	}
+}
+
+func (s *run) tick(now time.Time) {
+	if mono, grace := s.opt.Now(), uint64(engine.Grace); mono > grace {
+		s.close(mono-grace, false)
+	}
+	for _, j := range s.jobs {
+		if !now.Before(j.due) {
+			j.due = now.Add(j.every)
+			j.run()
+		}
+	}
+}
+
+func (s *run) add(ev stall.Event) {
+	if s.opt.Recorder != nil {
+		s.opt.Recorder.Event(&ev)
+	}
+	s.eng.Event(ev)
+}
+
+// close closes the windows that ended by upTo (all of them when final)
+// and records where: a replay closes its windows at the same points.
+func (s *run) close(upTo uint64, final bool) {
+	if lost, err := s.k.LostEvents(); err == nil {
+		s.eng.SetLost(lost)
+	}
+	closeFn := s.eng.Close
+	if final {
+		closeFn = s.eng.Finish
+	}
+	ws, spikes := closeFn(upTo)
+	if len(ws) == 0 {
+		return
+	}
+	if r := s.opt.Recorder; r != nil {
+		for _, w := range ws {
+			if w.Latency != nil {
+				r.Latency(*w.Latency)
+			}
+		}
+		r.Lost(record.Lost{MonoNs: upTo, LostEvents: s.eng.Lost()})
+	}
+	if spikes > 0 && s.opt.DumpOnSpike {
+		s.dump()
+	}
+}
+
+func (s *run) rescan() {
+	pids, err := s.opt.Rescan()
+	if err == nil {
+		err = s.k.AddPIDs(pids)
+	}
+	s.warn(err)
+}
+
+func (s *run) snapshot() {
+	if snap, err := s.k.Snapshot(); err == nil {
+		s.opt.OnSnapshot(snap)
+	}
+}
+
 // record writes the kernel's aggregates and a procfs reading, and closes
 // the open block so a crash loses at most RecordEvery of data.
-func (s *run) record(final bool) {
-	if s.opt.Recorder == nil {
+func (s *run) record() {
+	r := s.opt.Recorder
+	if r == nil {
 		return
 	}
 	now := s.opt.Now()
 	if snap, err := s.k.Snapshot(); err == nil {
-		s.opt.Recorder.Snapshot(record.Snapshot{MonoNs: now, Final: final, Data: snap})
+		s.warn(r.Snapshot(record.Snapshot{MonoNs: now, Data: snap}))
 	}
 	s.procfs(now)
-	s.opt.Recorder.Flush()
+	r.Flush()
 }
 
 func (s *run) procfs(now uint64) {
@@ -273,7 +321,7 @@ func (s *run) procfs(now uint64) {
 		return
 	}
 	if p, err := s.opt.ReadProcfs(now); err == nil {
-		s.opt.Recorder.Procfs(p)
+		s.warn(s.opt.Recorder.Procfs(p))
 	}
 }
 
@@ -288,54 +336,4 @@ func (s *run) dump() {
 	if s.opt.OnDump != nil {
 		s.opt.OnDump(err)
 	}
-}
-
-func (s *run) add(ev stall.Event) {
-	s.agg.Add(ev)
-	if s.opt.Recorder != nil {
-		s.opt.Recorder.Event(&ev)
-	}
-	if s.opt.Sink != nil && ev.Kind == stall.KindStall {
-		s.opt.Sink.Stall(&ev) // a broken pipe shows when the summary is written
-	}
-}
-
-// emit hands closed windows to the sink; the newest carries the records
-// the kernel dropped since the last windows were emitted.
-func (s *run) emit(ws []*aggregate.Window) {
-	if len(ws) == 0 {
-		return
-	}
-	if lost, err := s.k.LostEvents(); err == nil {
-		ws[len(ws)-1].LostEvents = lost - s.lastLost
-		s.lastLost = lost
-		if s.opt.Recorder != nil {
-			s.opt.Recorder.Lost(record.Lost{MonoNs: ws[len(ws)-1].EndNs, LostEvents: lost})
-		}
-	}
-	s.windows += uint64(len(ws))
-	dumping := false
-	if s.lat != nil {
-		for _, w := range ws {
-			if st := s.lat.Take(w.Index); st != nil {
-				w.Latency = st
-				s.latencies = append(s.latencies, *st)
-				if spike, _ := s.det.Observe(*st); spike && s.opt.DumpOnSpike && !dumping {
-					dumping = true
-					defer s.dump() // once the windows are recorded
-				}
-				if s.opt.Recorder != nil {
-					s.opt.Recorder.Latency(*st)
-				}
-			}
-			s.closed = append(s.closed, w)
-		}
-	}
-	if s.opt.Sink == nil {
-		return
-	}
-	for _, w := range ws {
-		s.opt.Sink.Window(w)
-	}
-	s.opt.Sink.Flush()
 }

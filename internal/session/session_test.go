@@ -2,93 +2,76 @@ package session
 
 import (
 	"context"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
-
-	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
-	"github.com/numatrace/numatrace/internal/tracer"
 )
 
-// fakeReader serves records pushed by the test, like a ring buffer.
-type fakeReader struct {
-	mu       sync.Mutex
-	queue    [][]byte
-	flushed  bool
-	deadline time.Time
-	wake     chan struct{}
-	order    *[]string
-}
-
-func newReader(order *[]string) *fakeReader {
-	return &fakeReader{wake: make(chan struct{}, 1), order: order}
-}
-
-func (r *fakeReader) push(b []byte) {
-	r.mu.Lock()
-	r.queue = append(r.queue, b)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (r *fakeReader) SetDeadline(t time.Time) { r.mu.Lock(); r.deadline = t; r.mu.Unlock() }
-
-func (r *fakeReader) ReadInto(rec *ringbuf.Record) error {
-	for {
-		r.mu.Lock()
-		if len(r.queue) > 0 {
-			rec.RawSample = append(rec.RawSample[:0], r.queue[0]...)
-			r.queue = r.queue[1:]
-			r.mu.Unlock()
-			return nil
-		}
-		if r.flushed {
-			r.mu.Unlock()
-			return ringbuf.ErrFlushed
-		}
-		wait := time.Until(r.deadline)
-		r.mu.Unlock()
-		if wait <= 0 {
-			return os.ErrDeadlineExceeded
-		}
-		select {
-		case <-r.wake:
-		case <-time.After(wait):
-		}
-	}
-}
-
-func (r *fakeReader) Flush() error {
-	r.mu.Lock()
-	r.flushed = true
-	*r.order = append(*r.order, "flush")
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
+// fakeKernel serves events pushed by the test, like the tracer's stream.
 type fakeKernel struct {
 	mu       sync.Mutex
 	order    *[]string
+	queue    []stall.Event
+	stopped  bool
+	wake     chan struct{}
 	added    []uint32
 	lost     uint64
+	bad      uint64
 	detached bool
+}
+
+func newKernel(order *[]string) *fakeKernel {
+	return &fakeKernel{order: order, wake: make(chan struct{}, 1)}
+}
+
+func (k *fakeKernel) push(ev stall.Event) {
+	k.mu.Lock()
+	k.queue = append(k.queue, ev)
+	k.mu.Unlock()
+	k.poke()
+}
+
+func (k *fakeKernel) poke() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stream delivers what is queued; after Stop it drains and returns.
+func (k *fakeKernel) Stream(sink func(stall.Event)) error {
+	for {
+		k.mu.Lock()
+		q := k.queue
+		k.queue = nil
+		stopped := k.stopped
+		k.mu.Unlock()
+		for _, ev := range q {
+			sink(ev)
+		}
+		if stopped && len(q) == 0 {
+			return nil
+		}
+		<-k.wake
+	}
+}
+
+func (k *fakeKernel) Stop() error {
+	k.mu.Lock()
+	k.detached, k.stopped = true, true
+	*k.order = append(*k.order, "detach", "flush")
+	k.mu.Unlock()
+	k.poke()
+	return nil
 }
 
 func (k *fakeKernel) Snapshot() (*stall.Snapshot, error) {
@@ -112,12 +95,10 @@ func (k *fakeKernel) AddPIDs(p []uint32) error {
 	k.mu.Unlock()
 	return nil
 }
-func (k *fakeKernel) Detach() error {
+func (k *fakeKernel) BadRecords() uint64 {
 	k.mu.Lock()
-	k.detached = true
-	*k.order = append(*k.order, "detach")
-	k.mu.Unlock()
-	return nil
+	defer k.mu.Unlock()
+	return k.bad
 }
 
 type fakeSink struct {
@@ -140,25 +121,19 @@ func (s *fakeSink) Window(w *aggregate.Window) error {
 }
 func (s *fakeSink) Flush() error { return nil }
 
-// rawRecord builds a raw ring-buffer record the way the kernel lays it out.
-func rawRecord(t *testing.T, kind, cause uint32, ts, dur uint64, tid uint32) []byte {
-	t.Helper()
-	b := make([]byte, tracer.EventSize)
-	// Field offsets of struct event (bpf/numatrace.h): ts_ns 0, dur_ns 8,
-	// kind 40, cause 44, pid 48, tid 52. The decoder tests check the layout.
-	put64 := func(off int, v uint64) { *(*uint64)(unsafe.Pointer(&b[off])) = v }
-	put32 := func(off int, v uint32) { *(*uint32)(unsafe.Pointer(&b[off])) = v }
-	put64(0, ts)
-	put64(8, dur)
-	put32(40, kind)
-	put32(44, cause)
-	put32(48, tid)
-	put32(52, tid)
-	ev, err := tracer.NewDecoder(nil).Decode(b)
-	if err != nil || ev.TsNs != ts || ev.TID != tid || uint32(ev.Cause) != cause {
-		t.Fatalf("record layout drifted: %+v %v", ev, err)
+// event is one decoded event, as the tracer hands it over.
+func event(kind stall.Kind, cause stall.Cause, ts, dur uint64, tid uint32) stall.Event {
+	return stall.Event{Kind: kind, Cause: cause, TsNs: ts, DurNs: dur, PID: tid, TID: tid,
+		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+}
+
+// newEngine starts a run at startNs with windows of w.
+func newEngine(startNs uint64, w time.Duration, opt engine.Options, latency bool) *engine.Engine {
+	h := record.Header{StartNs: startNs, WindowNs: uint64(w)}
+	if latency {
+		h.SpikeK = 2
 	}
-	return b
+	return engine.New(h, opt)
 }
 
 type clock struct{ ns atomic.Uint64 }
@@ -167,16 +142,16 @@ func (c *clock) now() uint64 { return c.ns.Load() }
 
 func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 	var order []string
-	rd := newReader(&order)
-	k := &fakeKernel{order: &order}
+	k := newKernel(&order)
 	sink := &fakeSink{}
 	clk := &clock{}
-	clk.ns.Store(1_000_000_000)
+	start := uint64(1_000_000_000)
+	clk.ns.Store(start)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result, 1)
 	go func() {
-		res, err := Run(ctx, rd, tracer.NewDecoder(nil), k, Options{
-			Window: 40 * time.Millisecond, Grace: 0, Now: clk.now, Sink: sink,
+		eng := newEngine(start, 40*time.Millisecond, engine.Options{Sinks: []engine.Sink{sink}}, false)
+		res, err := Run(ctx, k, eng, Options{Now: clk.now,
 			Rescan: func() ([]uint32, error) { return []uint32{77}, nil }, RescanEvery: 5 * time.Millisecond,
 		})
 		if err != nil {
@@ -184,18 +159,26 @@ func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 		}
 		done <- res
 	}()
-	start := uint64(1_000_000_000)
-	rd.push(rawRecord(t, 0, uint32(stall.MemcgReclaim), start+10_000_000, 5000, 11))
-	rd.push(rawRecord(t, 0, uint32(stall.DirectReclaim), start+50_000_000, 7000, 12))
-	rd.push(rawRecord(t, 1, 0, start+60_000_000, 0, 12)) // exit: not a stall line
+	k.push(event(stall.KindStall, stall.MemcgReclaim, start+10_000_000, 5000, 11))
+	k.push(event(stall.KindStall, stall.DirectReclaim, start+50_000_000, 7000, 12))
+	k.push(event(stall.KindExit, 0, start+60_000_000, 0, 12)) // exit: not a stall line
 	time.Sleep(50 * time.Millisecond)
-	clk.ns.Store(start + 130_000_000) // three windows of 40ms have ended
 	k.mu.Lock()
 	k.lost = 3
 	k.mu.Unlock()
+	// Three windows of 40ms have ended, and the grace after them.
+	clk.ns.Store(start + 130_000_000 + uint64(engine.Grace))
 	time.Sleep(50 * time.Millisecond)
-	// A record that arrives while stopping is drained, not lost.
-	rd.push(rawRecord(t, 0, uint32(stall.MmapLock), start+131_000_000, 100, 11))
+	sink.mu.Lock()
+	onTime := len(sink.windows)
+	sink.mu.Unlock()
+	if onTime != 3 {
+		t.Errorf("%d windows closed on time, want 3", onTime)
+	}
+	// Tracing stops at +130ms: the window it falls in is partial. A record
+	// that arrives while stopping is drained, not lost.
+	clk.ns.Store(start + 130_000_000)
+	k.push(event(stall.KindStall, stall.MmapLock, start+131_000_000, 100, 11))
 	cancel()
 	res := <-done
 
@@ -225,7 +208,7 @@ func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 	if lost != 3 {
 		t.Errorf("windows carry %d lost events, want 3", lost)
 	}
-	if res.Events != 4 || res.TargetGone || len(res.Summary.Threads) != 1 {
+	if res.End.Events != 4 || res.TargetGone || len(res.Final.Threads) != 1 {
 		t.Errorf("result %+v", res)
 	}
 	want := []string{"detach", "flush", "snapshot"}
@@ -245,8 +228,8 @@ func TestRunEndsWhenTargetGoes(t *testing.T) {
 	clk := &clock{}
 	done := make(chan *Result, 1)
 	go func() {
-		res, err := Run(context.Background(), newReader(&order), tracer.NewDecoder(nil), &fakeKernel{order: &order},
-			Options{Window: time.Second, Now: clk.now, Gone: gone})
+		res, err := Run(context.Background(), newKernel(&order), newEngine(0, time.Second, engine.Options{}, false),
+			Options{Now: clk.now, Gone: gone})
 		if err != nil {
 			t.Error(err)
 		}
@@ -265,15 +248,17 @@ func TestRunEndsWhenTargetGoes(t *testing.T) {
 
 func TestRunCountsBadRecords(t *testing.T) {
 	var order []string
-	rd := newReader(&order)
+	k := newKernel(&order)
 	ctx, cancel := context.WithCancel(context.Background())
 	clk := &clock{}
 	done := make(chan *Result, 1)
 	go func() {
-		res, _ := Run(ctx, rd, tracer.NewDecoder(nil), &fakeKernel{order: &order}, Options{Window: time.Second, Now: clk.now})
+		res, _ := Run(ctx, k, newEngine(0, time.Second, engine.Options{}, false), Options{Now: clk.now})
 		done <- res
 	}()
-	rd.push([]byte{1, 2, 3})
+	k.mu.Lock()
+	k.bad = 1 // the tracer's stream could not decode one record
+	k.mu.Unlock()
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	if res := <-done; res.BadRecords != 1 {
@@ -285,20 +270,20 @@ func TestRunCountsBadRecords(t *testing.T) {
 // to the stall that happened in it.
 func TestRunCorrelatesLatency(t *testing.T) {
 	var order []string
-	rd := newReader(&order)
-	k := &fakeKernel{order: &order}
+	k := newKernel(&order)
 	sink := &fakeSink{}
 	clk := &clock{}
 	start := uint64(1_000_000_000)
 	clk.ns.Store(start)
-	lat := make(chan latency.Sample, 1024)
+	lat := chanSource(make(chan latency.Reading, 1024))
 	var dumps atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result, 1)
+	eng := newEngine(start, 40*time.Millisecond,
+		engine.Options{Sinks: []engine.Sink{sink}, Spikes: correlate.Config{MinHist: 3}}, true)
 	go func() {
-		res, err := Run(ctx, rd, tracer.NewDecoder(nil), k, Options{
-			Window: 40 * time.Millisecond, Now: clk.now, Sink: sink, Latency: lat,
-			Correlate: correlate.Config{MinHist: 3}, DumpOnSpike: true,
+		res, err := Run(ctx, k, eng, Options{
+			Now: clk.now, Latency: lat, DumpOnSpike: true,
 			Dump: func(record.Snapshot) error { dumps.Add(1); return nil },
 		})
 		if err != nil {
@@ -311,18 +296,18 @@ func TestRunCorrelatesLatency(t *testing.T) {
 		p := uint64(time.Millisecond)
 		if i == 7 {
 			p = 20 * uint64(time.Millisecond)
-			rd.push(rawRecord(t, 0, uint32(stall.MemcgReclaim), start+i*win+1000, 15_000_000, 11))
+			k.push(event(stall.KindStall, stall.MemcgReclaim, start+i*win+1000, 15_000_000, 11))
 		}
 		for j := uint64(0); j < 50; j++ {
-			lat <- latency.Sample{TsNs: start + i*win + j*100_000, LatencyNs: p}
+			lat <- latency.Reading{Sample: latency.Sample{TsNs: start + i*win + j*100_000, LatencyNs: p}}
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	clk.ns.Store(start + 10*win + 1)
+	clk.ns.Store(start + 10*win + 1 + uint64(engine.Grace))
 	time.Sleep(100 * time.Millisecond)
 	cancel()
-	res := <-done
-	c := res.Correlation
+	<-done
+	c := eng.Analysis()
 	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 {
 		t.Fatalf("correlation %+v", c)
 	}
@@ -348,8 +333,8 @@ func TestRunHandsSnapshotsToTheView(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, err := Run(ctx, newReader(&order), tracer.NewDecoder(nil), &fakeKernel{order: &order}, Options{
-			Window: time.Second, Now: clk.now, SnapshotEvery: 20 * time.Millisecond,
+		_, err := Run(ctx, newKernel(&order), newEngine(0, time.Second, engine.Options{}, false), Options{
+			Now: clk.now, SnapshotEvery: 20 * time.Millisecond,
 			OnSnapshot: func(s *stall.Snapshot) { mu.Lock(); got = append(got, s); mu.Unlock() }})
 		if err != nil {
 			t.Error(err)
@@ -368,3 +353,19 @@ func TestRunHandsSnapshotsToTheView(t *testing.T) {
 		t.Errorf("the last snapshot is not taken after detaching: %v", order[max(0, len(order)-3):])
 	}
 }
+
+// chanSource is a latency source fed by the test.
+type chanSource chan latency.Reading
+
+func (c chanSource) Run(ctx context.Context, out chan<- latency.Reading, _ func(error)) error {
+	for {
+		select {
+		case r := <-c:
+			out <- r
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (c chanSource) Close() error { return nil }

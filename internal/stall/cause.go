@@ -1,12 +1,18 @@
 // Package stall holds numatrace's domain types: what froze a thread, for how
 // long, and the log2 histograms those stalls are summarised in. Every source
-// of events (the live tracer, later a replayed recording) produces these.
+// of events (the live tracer, a replayed recording) produces these, and
+// every front end learns about a cause from its descriptor here.
 package stall
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Cause is what froze a thread. The numbering matches enum cause in
-// bpf/numatrace.h; the tracer checks that at init.
+// bpf/numatrace.h; the tracer checks the two against each other when it
+// loads, and its tests check them in CI.
 type Cause uint8
 
 const (
@@ -21,41 +27,70 @@ const (
 	NumCauses
 )
 
-var causeNames = [NumCauses]string{
-	DirectReclaim: "direct_reclaim",
-	MemcgReclaim:  "memcg_reclaim",
-	NodeReclaim:   "node_reclaim",
-	Compaction:    "compaction",
-	NUMAMigration: "numa_migration",
-	NUMATaskMove:  "numa_task_move",
-	TaskMigration: "task_migration",
-	MmapLock:      "mmap_lock",
+// Descriptor is everything a front end needs to know about a cause. Adding
+// a cause means adding its constant above and its descriptor below; no
+// output, view or exporter has a list of its own.
+type Descriptor struct {
+	Name   string // JSON, the command line, recordings: "memcg_reclaim"
+	Short  string // table headers and chart legends: "memcg"
+	Letter byte   // marks the cause in charts without colour
+	Colour string // ANSI colour of the cause in charts
+	// Timed causes have a duration. Counted ones (numa_task_move,
+	// task_migration) say where a thread went, not how long it waited.
+	Timed bool
+	// Fields are the stall's details beyond who, when and how long, in
+	// the order NDJSON and Perfetto print them.
+	Fields []Field
+	// Words describes one stall in a few words (the drill-down's recent
+	// stalls); the CPU and nesting are added for every cause.
+	Words func(*Event) []string
+}
+
+// descriptors is indexed by Cause; TestDescriptorsComplete fails when an
+// entry is missing or half filled.
+var descriptors = [NumCauses]Descriptor{
+	DirectReclaim: {Name: "direct_reclaim", Short: "direct", Letter: 'D', Colour: "9", Timed: true,
+		Fields: fields(fieldOrder, fieldGFP, fieldPages), Words: reclaimWords},
+	MemcgReclaim: {Name: "memcg_reclaim", Short: "memcg", Letter: 'M', Colour: "11", Timed: true,
+		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldCgroup, fieldSoftLimit), Words: reclaimWords},
+	NodeReclaim: {Name: "node_reclaim", Short: "node", Letter: 'N', Colour: "13", Timed: true,
+		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldNode), Words: reclaimWords},
+	Compaction: {Name: "compaction", Short: "compact", Letter: 'C', Colour: "14", Timed: true,
+		Fields: fields(fieldOrder, fieldGFP, fieldPriority, fieldStatus, fieldPass, fieldAttempt), Words: compactionWords},
+	NUMAMigration: {Name: "numa_migration", Short: "numa-mig", Letter: 'P', Colour: "12", Timed: true, // P: page migration
+		Fields: fields(fieldPages, fieldReason, fieldMode), Words: migrationWords},
+	NUMATaskMove: {Name: "numa_task_move", Short: "numa-move", Letter: 'T', Colour: "10",
+		Fields: fields(fieldMove, fieldSrcCPU, fieldDstCPU, fieldSrcNode, fieldDstNode, fieldOtherTID), Words: taskMoveWords},
+	TaskMigration: {Name: "task_migration", Short: "migr", Letter: 't', Colour: "8",
+		Fields: fields(), Words: func(*Event) []string { return nil }},
+	MmapLock: {Name: "mmap_lock", Short: "mmap", Letter: 'L', Colour: "15", Timed: true,
+		Fields: fields(fieldWrite, fieldAcquired), Words: mmapLockWords},
+}
+
+// Desc returns the cause's descriptor; an unknown cause gets a bare one.
+func (c Cause) Desc() *Descriptor {
+	if c < NumCauses {
+		return &descriptors[c]
+	}
+	return &Descriptor{Name: fmt.Sprintf("cause(%d)", uint8(c)), Short: "?", Letter: '?',
+		Fields: fields(), Words: func(*Event) []string { return nil }}
 }
 
 // String returns the cause's name as used in JSON and on the command line.
-func (c Cause) String() string {
-	if c < NumCauses {
-		return causeNames[c]
-	}
-	return fmt.Sprintf("cause(%d)", uint8(c))
-}
+func (c Cause) String() string { return c.Desc().Name }
 
 // ParseCause maps a cause name back to its Cause.
 func ParseCause(name string) (Cause, error) {
-	for i, n := range causeNames {
-		if n == name {
+	for i := range descriptors {
+		if descriptors[i].Name == name {
 			return Cause(i), nil
 		}
 	}
 	return 0, fmt.Errorf("unknown cause %q", name)
 }
 
-// Timed reports whether the cause has a duration. numa_task_move and
-// task_migration are counts: they say where a thread went, not how long it
-// waited.
-func (c Cause) Timed() bool {
-	return c != NUMATaskMove && c != TaskMigration
-}
+// Timed reports whether the cause has a duration.
+func (c Cause) Timed() bool { return c.Desc().Timed }
 
 // AllCauses lists every cause in order.
 func AllCauses() []Cause {
@@ -64,4 +99,102 @@ func AllCauses() []Cause {
 		out[i] = Cause(i)
 	}
 	return out
+}
+
+// Describe is one stall in a few words: the cause's details, its CPU,
+// and whether it ran inside another stall.
+func (e *Event) Describe() string {
+	p := e.Cause.Desc().Words(e)
+	p = append(p, fmt.Sprintf("cpu %d", e.CPU))
+	if e.Nested {
+		p = append(p, "nested")
+	}
+	return strings.Join(p, ", ")
+}
+
+func reclaimWords(e *Event) []string {
+	p := []string{fmt.Sprintf("order %d", e.Order)}
+	if e.Pages > 0 {
+		p = append(p, fmt.Sprintf("reclaimed %d pages", e.Pages))
+	}
+	if e.Cause == NodeReclaim {
+		p = append(p, fmt.Sprintf("node %d", e.Node))
+	}
+	return p
+}
+
+func compactionWords(e *Event) []string {
+	p := []string{fmt.Sprintf("order %d pass %d", e.Order, e.Pass)}
+	if e.Status != "" {
+		p = append(p, e.Status)
+	}
+	if e.Mode != "" {
+		p = append(p, e.Mode)
+	}
+	return p
+}
+
+func migrationWords(e *Event) []string {
+	p := []string{fmt.Sprintf("%d pages", e.Pages)}
+	if e.Reason != "" {
+		p = append(p, e.Reason)
+	}
+	if e.Node >= 0 && e.DstNode >= 0 {
+		p = append(p, fmt.Sprintf("node %d→%d", e.Node, e.DstNode))
+	}
+	return p
+}
+
+func taskMoveWords(e *Event) []string {
+	p := []string{fmt.Sprintf("cpu %d→%d node %d→%d", e.SrcCPU, e.DstCPU, e.Node, e.DstNode)}
+	if e.Swap {
+		p = append(p, fmt.Sprintf("swap with %d", e.OtherTID))
+	}
+	if e.Stick {
+		p = append(p, "stuck")
+	}
+	return p
+}
+
+func mmapLockWords(e *Event) []string {
+	p := []string{"read"}
+	if e.Write {
+		p[0] = "write"
+	}
+	if !e.Acquired {
+		p = append(p, "failed")
+	}
+	return p
+}
+
+// ParseDurations reads per-cause thresholds: "10us" for every cause, or
+// "mmap_lock=10us,compaction=0"; a bare duration sets every cause and a
+// named one after it overrides that cause.
+func ParseDurations(s string) ([NumCauses]uint64, error) {
+	var out [NumCauses]uint64
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, val, hasName := strings.Cut(part, "=")
+		if !hasName {
+			val = name
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(val))
+		if err != nil || d < 0 {
+			return out, fmt.Errorf("bad duration %q", val)
+		}
+		if !hasName {
+			for i := range out {
+				out[i] = uint64(d)
+			}
+			continue
+		}
+		c, err := ParseCause(strings.TrimSpace(name))
+		if err != nil {
+			return out, err
+		}
+		out[c] = uint64(d)
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package stall
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCauseNamesRoundTrip(t *testing.T) {
@@ -89,3 +90,146 @@ func TestSnapshotThread(t *testing.T) {
 		t.Errorf("%d threads, want 2", len(s.Threads))
 	}
 }
+
+// Every cause has a whole descriptor, and no two causes look alike in a
+// chart or a table: a cause added without one fails here, not as a blank
+// column or a zero-value colour in some front end.
+func TestDescriptorsComplete(t *testing.T) {
+	seen := map[string]Cause{}
+	unique := func(kind, v string, c Cause) {
+		if prev, ok := seen[kind+":"+v]; ok {
+			t.Errorf("%v and %v share the %s %q", prev, c, kind, v)
+		}
+		seen[kind+":"+v] = c
+	}
+	for c := Cause(0); c < NumCauses; c++ {
+		d := descriptors[c]
+		if d.Name == "" || strings.Trim(d.Name, "abcdefghijklmnopqrstuvwxyz_") != "" {
+			t.Errorf("cause %d: name %q (want lower_case)", c, d.Name)
+		}
+		if d.Short == "" || d.Letter == 0 || d.Colour == "" || d.Words == nil {
+			t.Errorf("%s: short %q, letter %q, colour %q, words set %v: every one is needed",
+				d.Name, d.Short, d.Letter, d.Colour, d.Words != nil)
+		}
+		if n := len(d.Fields); n < 2 || d.Fields[0].Key != "cpu" || d.Fields[n-1].Key != "nested" {
+			t.Errorf("%s: fields must run from cpu to nested, built with fields()", d.Name)
+		}
+		for _, f := range d.Fields {
+			if f.Key == "" || f.Append == nil {
+				t.Errorf("%s: a field without a key or a value", d.Name)
+			}
+		}
+		unique("name", d.Name, c)
+		unique("short name", d.Short, c)
+		unique("letter", string(d.Letter), c)
+		unique("colour", d.Colour, c)
+	}
+}
+
+// Describe gives each cause's words, then the CPU and nesting.
+func TestDescribe(t *testing.T) {
+	cases := []struct {
+		ev   Event
+		want string
+	}{
+		{Event{Cause: MemcgReclaim, Order: 0, Pages: 32, CPU: 1}, "order 0, reclaimed 32 pages, cpu 1"},
+		{Event{Cause: NodeReclaim, Order: 2, Node: 1, CPU: 0, Nested: true}, "order 2, node 1, cpu 0, nested"},
+		{Event{Cause: Compaction, Order: 9, Pass: 2, Status: "complete", Mode: "prio_async", CPU: 3},
+			"order 9 pass 2, complete, prio_async, cpu 3"},
+		{Event{Cause: NUMAMigration, Pages: 512, Reason: "numa_misplaced", Node: 0, DstNode: 1, CPU: 1},
+			"512 pages, numa_misplaced, node 0→1, cpu 1"},
+		{Event{Cause: NUMATaskMove, SrcCPU: 0, DstCPU: 1, Node: 0, DstNode: 1, Swap: true, OtherTID: 9, CPU: 1},
+			"cpu 0→1 node 0→1, swap with 9, cpu 1"},
+		{Event{Cause: MmapLock, Write: true, CPU: 2}, "write, failed, cpu 2"},
+		{Event{Cause: TaskMigration, CPU: 2}, "cpu 2"},
+		{Event{Cause: NumCauses + 3, CPU: 2}, "cpu 2"},
+	}
+	for _, c := range cases {
+		if got := c.ev.Describe(); got != c.want {
+			t.Errorf("%v: %q, want %q", c.ev.Cause, got, c.want)
+		}
+	}
+}
+
+// Details are JSON pairs in the descriptor's order; a legitimate zero is
+// kept, an absent optional one is left out.
+func TestAppendDetails(t *testing.T) {
+	ev := Event{Cause: MemcgReclaim, CPU: 3, Order: 0, GFP: 0xcc0, Pages: 0, CgroupID: 7}
+	if got := string(ev.AppendDetails(nil)); got != `,"cpu":3,"order":0,"gfp":"0xcc0","pages":0,"cgroup_id":7` {
+		t.Errorf("memcg details %s", got)
+	}
+	ev = Event{Cause: NUMATaskMove, CPU: 1, SrcCPU: -1, DstCPU: 2, Node: 0, DstNode: 1, Stick: true, Nested: true}
+	if got := string(ev.AppendDetails(nil)); got != `,"cpu":1,"move":"stick","src_cpu":-1,"dst_cpu":2,"src_node":0,"dst_node":1,"nested":true` {
+		t.Errorf("task move details %s", got)
+	}
+}
+
+func TestParseDurations(t *testing.T) {
+	all := func(d time.Duration) (out [NumCauses]uint64) {
+		for i := range out {
+			out[i] = uint64(d)
+		}
+		return out
+	}
+	with := func(base [NumCauses]uint64, kv map[Cause]time.Duration) [NumCauses]uint64 {
+		for c, d := range kv {
+			base[c] = uint64(d)
+		}
+		return base
+	}
+	cases := []struct {
+		in   string
+		want [NumCauses]uint64
+	}{
+		{"", [NumCauses]uint64{}},
+		{"   ", [NumCauses]uint64{}},
+		{"0", [NumCauses]uint64{}},
+		{"5us", all(5 * time.Microsecond)},
+		{"1.5ms", all(1500 * time.Microsecond)},
+		{"mmap_lock=10us", with([NumCauses]uint64{}, map[Cause]time.Duration{MmapLock: 10 * time.Microsecond})},
+		{"mmap_lock=10us,compaction=1ms", with([NumCauses]uint64{}, map[Cause]time.Duration{
+			MmapLock: 10 * time.Microsecond, Compaction: time.Millisecond})},
+		{" mmap_lock = 10us , compaction=0 ", with([NumCauses]uint64{}, map[Cause]time.Duration{
+			MmapLock: 10 * time.Microsecond})},
+		// A bare duration sets every cause; a named one after it overrides that cause.
+		{"5us,mmap_lock=1ms", with(all(5*time.Microsecond), map[Cause]time.Duration{MmapLock: time.Millisecond})},
+		{"numa_task_move=1s,direct_reclaim=2ns", with([NumCauses]uint64{}, map[Cause]time.Duration{
+			NUMATaskMove: time.Second, DirectReclaim: 2})},
+	}
+	for _, c := range cases {
+		got, err := ParseDurations(c.in)
+		if err != nil {
+			t.Errorf("ParseDurations(%q): %v", c.in, err)
+			continue
+		}
+		if got != c.want {
+			t.Errorf("ParseDurations(%q) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestParseDurationsErrors(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"bogus=1s", `unknown cause "bogus"`},
+		{"x", `bad duration "x"`},
+		{"10", "bad duration"}, // no unit
+		{"-1us", "bad duration"},
+		{"mmap_lock=-1us", "bad duration"},
+		{"mmap_lock=", "bad duration"},
+		{"mmap_lock=10us,", "bad duration"}, // empty part
+		{"=10us", "unknown cause"},
+		{"mmap_lock=10us,bogus=1s", `unknown cause "bogus"`},
+		{"mmap_lock=10us=3", "bad duration"},
+	}
+	for _, c := range cases {
+		_, err := ParseDurations(c.in)
+		if err == nil {
+			t.Errorf("ParseDurations(%q) accepted", c.in)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseDurations(%q) = %q, want it to contain %q", c.in, err, c.want)
+		}
+	}
+}
+

@@ -1,40 +1,43 @@
 package stall
 
+// The snapshot types are stored in recordings as JSON with these exact
+// keys (docs/FORMAT.md §8.1): rename a field, never its tag.
+
 // ThreadStats is everything the kernel keeps exactly for one thread: a
 // histogram per timed cause, NUMA task-move counts and task migrations.
 type ThreadStats struct {
-	PID   uint32
-	TID   uint32
-	Comm  string
-	Hists map[Cause]*Hist
+	PID   uint32          `json:"PID"`
+	TID   uint32          `json:"TID"`
+	Comm  string          `json:"Comm"`
+	Hists map[Cause]*Hist `json:"Hists"`
 
-	Migrations          uint64 // task_migration: CPU changes
-	CrossNodeMigrations uint64 // of which the new CPU is on another node
+	Migrations          uint64 `json:"Migrations"`          // task_migration: CPU changes
+	CrossNodeMigrations uint64 `json:"CrossNodeMigrations"` // of which the new CPU is on another node
 }
 
 // SystemStats are system-wide counts that are never charged to a thread.
 type SystemStats struct {
-	KswapdWakeups         uint64
-	KhugepagedCollapses   uint64
-	KhugepagedCollapsedOK uint64
-	KcompactdPasses       uint64
-	KcompactdNs           uint64
-	ProactivePasses       uint64 // compaction outside any allocation: sysctl or proactive
-	ProactiveNs           uint64
-	DirectCompactAttempts uint64 // try_to_compact_pages, every task
-	TargetsFull           uint64 // processes --cgroup could not follow: the target set was full
+	KswapdWakeups         uint64 `json:"KswapdWakeups"`
+	KhugepagedCollapses   uint64 `json:"KhugepagedCollapses"`
+	KhugepagedCollapsedOK uint64 `json:"KhugepagedCollapsedOK"`
+	KcompactdPasses       uint64 `json:"KcompactdPasses"`
+	KcompactdNs           uint64 `json:"KcompactdNs"`
+	ProactivePasses       uint64 `json:"ProactivePasses"` // compaction outside any allocation: sysctl or proactive
+	ProactiveNs           uint64 `json:"ProactiveNs"`
+	DirectCompactAttempts uint64 `json:"DirectCompactAttempts"` // try_to_compact_pages, every task
+	TargetsFull           uint64 `json:"TargetsFull"`           // processes --cgroup could not follow: the target set was full
 }
 
 // Snapshot is a point-in-time copy of the kernel-side aggregates.
 type Snapshot struct {
-	Threads    map[uint32]*ThreadStats // by TID
-	System     SystemStats
-	LostEvents uint64
-	LostPerCPU []uint64
+	Threads    map[uint32]*ThreadStats `json:"Threads"` // by TID
+	System     SystemStats             `json:"System"`
+	LostEvents uint64                  `json:"LostEvents"`
+	LostPerCPU []uint64                `json:"LostPerCPU"`
 	// HistEntries of HistCapacity thread×cause histograms are in use; when
 	// full, the kernel evicts the least recently used.
-	HistEntries  int
-	HistCapacity int
+	HistEntries  int `json:"HistEntries"`
+	HistCapacity int `json:"HistCapacity"`
 }
 
 // Thread returns the stats for tid, creating them.

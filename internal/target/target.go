@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Kind of target.
@@ -176,16 +174,8 @@ func (t *Target) WaitGone(ctx context.Context) <-chan struct{} {
 // waitGone blocks until the target is gone (true) or ctx ends (false).
 func (t *Target) waitGone(ctx context.Context) bool {
 	if t.Kind == Process {
-		// A pidfd becomes readable when the whole thread group has exited.
-		if fd, err := unix.PidfdOpen(int(t.ID), 0); err == nil {
-			defer unix.Close(fd)
-			for ctx.Err() == nil {
-				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-				if n, err := unix.Poll(fds, 200); err == nil && n > 0 {
-					return true
-				}
-			}
-			return false
+		if gone, ok := waitPidfd(ctx, int(t.ID)); ok {
+			return gone
 		}
 	}
 	tick := time.NewTicker(200 * time.Millisecond)

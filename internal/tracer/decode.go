@@ -1,8 +1,11 @@
+//go:build linux
+
 package tracer
 
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/cilium/ebpf/btf"
@@ -112,9 +115,44 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 	return ev, nil
 }
 
-// The Go and C enums must agree; bpf2go generated the C side.
-var _ = [1]struct{}{}[int(typesCauseCAUSE_MAX)-int(stall.NumCauses)]
-var _ = [1]struct{}{}[int(typesCauseCAUSE_MMAP_LOCK)-int(stall.MmapLock)]
-var _ = [1]struct{}{}[int(typesCauseCAUSE_COMPACTION)-int(stall.Compaction)]
-var _ = [1]struct{}{}[int(typesCauseCAUSE_NUMA_TASK_MOVE)-int(stall.NUMATaskMove)]
+// The histogram slots must agree; bpf2go generated typesHist from the C
+// header. The causes are checked at load (checkCauses), against the
+// descriptors in internal/stall.
 var _ = [1]struct{}{}[stall.HistSlots-len(typesHist{}.Slots)]
+
+// checkCauses compares enum cause in the BPF objects' BTF with the causes
+// internal/stall describes: the same names at the same numbers, and
+// CAUSE_MAX equal to their count. A mismatch would file every stall under
+// the wrong cause, so loading stops.
+func checkCauses(spec *btf.Spec) error {
+	var enum *btf.Enum
+	if err := spec.TypeByName("cause", &enum); err != nil {
+		return fmt.Errorf("enum cause missing from the BPF object: %w", err)
+	}
+	return checkCauseEnum(enum)
+}
+
+func checkCauseEnum(enum *btf.Enum) error {
+	seen := 0
+	for _, v := range enum.Values {
+		name, ok := strings.CutPrefix(v.Name, "CAUSE_")
+		if !ok {
+			return fmt.Errorf("enum cause: %s lacks the CAUSE_ prefix", v.Name)
+		}
+		if name == "MAX" {
+			if v.Value != uint64(stall.NumCauses) {
+				return fmt.Errorf("CAUSE_MAX is %d in bpf/numatrace.h, internal/stall has %d causes", v.Value, stall.NumCauses)
+			}
+			continue
+		}
+		c := stall.Cause(v.Value)
+		if v.Value >= uint64(stall.NumCauses) || strings.ToUpper(c.String()) != name {
+			return fmt.Errorf("%s is %d in bpf/numatrace.h, but internal/stall's cause %d is %q", v.Name, v.Value, v.Value, c)
+		}
+		seen++
+	}
+	if seen != int(stall.NumCauses) {
+		return fmt.Errorf("bpf/numatrace.h names %d causes, internal/stall %d", seen, stall.NumCauses)
+	}
+	return nil
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package tracer
 
 // One object per concern; types.bpf.c anchors the shared structs for -type.

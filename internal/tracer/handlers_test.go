@@ -1,3 +1,5 @@
+//go:build linux
+
 package tracer
 
 // These tests drive the BPF handlers directly with BPF_PROG_TEST_RUN on

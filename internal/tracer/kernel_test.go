@@ -1,3 +1,5 @@
+//go:build linux
+
 package tracer
 
 // Real stalls made on this machine by real workloads, checked against the

@@ -1,3 +1,5 @@
+//go:build linux
+
 package tracer
 
 import (
@@ -24,19 +26,18 @@ type RecordReader interface {
 	SetDeadline(time.Time)
 }
 
-// Stream reads records until the reader is closed, decodes each and hands
-// it to sink. Undecodable records and read errors other than closing are
-// counted in bad and reading goes on; it pauses briefly after a read error
-// so a persistent one cannot spin. It returns nil when the reader
-// is closed, or once it has returned every record after Flush: that is how
-// a caller drains what is left before stopping.
-func Stream(rd RecordReader, dec *Decoder, sink func(stall.Event), bad func(error)) error {
+// readLoop hands every record to handle until the reader is closed, or
+// has returned every record after a Flush. Read errors other than those
+// go to bad and reading goes on, after a pause so a persistent one
+// cannot spin a core. Both ring buffers (stalls, request timings) are
+// read with it.
+func readLoop(rd RecordReader, handle func([]byte), bad func(error)) {
 	var rec ringbuf.Record
 	for {
 		rd.SetDeadline(time.Now().Add(PollInterval))
 		if err := rd.ReadInto(&rec); err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {
-				return nil // closed, or drained after Flush
+				return // closed, or drained after Flush
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				continue // nothing arrived this interval: poll again
@@ -44,16 +45,51 @@ func Stream(rd RecordReader, dec *Decoder, sink func(stall.Event), bad func(erro
 			if bad != nil {
 				bad(fmt.Errorf("read ring buffer: %w", err))
 			}
-			time.Sleep(readRetryDelay) // a persistent error must not spin a core
+			time.Sleep(readRetryDelay)
 			continue
 		}
-		ev, err := dec.Decode(rec.RawSample)
+		handle(rec.RawSample)
+	}
+}
+
+// Stream reads records until the reader is closed, decodes each and hands
+// it to sink; undecodable records and read errors go to bad. It returns
+// nil when the reader is closed, or once it has returned every record
+// after Flush: that is how a caller drains what is left before stopping.
+func Stream(rd RecordReader, dec *Decoder, sink func(stall.Event), bad func(error)) error {
+	readLoop(rd, func(raw []byte) {
+		ev, err := dec.Decode(raw)
 		if err != nil {
 			if bad != nil {
 				bad(err)
 			}
-			continue
+			return
 		}
 		sink(ev)
-	}
+	}, bad)
+	return nil
 }
+
+// Stream hands every event of this tracer's ring buffer to sink until
+// Stop has drained it, or Close.
+func (t *Tracer) Stream(sink func(stall.Event)) error {
+	rd, err := t.Reader()
+	if err != nil {
+		return err
+	}
+	return Stream(rd, t.decoder, sink, func(error) { t.bad.Add(1) })
+}
+
+// Stop detaches every probe, then makes Stream return once it has handed
+// over what the kernel had already submitted. The maps stay readable for
+// a final snapshot.
+func (t *Tracer) Stop() error {
+	err := t.Detach()
+	if t.reader != nil {
+		err = errors.Join(err, t.reader.Flush())
+	}
+	return err
+}
+
+// BadRecords counts the records Stream could not read or decode.
+func (t *Tracer) BadRecords() uint64 { return t.bad.Load() }

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package tracer loads numatrace's BPF programs, attaches each probe on its
 // own, reads the ring buffer and the kernel-side histograms, and decodes
 // them into stall types. It prints nothing: callers decide what to show.
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -62,27 +65,17 @@ type Config struct {
 	KernelBTF string
 }
 
-// ProbeStatus says whether one probe is attached, and if not, why.
-type ProbeStatus struct {
-	Name        string   `json:"name"`
-	Cause       string   `json:"cause,omitempty"`
-	Description string   `json:"description"`
-	Tracepoints []string `json:"tracepoints"`
-	Programs    []string `json:"programs,omitempty"` // the variants chosen for this kernel
-	Attached    bool     `json:"attached"`
-	Error       string   `json:"error,omitempty"`
-}
-
 // Tracer owns every BPF object numatrace loaded. Close releases them.
 type Tracer struct {
 	maps    map[string]*ebpf.Map
 	colls   []*ebpf.Collection
 	links   []link.Link
-	probes  []ProbeStatus
+	probes  []stall.ProbeStatus
 	decoder *Decoder
 	cfg     Config
 	kspec   *btf.Spec
 	reader  *ringbuf.Reader
+	bad     atomic.Uint64  // records Stream could not read or decode
 	closers []func() error // extra probes (latency), closed first
 
 	migrIter *link.Iter         // the migrations iterator; nil where it cannot load
@@ -258,6 +251,9 @@ func (t *Tracer) createMaps(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("parse BPF object: %w", err)
 	}
+	if err := checkCauses(spec.Types); err != nil {
+		return err
+	}
 	for _, name := range sharedMaps {
 		ms, ok := spec.Maps[name]
 		if !ok {
@@ -315,12 +311,12 @@ func wrapLoadErr(err error) error {
 
 // openProbe loads one probe's programs against the shared maps and
 // attaches them; on any failure everything it opened is closed again.
-func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.Spec) ProbeStatus {
-	st := ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description}
+func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.Spec) stall.ProbeStatus {
+	st := stall.ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description}
 	for _, h := range def.hooks {
 		st.Tracepoints = append(st.Tracepoints, h.tracepoint)
 	}
-	fail := func(err error) ProbeStatus {
+	fail := func(err error) stall.ProbeStatus {
 		st.Error = err.Error()
 		st.Programs = nil
 		return st
@@ -384,7 +380,7 @@ func attach(p *ebpf.Program, tracepoint string) (link.Link, error) {
 }
 
 // Probes reports every probe and whether it attached, sorted as defined.
-func (t *Tracer) Probes() []ProbeStatus { return append([]ProbeStatus(nil), t.probes...) }
+func (t *Tracer) Probes() []stall.ProbeStatus { return append([]stall.ProbeStatus(nil), t.probes...) }
 
 // Features probes the optional kernel features. Only `numatrace probes`
 // asks, so attaching does not pay for the test programs.

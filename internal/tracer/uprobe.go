@@ -1,54 +1,32 @@
+//go:build linux
+
 package tracer
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
-	"time"
+	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-
-	"github.com/numatrace/numatrace/internal/latency"
 )
 
-// ErrGoBinary means a uretprobe was asked for on a Go program: uretprobes
-// rewrite return addresses on the stack, which Go's growable stacks and
-// unwinder do not survive.
-var ErrGoBinary = errors.New("is a Go program: uretprobes corrupt Go stacks, so --latency-uprobe refuses it; export a latency histogram and use --latency-prom URL --latency-metric NAME, or log requests and use --latency-file")
-
-// CheckNotGo fails for Go binaries, which carry a .go.buildinfo section.
-func CheckNotGo(binary string) error {
-	f, err := elf.Open(binary)
-	if err != nil {
-		return fmt.Errorf("--latency-uprobe: %w", err)
-	}
-	defer f.Close()
-	for _, s := range []string{".go.buildinfo", ".gopclntab"} {
-		if f.Section(s) != nil {
-			return fmt.Errorf("%s %w", binary, ErrGoBinary)
-		}
-	}
-	return nil
-}
-
-// LatencyProbe times every call of one function of the service.
+// LatencyProbe times every call of one function of the service, in the
+// kernel: a uprobe notes when a thread enters it, a uretprobe streams the
+// time when it returns.
 type LatencyProbe struct {
+	mu    sync.Mutex // the source and the tracer may both close it
 	coll  *ebpf.Collection
 	links []link.Link
 	rd    *ringbuf.Reader
 }
 
 // AttachLatency puts a uprobe and uretprobe on symbol in binary (only in
-// process pid, if not zero).
+// process pid, if not zero). The caller has checked that the binary is
+// not a Go program, whose stacks uretprobes corrupt.
 func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe, err error) {
-	if err := CheckNotGo(binary); err != nil {
-		return nil, err
-	}
 	spec, err := loadLatency()
 	if err != nil {
 		return nil, fmt.Errorf("parse BPF object: %w", err)
@@ -86,43 +64,30 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 	return lp, nil
 }
 
-// ParseUprobeTarget splits BINARY:SYMBOL.
-func ParseUprobeTarget(s string) (binary, symbol string, err error) {
-	i := strings.LastIndex(s, ":")
-	if i <= 0 || i == len(s)-1 {
-		return "", "", fmt.Errorf("--latency-uprobe wants BINARY:SYMBOL, got %q", s)
+// Run hands every timed call to emit, as its return time and latency in
+// ns, until the probe is closed. A short record is skipped.
+func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64)) {
+	size := int(unsafe.Sizeof(typesLatSample{}))
+	lp.mu.Lock()
+	rd := lp.rd
+	lp.mu.Unlock()
+	if rd == nil {
+		return // closed already
 	}
-	binary, symbol = s[:i], s[i+1:]
-	if _, err := os.Stat(binary); err != nil {
-		return "", "", fmt.Errorf("--latency-uprobe: %w", err)
-	}
-	return binary, symbol, nil
+	readLoop(rd, func(raw []byte) {
+		if len(raw) < size {
+			return
+		}
+		s := (*typesLatSample)(unsafe.Pointer(&raw[0]))
+		emit(s.TsNs, s.LatNs)
+	}, nil)
 }
 
-// Run hands every timed request to emit until the probe is closed.
-func (lp *LatencyProbe) Run(emit func(latency.Sample)) {
-	var rec ringbuf.Record
-	for {
-		lp.rd.SetDeadline(time.Now().Add(PollInterval))
-		if err := lp.rd.ReadInto(&rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
-				return
-			}
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				time.Sleep(readRetryDelay)
-			}
-			continue
-		}
-		if len(rec.RawSample) < int(unsafe.Sizeof(typesLatSample{})) {
-			continue
-		}
-		s := (*typesLatSample)(unsafe.Pointer(&rec.RawSample[0]))
-		emit(latency.Sample{TsNs: s.TsNs, LatencyNs: s.LatNs})
-	}
-}
-
-// Close detaches the probes and frees their objects.
+// Close detaches the probes and frees their objects; closing twice is a
+// no-op.
 func (lp *LatencyProbe) Close() error {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
 	var errs []error
 	if lp.rd != nil {
 		errs = append(errs, lp.rd.Close())

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -27,19 +28,6 @@ func sparkline(v []uint64) string {
 		b.WriteRune(sparkRunes[min(i, len(sparkRunes)-1)])
 	}
 	return b.String()
-}
-
-// causeLetter marks a cause in the stacked chart, so it reads without
-// colour too.
-var causeLetter = [stall.NumCauses]byte{
-	stall.DirectReclaim: 'D',
-	stall.MemcgReclaim:  'M',
-	stall.NodeReclaim:   'N',
-	stall.Compaction:    'C',
-	stall.NUMAMigration: 'P', // page migration
-	stall.NUMATaskMove:  'T',
-	stall.TaskMigration: 't',
-	stall.MmapLock:      'L',
 }
 
 // stacked draws rows lines of per-window stall time, each column stacked
@@ -91,14 +79,10 @@ func total(w WindowSummary) uint64 {
 	return t
 }
 
-// bar is a horizontal bar of width cells for v out of top.
+// bar is a horizontal bar of up to width cells for v out of top.
 func bar(v, top uint64, width int) string {
-	if top == 0 || width <= 0 {
-		return ""
-	}
-	n := int(float64(v)/float64(top)*float64(width) + 0.5)
-	if v > 0 && n == 0 {
-		n = 1
-	}
-	return strings.Repeat("█", n)
+	return strings.Repeat("█", output.BarCells(v, top, width))
 }
+
+// repeatBlock is a bar of n cells.
+func repeatBlock(n int) string { return strings.Repeat("█", n) }

@@ -1,13 +1,16 @@
 package tui
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/textinput"
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/numatrace/numatrace/internal/correlate"
-	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
 )
 
@@ -15,10 +18,10 @@ import (
 // onto it.
 const Tick = 250 * time.Millisecond
 
-type screen int
+type screenID int
 
 const (
-	screenOverview screen = iota
+	screenOverview screenID = iota
 	screenSpikes
 	screenSystem
 	numScreens
@@ -42,34 +45,67 @@ type Options struct {
 	ReadProcfs func() (record.Procfs, error)
 }
 
-// Model is the Bubble Tea model of every screen.
-type Model struct {
-	store  *Store  // live
-	player *Player // replay
+// screen is one page of the view. The root routes the keys it does not
+// take itself to the screen on show.
+type screen interface {
+	Update(tea.KeyMsg) tea.Cmd
+	// View is the screen's body: the lines between the tabs and the
+	// status line.
+	View() []string
+	SetSize(width, height int)
+	// Hints are the screen's state and own keys, for the status line.
+	Hints() []string
+	// reset is called when the screen comes on show from another.
+	reset()
+}
+
+// shared is what every screen reads: the frame on show, the terminal's
+// size and the options; and how a screen sends the user to another.
+type shared struct {
 	opt    Options
+	frame  *Frame
+	width  int
+	height int
+	player *Player // replay; nil when live
+	store  *Store  // live
 
-	frame    *Frame
-	corr     *correlate.Result
-	corrKey  [2]uint64 // windows analysed: their count and the last index + 1
-	corrDone bool
-	width    int
-	height   int
+	showThread  func(tid uint32)
+	focusWindow func(idx uint64)
+}
 
-	screen    screen
-	prev      screen
-	sortKey   SortKey
-	byProcess bool
-	filter    textinput.Model
-	filtering bool
-	selected  int
-	focus     *uint64 // a spike's window: the table shows its threads
-	detailTID uint32
-	scroll    int // drill-down and spikes offset
+func (s *shared) source() *Store {
+	if s.player != nil {
+		return s.player.Store()
+	}
+	return s.store
+}
+
+// analysis is the engine's spike analysis as of the frame: nil without a
+// latency source.
+func (s *shared) analysis() *correlate.Result { return s.frame.Analysis }
+
+// windowClock names a window by its offset from the start.
+func (s *shared) windowClock(idx uint64) string {
+	return "+" + (time.Duration(idx * s.frame.Info.WindowNs)).String()
+}
+
+// Model is the root of the view: header, tabs, status line and global
+// keys; the screens do the rest.
+type Model struct {
+	*shared
+	over   *overviewScreen
+	spikes *spikesScreen
+	system *systemScreen
+	thread *threadScreen
+	helpM  help.Model
+
+	screen screenID
+	prev   screenID
+	help   bool
 
 	paused  bool // live: the frame is frozen
 	playing bool // replay
 	carry   float64
-	help    bool
 	ended   string // live: why tracing stopped
 	procErr error
 }
@@ -97,48 +133,43 @@ func newModel(opt Options) *Model {
 	if opt.Speed <= 0 {
 		opt.Speed = 1
 	}
-	ti := textinput.New()
-	ti.Prompt = "/"
-	ti.CharLimit = 64
-	return &Model{opt: opt, filter: ti, width: 80, height: 24}
+	sh := &shared{opt: opt, width: 80, height: 24}
+	m := &Model{shared: sh, helpM: helpModel()}
+	m.over, m.spikes, m.system, m.thread = newOverview(sh), newSpikes(sh), newSystem(sh, &m.procErr), newThread(sh)
+	sh.showThread = func(tid uint32) {
+		m.thread.tid = tid
+		m.prev, m.screen = m.screen, screenThread
+		m.thread.reset()
+	}
+	m.thread.close = func() {
+		m.screen = m.prev
+		m.thread.reset()
+	}
+	sh.focusWindow = func(idx uint64) {
+		m.over.focusOn(idx)
+		m.screen = screenOverview
+	}
+	return m
 }
 
-func (m *Model) source() *Store {
-	if m.player != nil {
-		return m.player.Store()
+// active is the screen on show.
+func (m *Model) active() screen {
+	switch m.screen {
+	case screenSpikes:
+		return m.spikes
+	case screenSystem:
+		return m.system
+	case screenThread:
+		return m.thread
 	}
-	return m.store
+	return m.over
 }
 
-// refresh takes a new frame, and reruns the spike analysis when a window
-// has closed since the last one (ticks come four times a window).
-func (m *Model) refresh() {
-	m.frame = m.source().Frame()
-	win := m.frame.win
-	last := uint64(0)
-	if len(win) > 0 {
-		last = win[len(win)-1].Index + 1
-	}
-	if m.corrKey == [2]uint64{uint64(len(win)), last} && m.corrDone {
-		return
-	}
-	m.corrKey, m.corrDone = [2]uint64{uint64(len(win)), last}, true
-	m.corr = nil
-	var lats []latency.Stats
-	for _, w := range win {
-		if w.Latency != nil {
-			lats = append(lats, *w.Latency)
-		}
-	}
-	if len(lats) > 0 {
-		info := m.frame.Info
-		cfg := correlate.Config{K: info.SpikeK, FloorNs: info.SpikeFloorNs, StartNs: info.StartNs}
-		if !info.Started.IsZero() {
-			cfg.WallAt = func(mono uint64) time.Time { return info.Started.Add(time.Duration(mono - info.StartNs)) }
-		}
-		m.corr = correlate.Analyze(lats, win, cfg)
-	}
-}
+// rows is the overview table as shown.
+func (m *Model) rows() []Row { return m.over.rows() }
+
+// refresh takes a new frame from the live store or the replay's position.
+func (m *Model) refresh() { m.frame = m.source().Frame() }
 
 func tick() tea.Cmd {
 	return tea.Tick(Tick, func(t time.Time) tea.Msg { return TickMsg(t) })
@@ -157,6 +188,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
+		for _, s := range []screen{m.over, m.spikes, m.system, m.thread} {
+			s.SetSize(msg.Width, msg.Height)
+		}
 		return m, nil
 	case TickMsg:
 		m.onTick()
@@ -181,219 +215,242 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m *Model) onTick() {
-	if m.player != nil {
-		if !m.playing {
-			return
-		}
-		// Advance by the recording time one tick covers at this speed.
-		win := float64(m.frame.Info.WindowNs)
-		if win == 0 {
-			win = float64(time.Second)
-		}
-		m.carry += float64(Tick) * m.opt.Speed / win
-		step := int(m.carry)
-		m.carry -= float64(step)
-		if step > 0 {
-			m.player.Seek(m.player.Pos() + step)
+	if m.player == nil {
+		if !m.paused {
 			m.refresh()
-		}
-		if m.player.Pos() >= m.player.Len() {
-			m.playing = false
 		}
 		return
 	}
-	if !m.paused {
+	if !m.playing {
+		return
+	}
+	// Advance by the recording time one tick covers at this speed.
+	win := float64(m.frame.Info.WindowNs)
+	if win == 0 {
+		win = float64(time.Second)
+	}
+	m.carry += float64(Tick) * m.opt.Speed / win
+	step := int(m.carry)
+	m.carry -= float64(step)
+	if step > 0 {
+		m.player.Seek(m.player.Pos() + step)
 		m.refresh()
+	}
+	if m.player.Pos() >= m.player.Len() {
+		m.playing = false
 	}
 }
 
+// onKey takes the global keys and hands the rest to the screen on show.
 func (m *Model) onKey(k tea.KeyMsg) tea.Cmd {
-	if m.filtering {
-		switch k.String() {
-		case "enter", "esc":
-			m.filtering = false
-			m.filter.Blur()
-			if k.String() == "esc" {
-				m.filter.SetValue("")
-			}
-			m.selected = 0
-			return nil
-		}
-		var cmd tea.Cmd
-		m.filter, cmd = m.filter.Update(k)
-		m.selected = 0
-		return cmd
+	if m.screen == screenOverview && m.over.filtering {
+		return m.over.Update(k) // the filter takes every key
 	}
 	if m.help {
-		if k.String() == "q" || k.String() == "ctrl+c" {
+		m.help = false
+		if key.Matches(k, global.Quit) {
 			return tea.Quit
 		}
-		m.help = false
 		return nil
 	}
-	switch k.String() {
-	case "q", "ctrl+c":
+	switch {
+	case key.Matches(k, global.Quit):
 		return tea.Quit
-	case "?":
+	case key.Matches(k, global.Help):
 		m.help = true
-	case "tab":
-		if m.screen == screenThread {
-			m.screen = m.prev
-		}
-		m.screen = (m.screen + 1) % numScreens
-		m.selected, m.scroll = 0, 0
-	case "shift+tab":
-		if m.screen == screenThread {
-			m.screen = m.prev
-		}
-		m.screen = (m.screen + numScreens - 1) % numScreens
-		m.selected, m.scroll = 0, 0
-	case "up", "k":
-		m.move(-1)
-	case "down", "j":
-		m.move(1)
-	case "pgup":
-		m.move(-10)
-	case "pgdown":
-		m.move(10)
-	case "enter":
-		m.enter()
-	case "esc":
-		switch {
-		case m.screen == screenThread:
-			m.screen, m.scroll = m.prev, 0
-		case m.focus != nil:
-			m.focus, m.selected = nil, 0
-		case m.filter.Value() != "":
-			m.filter.SetValue("")
-		}
-	case "s":
-		m.sortKey = (m.sortKey + 1) % numSortKeys
-		m.selected = 0
-	case "S":
-		m.sortKey = (m.sortKey + numSortKeys - 1) % numSortKeys
-		m.selected = 0
-	case "g":
-		m.byProcess = !m.byProcess
-		m.selected = 0
-	case "/":
-		if m.screen == screenOverview {
-			m.filtering = true
-			return m.filter.Focus()
-		}
-	case "p":
-		if m.player == nil {
-			m.paused = !m.paused
-			if !m.paused {
-				m.refresh()
-			}
-		}
-	case " ":
-		if m.player != nil {
-			if !m.playing && m.player.Pos() >= m.player.Len() {
-				m.player.Seek(0)
-			}
-			m.playing = !m.playing
-			m.carry = 0
+	case key.Matches(k, global.Next), key.Matches(k, global.Prev):
+		m.cycle(key.Matches(k, global.Next))
+	case m.player == nil && key.Matches(k, global.Pause):
+		m.paused = !m.paused
+		if !m.paused {
 			m.refresh()
 		}
-	case "left", "right", "shift+left", "shift+right", "home", "end":
-		if m.player != nil {
-			m.seek(k.String())
-		}
+	case m.player != nil && key.Matches(k, global.Play):
+		m.playPause()
+	case m.player != nil && m.seek(k):
+	default:
+		return m.active().Update(k)
 	}
 	return nil
 }
 
-func (m *Model) seek(key string) {
-	pos := m.player.Pos()
-	switch key {
-	case "left":
-		pos--
-	case "right":
-		pos++
-	case "shift+left":
-		pos -= 10
-	case "shift+right":
-		pos += 10
-	case "home":
-		pos = 0
-	case "end":
-		pos = m.player.Len()
+// cycle goes to the next (or previous) screen; from the drill-down, the
+// screen it was entered from counts as the current one.
+func (m *Model) cycle(next bool) {
+	if m.screen == screenThread {
+		m.screen = m.prev
 	}
-	m.player.Seek(pos)
+	if next {
+		m.screen = (m.screen + 1) % numScreens
+	} else {
+		m.screen = (m.screen + numScreens - 1) % numScreens
+	}
+	m.active().reset()
+}
+
+func (m *Model) playPause() {
+	if !m.playing && m.player.Pos() >= m.player.Len() {
+		m.player.Seek(0)
+	}
+	m.playing = !m.playing
+	m.carry = 0
 	m.refresh()
 }
 
-func (m *Model) move(d int) {
-	if m.screen == screenThread || m.screen == screenSystem {
-		m.scroll = max(0, m.scroll+d)
-		return
+// seek moves a replay for its keys, and says whether k was one.
+func (m *Model) seek(k tea.KeyMsg) bool {
+	pos := m.player.Pos()
+	switch {
+	case key.Matches(k, global.Back):
+		pos--
+	case key.Matches(k, global.On):
+		pos++
+	case key.Matches(k, global.BackTen):
+		pos -= 10
+	case key.Matches(k, global.OnTen):
+		pos += 10
+	case key.Matches(k, global.Start):
+		pos = 0
+	case key.Matches(k, global.End):
+		pos = m.player.Len()
+	default:
+		return false
 	}
-	n := 0
-	switch m.screen {
-	case screenOverview:
-		n = len(m.rows())
-	case screenSpikes:
-		if m.corr != nil {
-			n = len(m.corr.Spikes)
-		}
-	}
-	m.selected = min(max(0, m.selected+d), max(0, n-1))
+	m.player.Seek(pos)
+	m.refresh()
+	return true
 }
 
-func (m *Model) enter() {
-	switch m.screen {
-	case screenOverview:
-		rows := m.rows()
-		if m.selected < len(rows) && !m.byProcess {
-			m.detailTID = rows[m.selected].TID
-			m.prev, m.screen, m.scroll = m.screen, screenThread, 0
-		} else if m.selected < len(rows) {
-			// A process row: show its threads.
-			m.byProcess = false
-			m.filter.SetValue(itoa(rows[m.selected].PID))
-			m.selected = 0
-		}
-	case screenSpikes:
-		if m.corr != nil && m.selected < len(m.corr.Spikes) {
-			idx := m.corr.Spikes[m.selected].Index
-			m.focus = &idx
-			m.screen, m.selected = screenOverview, 0
-		}
+// View renders the current screen, cut to the terminal.
+func (m *Model) View() string {
+	if m.width < 20 || m.height < 5 {
+		return "numatrace: terminal too small"
 	}
+	body := m.active().View()
+	if m.help {
+		body = m.helpView()
+	}
+	lines := append([]string{m.header(), m.tabs()}, body...)
+	status := m.status()
+	if len(lines) > m.height-1 {
+		lines = lines[:m.height-1]
+	}
+	for len(lines) < m.height-1 {
+		lines = append(lines, "")
+	}
+	lines = append(lines, status)
+	for i, l := range lines {
+		lines[i] = ansi.Truncate(l, m.width, "…")
+	}
+	return strings.Join(lines, "\n")
 }
 
-// rows is the overview table as shown: focused, grouped, filtered, sorted.
-func (m *Model) rows() []Row {
-	rows := m.frame.Rows
-	if m.focus != nil {
-		rows = windowRows(m.frame, *m.focus)
+func (m *Model) elapsedNs() uint64 {
+	f := m.frame
+	if m.player != nil {
+		return uint64(m.player.Pos()) * f.Info.WindowNs
 	}
-	if m.byProcess {
-		rows = Processes(rows)
+	if m.ended != "" && f.NowNs > f.Info.StartNs {
+		return f.NowNs - f.Info.StartNs
 	}
-	rows = FilterRows(rows, m.filter.Value())
-	out := append([]Row(nil), rows...)
-	SortRows(out, m.sortKey)
-	return out
+	if m.opt.Now != nil {
+		if now := m.opt.Now(); now > f.Info.StartNs {
+			return now - f.Info.StartNs
+		}
+	}
+	return 0
 }
 
-// windowRows are the threads that stalled in window idx.
-func windowRows(f *Frame, idx uint64) []Row {
-	var out []Row
-	for _, w := range f.win {
-		if w.Index != idx {
-			continue
+// clock formats an elapsed time as m:ss, or h:mm:ss from an hour on.
+func clock(ns uint64) string {
+	d := time.Duration(ns).Truncate(time.Second)
+	if d >= time.Hour {
+		return fmt.Sprintf("%d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+func (m *Model) header() string {
+	f := m.frame
+	in := f.Info
+	mode := "LIVE"
+	switch {
+	case m.player != nil:
+		state := "⏸"
+		if m.playing {
+			state = fmt.Sprintf("▶ ×%g", m.opt.Speed)
 		}
-		nodeOf := map[uint32]int{}
-		for _, r := range f.Rows {
-			nodeOf[r.TID] = r.Node
+		mode = fmt.Sprintf("REPLAY %s/%s %s", clock(m.elapsedNs()), clock(uint64(m.player.Len())*in.WindowNs), state)
+	case m.ended != "":
+		mode = "STOPPED: " + m.ended
+	case m.paused:
+		mode = "LIVE (paused)"
+	}
+	lost := fmt.Sprintf("lost %d", f.Lost)
+	if f.Lost > 0 {
+		lost = styleWarn.Render(lost)
+	}
+	nodes := fmt.Sprintf("%d nodes", in.Nodes)
+	if in.Nodes == 1 {
+		nodes = "1 node"
+	}
+	elapsed := clock(m.elapsedNs())
+	if m.player != nil {
+		elapsed = ""
+	}
+	// What matters most comes first, so a narrow terminal cuts the rest;
+	// the kernel, then the node count, go before anything is cut.
+	parts := []string{styleTitle.Render("numatrace") + " " + mode, elapsed, lost,
+		fmt.Sprintf("probes %d/%d", in.ProbesAttached, in.ProbesTotal), nodes, in.Target, in.Kernel}
+	for _, drop := range []int{6, 4, -1} {
+		var keep []string
+		for _, p := range parts {
+			if p != "" {
+				keep = append(keep, p)
+			}
 		}
-		for _, t := range w.Threads {
-			out = append(out, Row{PID: t.PID, TID: t.TID, Comm: t.Comm, Node: nodeOf[t.TID], Threads: 1,
-				StallNs: t.TotalNs, ByCause: t.ByCause})
+		line := strings.Join(keep, " │ ")
+		if drop < 0 || ansi.StringWidth(line) <= m.width {
+			return line
+		}
+		parts[drop] = ""
+	}
+	return ""
+}
+
+func (m *Model) tabs() string {
+	var b []string
+	for i, n := range screenNames {
+		cur := screenID(i) == m.screen || (m.screen == screenThread && screenID(i) == m.prev)
+		if cur {
+			b = append(b, styleTab.Render(" "+n+" "))
+		} else {
+			b = append(b, " "+n+" ")
 		}
 	}
-	return out
+	s := strings.Join(b, "")
+	if m.screen == screenThread {
+		s += " › thread " + itoa(m.thread.tid)
+	}
+	return s
+}
+
+func (m *Model) status() string {
+	if m.screen == screenOverview && m.over.filtering {
+		return m.over.filter.View()
+	}
+	parts := m.active().Hints()
+	if m.player != nil {
+		parts = append(parts, hints(global.Play, global.Back))
+	} else {
+		parts = append(parts, hints(global.Pause))
+	}
+	parts = append(parts, hints(global.Next, global.Help, global.Quit))
+	return styleDim.Render(strings.Join(parts, " · "))
+}
+
+func (m *Model) helpView() []string {
+	lines := []string{"", styleHead.Render("KEYS")}
+	lines = append(lines, fullHelp(m.helpM, helpKeys{})...)
+	return append(lines, "", styleDim.Render("any key closes this help"))
 }

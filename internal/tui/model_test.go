@@ -196,17 +196,17 @@ func TestFilterSortAndDrillDown(t *testing.T) {
 		t.Error("the status line does not show the filter")
 	}
 	m.Update(keyEsc)
-	if m.filter.Value() != "" || len(m.rows()) < 2 {
+	if m.over.filter.Value() != "" || len(m.rows()) < 2 {
 		t.Error("esc did not clear the filter")
 	}
 	m.Update(runes("s"))
-	if m.sortKey != SortCause0 {
-		t.Errorf("s: sort %v", m.sortKey)
+	if m.over.sortKey != SortCause0 {
+		t.Errorf("s: sort %v", m.over.sortKey)
 	}
 	m.Update(runes("S"))
 	m.Update(keyEnter)
-	if m.screen != screenThread || m.detailTID != m.rows()[0].TID {
-		t.Fatalf("enter: screen %d tid %d", m.screen, m.detailTID)
+	if m.screen != screenThread || m.thread.tid != m.rows()[0].TID {
+		t.Fatalf("enter: screen %d tid %d", m.screen, m.thread.tid)
 	}
 	v := m.View()
 	for _, want := range []string{"HISTOGRAMS", "memcg_reclaim:", "TIMELINE", "RECENT STALLS", "reclaimed"} {
@@ -243,20 +243,20 @@ func TestLivePauseFreezesTheFrame(t *testing.T) {
 func TestSpikeJumpShowsThatWindowsThreads(t *testing.T) {
 	m := NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{NoTicks: true})
 	m.Update(keyTab)
-	if m.corr == nil || len(m.corr.Spikes) == 0 {
+	if m.frame.Analysis == nil || len(m.frame.Analysis.Spikes) == 0 {
 		t.Fatal("the redis recording has no spikes")
 	}
-	sp := m.corr.Spikes[0]
+	sp := m.frame.Analysis.Spikes[0]
 	m.Update(keyEnter)
 	rows := m.rows()
-	if m.screen != screenOverview || m.focus == nil || *m.focus != sp.Index || len(rows) == 0 {
-		t.Fatalf("jump: screen %d focus %v rows %d", m.screen, m.focus, len(rows))
+	if m.screen != screenOverview || m.over.focus == nil || *m.over.focus != sp.Index || len(rows) == 0 {
+		t.Fatalf("jump: screen %d focus %v rows %d", m.screen, m.over.focus, len(rows))
 	}
 	if rows[0].StallNs != sp.Causes[0].WorstNs {
 		t.Errorf("the window's worst thread stalled %d ns; the spike says %d", rows[0].StallNs, sp.Causes[0].WorstNs)
 	}
 	m.Update(keyEsc)
-	if m.focus != nil {
+	if m.over.focus != nil {
 		t.Error("esc kept the window focus")
 	}
 }

@@ -3,16 +3,18 @@ package tui
 import (
 	"context"
 	"encoding/json"
-	"time"
+	"io"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
-// item is one thing a replay fed, in the order it came.
+// item is one thing the engine handed on while the recording replayed,
+// in the order it came.
 type item struct {
 	ev     *stall.Event
 	win    *aggregate.Window
@@ -20,10 +22,13 @@ type item struct {
 	procfs *record.Procfs
 }
 
-// Player holds a whole recording and shows it up to a chosen window, so
-// the screen can play, pause and seek.
+// Player holds a whole replayed recording and shows it up to a chosen
+// window, so the screen can play, pause and seek. The recording goes
+// through the engine once; seeking replays what the engine handed on,
+// and the spike analysis is the engine's as it stood at that window.
 type Player struct {
 	info  Info
+	eng   *engine.Engine
 	items []item
 	winAt []int // items index of each window
 	store *Store
@@ -31,7 +36,8 @@ type Player struct {
 	pos   int // windows shown
 }
 
-// collector is the replay's sink: it keeps everything in order.
+// collector is the engine's sink during the load: it keeps everything in
+// order.
 type collector struct{ items []item }
 
 func (c *collector) Stall(ev *stall.Event) error {
@@ -48,14 +54,25 @@ func (c *collector) Flush() error { return nil }
 // LoadRecording replays r as fast as it can and keeps what it saw.
 func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 	c := &collector{}
-	opt := replay.Options{Sink: c, Grace: 250 * time.Millisecond,
+	f := replay.NewFeeder(r.Header(), replay.Options{Sinks: []engine.Sink{c},
 		OnSnapshot: func(s record.Snapshot) { c.items = append(c.items, item{snap: s.Data}) },
 		OnProcfs:   func(p record.Procfs) { c.items = append(c.items, item{procfs: &p}) },
+	})
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f.Item(it)
 	}
-	if _, err := replay.Run(ctx, r, opt); err != nil {
-		return nil, err
-	}
-	p := &Player{info: InfoFromHeader(r.Header()), items: c.items}
+	f.Finish(r.Blocks())
+	p := &Player{info: InfoFromHeader(r.Header()), eng: f.Engine(), items: c.items}
 	for i, it := range p.items {
 		if it.win != nil {
 			p.winAt = append(p.winAt, i)
@@ -69,7 +86,8 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 // header; the live view builds the same header for its recording.
 func InfoFromHeader(h record.Header) Info {
 	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
-		WindowNs: h.WindowNs, Started: h.Started, SpikeK: h.SpikeK, SpikeFloorNs: h.SpikeFloorNs}
+		WindowNs: h.WindowNs, Started: h.Started, SpikeK: h.SpikeK, SpikeFloorNs: h.SpikeFloorNs,
+		ProbesAttached: stall.Attached(h.Probes), ProbesTotal: len(h.Probes)}
 	if len(h.Doctor) > 0 {
 		var rep doctor.Report
 		if err := json.Unmarshal(h.Doctor, &rep); err == nil {
@@ -81,12 +99,6 @@ func InfoFromHeader(h record.Header) Info {
 		nodes[n] = true
 	}
 	info.Nodes = max(len(nodes), len(h.Host.NodeMem))
-	for _, p := range h.Probes {
-		info.ProbesTotal++
-		if p.Attached {
-			info.ProbesAttached++
-		}
-	}
 	return info
 }
 
@@ -121,6 +133,7 @@ func (p *Player) Seek(k int) {
 			p.store.Procfs(*it.procfs)
 		}
 	}
+	p.store.Analysis(p.eng.AnalysisAt(uint64(k)))
 	p.pos = k
 }
 

@@ -7,6 +7,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/term"
 	"github.com/muesli/termenv"
 
 	"github.com/numatrace/numatrace/internal/record"
@@ -43,6 +44,13 @@ func HonourNoColor() {
 	if os.Getenv("NO_COLOR") != "" {
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}
+}
+
+// OnTerminal reports whether w and standard input are terminals: only
+// then is the interactive view the default.
+func OnTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(f.Fd()) && term.IsTerminal(os.Stdin.Fd())
 }
 
 // Program makes the Bubble Tea program for m on the terminal in/out.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -76,10 +77,12 @@ type Store struct {
 	lastNs  uint64
 	first   *record.Procfs
 	last    *record.Procfs
+	// analysis is the engine's spike analysis, as of the newest window.
+	analysis *correlate.Result
 }
 
 // NewStore starts an empty store. maxWindows bounds the windows kept for
-// the timeline and the spike analysis (0 keeps all, as replay does).
+// the timeline and a spike window's threads (0 keeps all, as replay does).
 func NewStore(info Info, maxWindows int) *Store {
 	return &Store{info: info, threads: map[uint32]*Thread{}, maxWin: maxWindows}
 }
@@ -146,8 +149,16 @@ func (s *Store) Window(w *aggregate.Window) error {
 	return nil
 }
 
-// Flush is part of session.Sink: nothing is buffered here.
+// Flush is part of engine.Sink: nothing is buffered here.
 func (s *Store) Flush() error { return nil }
+
+// Analysis takes the engine's spike analysis (engine.AnalysisSink). The
+// view shows it as it is: it never runs an analysis of its own.
+func (s *Store) Analysis(a *correlate.Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.analysis = a
+}
 
 // Snapshot takes the kernel's exact aggregates: migrations and the
 // histograms of every stall, streamed or not.
@@ -215,19 +226,21 @@ type Frame struct {
 	Info    Info
 	Rows    []Row // threads, unsorted
 	Windows []WindowSummary
-	win     []*aggregate.Window // for the spike analysis (read-only)
-	Events  uint64
-	Lost    uint64
-	NowNs   uint64 // newest data seen
-	First   *record.Procfs
-	Last    *record.Procfs
+	win     []*aggregate.Window // for a spike window's threads (read-only)
+	// Analysis is the engine's spike analysis; nil without a latency source.
+	Analysis *correlate.Result
+	Events   uint64
+	Lost     uint64
+	NowNs    uint64 // newest data seen
+	First    *record.Procfs
+	Last     *record.Procfs
 }
 
 // Frame copies what the screens need.
 func (s *Store) Frame() *Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := &Frame{Info: s.info, Events: s.events, Lost: s.lost, NowNs: s.lastNs, First: s.first, Last: s.last,
+	f := &Frame{Info: s.info, Events: s.events, Lost: s.lost, NowNs: s.lastNs, First: s.first, Last: s.last, Analysis: s.analysis,
 		Rows: make([]Row, 0, len(s.threads)), win: append([]*aggregate.Window(nil), s.windows...)}
 	for _, t := range s.threads {
 		f.Rows = append(f.Rows, s.row(t))

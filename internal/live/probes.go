@@ -1,47 +1,38 @@
-package main
+//go:build linux
+
+package live
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/topology"
 	"github.com/numatrace/numatrace/internal/tracer"
 )
 
-func runProbes(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("probes", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	btfPath := fs.String("btf", "", "kernel BTF file (default /sys/kernel/btf/vmlinux)")
-	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
-	}
+// Probes loads every probe once, including the cgroup-only ones, and says
+// which attach on this kernel and why the others do not, with the
+// optional kernel features.
+func Probes(btfPath string, asJSON bool, stdout io.Writer) error {
 	topo, err := topology.Read("/sys")
 	if err != nil {
 		return err
 	}
-	// Load everything once, including the cgroup-only probe, to report on it.
-	tr, err := tracer.Open(tracer.Config{Filter: tracer.FilterPIDs, FollowForks: true,
-		Topology: topo, KernelBTF: *btfPath})
+	tr, err := tracer.Open(tracer.Config{Filter: tracer.FilterPIDs, FollowForks: true, Topology: topo, KernelBTF: btfPath})
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	probes, features := tr.Probes(), tr.Features()
-	if *asJSON {
+	if asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]any{
-			"kernel": kernelRelease(), "probes": probes, "features": features})
+			"kernel": KernelRelease(), "probes": probes, "features": features})
 	}
-	attached := 0
-	for _, p := range probes {
-		if p.Attached {
-			attached++
-		}
-	}
-	fmt.Fprintf(stdout, "kernel %s: %d of %d probes attach\n\n", kernelRelease(), attached, len(probes))
+	fmt.Fprintf(stdout, "kernel %s: %d of %d probes attach\n\n", KernelRelease(), stall.Attached(probes), len(probes))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROBE\tSTATUS\tTRACEPOINTS\tDETAIL")
 	for _, p := range probes {

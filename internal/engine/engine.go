@@ -1,0 +1,341 @@
+// Package engine turns a run's stall events and request latencies into
+// what numatrace reports: per-window totals, latency spikes and what they
+// are charged to, and the final report. It knows nothing of BPF, files or
+// terminals: the live tracer (internal/session) and a recording
+// (internal/replay) feed it the same events, and front ends are Sinks.
+//
+// An Engine is used from one goroutine.
+package engine
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Grace is how long after a window ends its events may still arrive: a
+// window closes this long after its end, live and in replay alike.
+const Grace = 250 * time.Millisecond
+
+// Sink receives stalls as they arrive and windows as they close. It must
+// not block: the engine runs in the goroutine that reads the events.
+type Sink interface {
+	Stall(*stall.Event) error
+	Window(*aggregate.Window) error
+	Flush() error
+}
+
+// AnalysisSink is a Sink that also shows the spike analysis: it gets the
+// engine's analysis whenever a window has closed.
+type AnalysisSink interface {
+	Analysis(*correlate.Result)
+}
+
+// Options configure an engine beyond what the run's header says.
+type Options struct {
+	Sinks []Sink
+	// Spikes overrides spike detection settings; zero fields come from
+	// the header (K, floor, start and wall clock) or the defaults.
+	Spikes correlate.Config
+	// MaxWindows bounds the windows the spike analysis keeps (0:
+	// DefaultMaxWindows); past it, the oldest are dropped.
+	MaxWindows int
+}
+
+// DefaultMaxWindows keeps six days of one-second windows for the spike
+// analysis, about 150 bytes each.
+const DefaultMaxWindows = 1 << 19
+
+// Engine aggregates one run.
+type Engine struct {
+	h        record.Header
+	agg      *aggregate.Aggregator
+	spikeCfg correlate.Config
+	sinks    []Sink
+	analysts []AnalysisSink
+
+	// The spike analysis: latency per window, and every closed window's
+	// summary while a latency source is set.
+	lat        *latency.Windows
+	det        *correlate.Detector
+	series     []correlate.Window
+	maxWindows int
+	trimmed    uint64 // windows dropped from the front of series
+	before     uint64 // windows that closed before the analysis started
+	analysis   *correlate.Result
+	stale      bool // analysis is out of date
+	// The analysis reruns over the whole run; a view gets it at most at
+	// a rate that keeps its cost near 2% of a core.
+	computeCost time.Duration
+	published   time.Time
+
+	lost, lastLost uint64
+	windows        uint64
+	lastNs         uint64 // the newest event's time
+	sinkErr        error
+}
+
+// New starts an engine for the run h describes: its windows start at
+// h.StartNs and last h.WindowNs, and with spike settings in h (a latency
+// source) it correlates latency with stalls.
+func New(h record.Header, opt Options) *Engine {
+	if h.WindowNs == 0 {
+		h.WindowNs = uint64(time.Second)
+	}
+	cfg := opt.Spikes
+	if cfg.K == 0 {
+		cfg.K = h.SpikeK
+	}
+	if cfg.FloorNs == 0 {
+		cfg.FloorNs = h.SpikeFloorNs
+	}
+	if cfg.StartNs == 0 {
+		cfg.StartNs = h.StartNs
+	}
+	if cfg.WallAt == nil && !h.Started.IsZero() {
+		started, startNs := h.Started, h.StartNs
+		cfg.WallAt = func(mono uint64) time.Time { return started.Add(time.Duration(mono - startNs)) }
+	}
+	e := &Engine{h: h, agg: aggregate.New(h.StartNs, h.WindowNs), spikeCfg: cfg, sinks: opt.Sinks,
+		maxWindows: opt.MaxWindows}
+	if e.maxWindows <= 0 {
+		e.maxWindows = DefaultMaxWindows
+	}
+	for _, s := range opt.Sinks {
+		if a, ok := s.(AnalysisSink); ok {
+			e.analysts = append(e.analysts, a)
+		}
+	}
+	if h.SpikeK > 0 {
+		e.correlate()
+	}
+	return e
+}
+
+// correlate starts the spike analysis.
+func (e *Engine) correlate() {
+	if e.lat == nil {
+		e.before = e.windows
+		e.lat = latency.NewWindows(e.h.StartNs, e.h.WindowNs)
+		e.det = correlate.NewDetector(e.spikeCfg)
+		e.stale = true
+	}
+}
+
+// Header is the run's description.
+func (e *Engine) Header() record.Header { return e.h }
+
+// Event takes one event from the source, in the order the source saw
+// them. Stalls go on to the sinks at once.
+func (e *Engine) Event(ev stall.Event) {
+	e.agg.Add(ev)
+	e.lastNs = max(e.lastNs, ev.TsNs)
+	if ev.Kind != stall.KindStall {
+		return
+	}
+	for _, s := range e.sinks {
+		e.keep(s.Stall(&ev))
+	}
+}
+
+// Latency files one reading of the service's latency under its window.
+// A reading for a window that has closed is counted late and dropped.
+func (e *Engine) Latency(r latency.Reading) {
+	e.correlate()
+	if r.Window != nil {
+		e.lat.Put(*r.Window)
+		return
+	}
+	e.lat.Add(r.Sample)
+}
+
+// SetLost is the kernel's count of dropped events so far: the next
+// window to close carries the increase.
+func (e *Engine) SetLost(total uint64) { e.lost = max(e.lost, total) }
+
+// Close closes every window that ended at or before nowNs, in order and
+// without gaps, and returns them with how many were latency spikes.
+func (e *Engine) Close(nowNs uint64) ([]*aggregate.Window, int) {
+	return e.closed(e.agg.Close(nowNs))
+}
+
+// Finish closes every window up to the one holding endNs, which may be
+// partial, and flushes the sinks.
+func (e *Engine) Finish(endNs uint64) ([]*aggregate.Window, int) {
+	ws, spikes := e.closed(e.agg.CloseAll(endNs))
+	for _, s := range e.sinks {
+		e.keep(s.Flush())
+	}
+	e.publish(true)
+	return ws, spikes
+}
+
+func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
+	if len(ws) == 0 {
+		return nil, 0
+	}
+	ws[len(ws)-1].LostEvents = e.lost - e.lastLost
+	e.lastLost = e.lost
+	e.windows += uint64(len(ws))
+	spikes := 0
+	for _, w := range ws {
+		if e.lat != nil {
+			w.Latency = e.lat.Take(w.Index)
+			if w.Latency != nil {
+				if spike, _ := e.det.Observe(*w.Latency); spike {
+					spikes++
+				}
+			}
+			e.keepWindow(w)
+		}
+		for _, s := range e.sinks {
+			e.keep(s.Window(w))
+		}
+	}
+	for _, s := range e.sinks {
+		e.keep(s.Flush())
+	}
+	e.publish(false)
+	return ws, spikes
+}
+
+// keepWindow adds a closed window to the spike analysis's series.
+func (e *Engine) keepWindow(w *aggregate.Window) {
+	e.series = append(e.series, correlate.Summarize(w))
+	if n := len(e.series) - e.maxWindows; n > 0 {
+		e.series = append(e.series[:0], e.series[n:]...)
+		e.trimmed += uint64(n)
+	}
+	e.stale = true
+}
+
+// publish hands the analysis to the sinks that show it: always at the
+// end, otherwise when the last one is old enough for its cost.
+func (e *Engine) publish(final bool) {
+	if len(e.analysts) == 0 || e.lat == nil {
+		return
+	}
+	if !final && time.Since(e.published) < 50*e.computeCost {
+		return
+	}
+	t0 := time.Now()
+	a := e.Analysis()
+	e.published, e.computeCost = time.Now(), time.Since(t0)
+	for _, s := range e.analysts {
+		s.Analysis(a)
+	}
+}
+
+// Analysis is the spike analysis over every window closed so far; nil
+// when the run has no latency source. The view and the report both show
+// this one.
+func (e *Engine) Analysis() *correlate.Result {
+	if e.lat == nil {
+		return nil
+	}
+	if e.stale || e.analysis == nil {
+		e.analysis = correlate.Analyze(e.series, e.spikeCfg)
+		if e.trimmed > 0 {
+			e.analysis.Conclusion += " (the analysis keeps the last " + itoa(uint64(len(e.series))) +
+				" windows; " + itoa(e.trimmed) + " older ones were dropped)"
+		}
+		e.stale = false
+	}
+	return e.analysis
+}
+
+// AnalysisAt is the spike analysis as it stood when the first n windows
+// had closed: what a live view showed at that point. A replay's view
+// seeks with it.
+func (e *Engine) AnalysisAt(n uint64) *correlate.Result {
+	if e.lat == nil {
+		return nil
+	}
+	if n >= e.windows {
+		return e.Analysis()
+	}
+	kept := uint64(0)
+	if skip := e.before + e.trimmed; n > skip {
+		kept = n - skip
+	}
+	return correlate.Analyze(e.series[:kept], e.spikeCfg)
+}
+
+// keep remembers the first sink error: a broken pipe shows when the
+// summary is written, and tracing goes on meanwhile.
+func (e *Engine) keep(err error) {
+	if err != nil && e.sinkErr == nil {
+		e.sinkErr = err
+	}
+}
+
+// SinkErr is the first error a sink returned.
+func (e *Engine) SinkErr() error { return e.sinkErr }
+
+// Events is how many events the engine took; LateEvents how many arrived
+// after their window closed (counted in the oldest open one).
+func (e *Engine) Events() uint64 { return e.agg.Events }
+
+// LateEvents is how many events arrived after their window closed.
+func (e *Engine) LateEvents() uint64 { return e.agg.LateEvents }
+
+// Windows is how many windows closed.
+func (e *Engine) Windows() uint64 { return e.windows }
+
+// Lost is the kernel's count of dropped events so far.
+func (e *Engine) Lost() uint64 { return e.lost }
+
+// LastNs is the newest event's time.
+func (e *Engine) LastNs() uint64 { return e.lastNs }
+
+// LateLatency is how many latency readings came after their window closed.
+func (e *Engine) LateLatency() uint64 {
+	if e.lat == nil {
+		return 0
+	}
+	return e.lat.Late
+}
+
+// Summary combines the kernel's exact aggregates with the names and
+// exits the events brought.
+func (e *Engine) Summary(final *stall.Snapshot) aggregate.Summary { return e.agg.Summarize(final) }
+
+// Report is the run's report: the header's description, end's counts and
+// note, the kernel's final aggregates, and the spike analysis. Live runs
+// and replays build it here alike, so `report` on a recording prints
+// what the live run printed.
+func (e *Engine) Report(end record.End, final *stall.Snapshot, topThreads int) *output.Report {
+	rep := &output.Report{
+		Target:      e.h.Target,
+		Kernel:      e.h.Host.Kernel,
+		DurationNs:  end.DurationNs,
+		Probes:      e.h.Probes,
+		Summary:     e.Summary(final),
+		Events:      end.Events,
+		LateEvents:  end.LateEvents,
+		Windows:     end.Windows,
+		Note:        end.Note,
+		TopThreads:  topThreads,
+		Correlation: e.Analysis(),
+	}
+	for c, ns := range e.h.MinEventNs {
+		if cause, err := stall.ParseCause(c); err == nil {
+			rep.MinEventNs[cause] = ns
+		}
+	}
+	return rep
+}
+
+// End is how this run ended at endNs, with its own counts.
+func (e *Engine) End(endNs uint64, note string) record.End {
+	return record.End{EndNs: endNs, DurationNs: endNs - e.h.StartNs, Events: e.Events(),
+		LateEvents: e.LateEvents(), Windows: e.Windows(), Note: note}
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

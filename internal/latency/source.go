@@ -1,0 +1,219 @@
+package latency
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Reading is what a source reports: one request, or the statistics of a
+// whole window (a scraped histogram already summarises one).
+type Reading struct {
+	Sample Sample
+	Window *Stats // set for a whole window's statistics
+}
+
+// Source is where a service's request latencies come from. It reads on
+// its own goroutine and sends readings until ctx ends; warn hears about
+// readings it had to skip. Run returns an error only when the source
+// cannot go on.
+type Source interface {
+	Run(ctx context.Context, out chan<- Reading, warn func(error)) error
+	// Close releases what opening the source took.
+	Close() error
+}
+
+// Env is what opening a source needs from the run.
+type Env struct {
+	Start   time.Time // wall clock at StartNs
+	StartNs uint64    // CLOCK_MONOTONIC at the start: the windows' origin
+	Window  time.Duration
+	PID     int // the traced process, 0 for any
+	// Timers attaches request timers: the live tracer. Nil where uprobes
+	// cannot attach.
+	Timers RequestTimers
+}
+
+// RequestTimers puts a uprobe and a uretprobe on a function of a service
+// and times every call in the kernel (the live tracer does).
+type RequestTimers interface {
+	TimeRequests(binary, symbol string, pid int) (RequestTimer, error)
+}
+
+// RequestTimer streams the timed calls.
+type RequestTimer interface {
+	// Run calls emit for every call that returned, until Close.
+	Run(emit func(endNs, latencyNs uint64))
+	Close() error
+}
+
+// Config names the latency source. Every source is registered here: its
+// flags, its checks and how it opens. At most one may be set.
+type Config struct {
+	File       string // a load generator's log, followed as it grows
+	PromURL    string // a Prometheus endpoint scraped once per window...
+	PromMetric string // ...for this histogram
+	Uprobe     string // BINARY:SYMBOL timed in the kernel
+}
+
+// AddFlags registers the sources' flags.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.File, "latency-file", "",
+		"read request latencies from this file (followed as it grows) or - for stdin: NDJSON {\"ts_ns\":..,\"latency_ns\":..} or two columns")
+	fs.StringVar(&c.Uprobe, "latency-uprobe", "",
+		"time every call of the service's request handler, BINARY:SYMBOL (C, C++, Rust; not Go)")
+	fs.StringVar(&c.PromURL, "latency-prom", "", "scrape the service's Prometheus endpoint once per window...")
+	fs.StringVar(&c.PromMetric, "latency-metric", "", "...for this latency histogram (seconds unless named _milliseconds or _microseconds)")
+}
+
+// Set reports whether a source is named.
+func (c Config) Set() bool { return c.File != "" || c.PromURL != "" || c.Uprobe != "" }
+
+// Check validates the flags before anything is loaded; every error it
+// returns is the user's input, not the machine's.
+func (c Config) Check() error {
+	n := 0
+	for _, s := range []string{c.File, c.PromURL, c.Uprobe} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("pick one latency source")
+	}
+	if (c.PromURL != "") != (c.PromMetric != "") {
+		return errors.New("--latency-prom and --latency-metric go together")
+	}
+	if c.File != "" && c.File != "-" {
+		if _, err := os.Stat(c.File); err != nil {
+			return fmt.Errorf("--latency-file: %w", err)
+		}
+	}
+	if c.Uprobe != "" {
+		bin, _, err := ParseUprobeTarget(c.Uprobe)
+		if err != nil {
+			return err
+		}
+		if err := CheckNotGo(bin); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Open makes the named source; nil when none is named.
+func (c Config) Open(env Env) (Source, error) {
+	switch {
+	case c.File != "":
+		return &fileSource{path: c.File, clk: Clock{WallNs: env.Start.UnixNano(), MonoNs: int64(env.StartNs)}}, nil
+	case c.PromURL != "":
+		return &promSource{url: c.PromURL, metric: c.PromMetric, start: env.Start, window: env.Window}, nil
+	case c.Uprobe != "":
+		if env.Timers == nil {
+			return nil, errors.New("--latency-uprobe needs the live tracer")
+		}
+		bin, sym, err := ParseUprobeTarget(c.Uprobe)
+		if err != nil {
+			return nil, err
+		}
+		t, err := env.Timers.TimeRequests(bin, sym, env.PID)
+		if err != nil {
+			return nil, err
+		}
+		return &uprobeSource{timer: t}, nil
+	}
+	return nil, nil
+}
+
+// send delivers one reading unless ctx ends first.
+func send(ctx context.Context, out chan<- Reading, r Reading) {
+	select {
+	case out <- r:
+	case <-ctx.Done():
+	}
+}
+
+type fileSource struct {
+	path string
+	clk  Clock
+}
+
+func (s *fileSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
+	return Follow(ctx, s.path, s.clk, func(smp Sample) { send(ctx, out, Reading{Sample: smp}) }, nil)
+}
+
+func (s *fileSource) Close() error { return nil }
+
+type promSource struct {
+	url, metric string
+	start       time.Time
+	window      time.Duration
+}
+
+func (s *promSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
+	stats := make(chan Stats)
+	go func() {
+		ScrapeWindows(ctx, s.url, s.metric, s.start, s.window, stats, warn)
+		close(stats)
+	}()
+	for st := range stats {
+		send(ctx, out, Reading{Window: &st})
+	}
+	return nil
+}
+
+func (s *promSource) Close() error { return nil }
+
+type uprobeSource struct{ timer RequestTimer }
+
+func (s *uprobeSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.timer.Run(func(end, lat uint64) { send(ctx, out, Reading{Sample: Sample{TsNs: end, LatencyNs: lat}}) })
+	}()
+	<-ctx.Done()
+	err := s.timer.Close() // ends Run
+	<-done
+	return err
+}
+
+func (s *uprobeSource) Close() error { return s.timer.Close() }
+
+// ErrGoBinary means a uretprobe was asked for on a Go program: uretprobes
+// rewrite return addresses on the stack, which Go's growable stacks and
+// unwinder do not survive.
+var ErrGoBinary = errors.New("is a Go program: uretprobes corrupt Go stacks, so --latency-uprobe refuses it; export a latency histogram and use --latency-prom URL --latency-metric NAME, or log requests and use --latency-file")
+
+// CheckNotGo fails for Go binaries, which carry a .go.buildinfo section.
+func CheckNotGo(binary string) error {
+	f, err := elf.Open(binary)
+	if err != nil {
+		return fmt.Errorf("--latency-uprobe: %w", err)
+	}
+	defer f.Close()
+	for _, s := range []string{".go.buildinfo", ".gopclntab"} {
+		if f.Section(s) != nil {
+			return fmt.Errorf("%s %w", binary, ErrGoBinary)
+		}
+	}
+	return nil
+}
+
+// ParseUprobeTarget splits BINARY:SYMBOL.
+func ParseUprobeTarget(s string) (binary, symbol string, err error) {
+	i := strings.LastIndex(s, ":")
+	if i <= 0 || i == len(s)-1 {
+		return "", "", fmt.Errorf("--latency-uprobe wants BINARY:SYMBOL, got %q", s)
+	}
+	binary, symbol = s[:i], s[i+1:]
+	if _, err := os.Stat(binary); err != nil {
+		return "", "", fmt.Errorf("--latency-uprobe: %w", err)
+	}
+	return binary, symbol, nil
+}

@@ -1,0 +1,249 @@
+//go:build linux
+
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/session"
+	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/target"
+	"github.com/numatrace/numatrace/internal/topology"
+	"github.com/numatrace/numatrace/internal/tracer"
+)
+
+// Run checks the configuration, resolves the target, loads the tracer,
+// traces until the duration ends, Ctrl-C, or the target goes, and then
+// prints the report (or writes the recording).
+func (a *Attach) Run(stdout, stderr io.Writer) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	tgt, err := target.Resolve("/proc", "/sys/fs/cgroup", a.PID, a.TID, a.Cgroup)
+	if err != nil {
+		return &BadInput{err}
+	}
+	topo, err := topology.Read("/sys")
+	if err != nil {
+		return err
+	}
+	cfg, err := a.tracerConfig(tgt, topo)
+	if err != nil {
+		return err
+	}
+	tr, err := tracer.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	return a.trace(tr, tgt, topo, stdout, stderr)
+}
+
+// tracerConfig says what the kernel side traces.
+func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (tracer.Config, error) {
+	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
+		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF}
+	switch tgt.Kind {
+	case target.Process:
+		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}
+	case target.Thread:
+		cfg.Filter, cfg.TID = tracer.FilterTID, tgt.ID
+	case target.Cgroup:
+		pids, err := tgt.CgroupPIDs()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Filter, cfg.PIDs, cfg.FollowForks = tracer.FilterPIDs, pids, true
+		var st unix.Stat_t
+		if err := unix.Stat(tgt.Path, &st); err != nil {
+			return cfg, &BadInput{fmt.Errorf("%s: %w", tgt.Path, err)}
+		}
+		cfg.CgroupID = st.Ino
+	}
+	return cfg, nil
+}
+
+// trace runs the session behind the chosen front end, then ends the
+// recording and prints the report.
+func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if a.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.Duration)
+		defer cancel()
+	}
+	go func() { <-ctx.Done(); stop() }() // once stopping, a second Ctrl-C kills at once
+	if err := writeReady(a.Trace.ReadyFile); err != nil {
+		return err
+	}
+	started, startNs := time.Now(), monotonicNs()
+	fe := a.frontEnd(stdout)
+	var doc *doctor.Report
+	if a.RecordTo != "" || fe.view {
+		doc = startDoctor(tgt) // one reading of the machine, for the recording and the view
+	}
+	h := a.header(tr.Probes(), tgt, topo, started, startNs, doc)
+	eng := engine.New(h, engine.Options{Sinks: fe.sinks(h)})
+	opt, closeSource, err := a.sessionOptions(ctx, tr, tgt, h, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeSource()
+	rec, err := a.newRecording(h, &opt, tgt, stderr)
+	if err != nil {
+		return err
+	}
+	res, err := fe.run(ctx, tr, eng, opt)
+	if err != nil {
+		rec.abort()
+		return err
+	}
+	end := res.End
+	if res.TargetGone {
+		end.Note = fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond))
+	}
+	if err := rec.finish(end, stderr); err != nil {
+		return err
+	}
+	if res.BadRecords > 0 {
+		fmt.Fprintf(stderr, "numatrace: %d ring-buffer records could not be read or decoded\n", res.BadRecords)
+	}
+	return fe.report(eng.Report(end, res.Final, a.Top), stderr)
+}
+
+// sessionOptions wires the target and the latency source into a session;
+// closeSource releases the source.
+func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
+	stderr io.Writer) (session.Options, func(), error) {
+	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: warnTo(stderr)}
+	if tgt.Kind == target.Cgroup {
+		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
+	}
+	env := latency.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}}
+	if tgt.Kind == target.Process {
+		env.PID = int(tgt.ID)
+	}
+	src, err := a.Latency.Open(env)
+	if err != nil {
+		return opt, nil, err
+	}
+	closeSource := func() {}
+	if src != nil {
+		opt.Latency, closeSource = src, func() { src.Close() }
+	}
+	opt.DumpOnSpike = a.DumpOnSpike
+	return opt, closeSource, nil
+}
+
+// header describes the run: for the recording, the view and the report.
+func (a *Attach) header(probes []stall.ProbeStatus, tgt *target.Target, topo *topology.Topology,
+	started time.Time, startNs uint64, doc *doctor.Report) record.Header {
+	host, _ := os.Hostname()
+	h := record.Header{Numatrace: a.Version, Started: started, StartNs: startNs, WindowNs: uint64(a.Trace.Window),
+		Target: tgt.String(), Probes: probes, MinEventNs: map[string]uint64{}, MinStallNs: map[string]uint64{},
+		Host: record.Host{Hostname: host, Kernel: KernelRelease(), CPUs: topo.NumCPUs(), CPUNode: topo.CPUNode,
+			NodeMem: map[int]uint64{}}}
+	for n, b := range topo.NodeMem {
+		h.Host.NodeMem[n] = b
+	}
+	for c := range stall.NumCauses {
+		if ns := a.Trace.minEventNs[c]; ns > 0 {
+			h.MinEventNs[c.String()] = ns
+		}
+		if ns := a.Trace.minStallNs[c]; ns > 0 {
+			h.MinStallNs[c.String()] = ns
+		}
+	}
+	if a.Latency.Set() {
+		h.SpikeK, h.SpikeFloorNs = a.SpikeK, uint64(a.SpikeFloor)
+	}
+	if doc != nil {
+		h.Doctor, _ = json.Marshal(doc)
+	}
+	return h
+}
+
+// timers lets the latency package's uprobe source attach through the
+// tracer, which knows nothing of latency.
+type timers struct{ tr *tracer.Tracer }
+
+func (t timers) TimeRequests(binary, symbol string, pid int) (latency.RequestTimer, error) {
+	return t.tr.AttachLatency(binary, symbol, pid)
+}
+
+// startDoctor is doctor's one-reading view of the machine (and the target
+// process) as tracing starts; nil if it cannot read /proc.
+func startDoctor(tgt *target.Target) *doctor.Report {
+	opt := doctor.Options{}
+	if tgt.Kind == target.Process {
+		opt.PID = int(tgt.ID)
+	}
+	rep, err := doctor.Run(opt)
+	if err != nil {
+		return nil
+	}
+	return rep
+}
+
+// writeReady creates the ready file a test or a script waits for.
+func writeReady(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write ready file: %w", err)
+	}
+	return nil
+}
+
+// warnTo prints problems that do not stop tracing, one line each.
+func warnTo(w io.Writer) func(error) {
+	return func(err error) { fmt.Fprintf(w, "numatrace: %v\n", err) }
+}
+
+// writeReport prints the report as NDJSON's summary line or as text; a
+// closed pipe is not an error.
+func writeReport(rep *output.Report, nd *output.NDJSON, stdout io.Writer) error {
+	var err error
+	if nd != nil {
+		err = nd.Summary(rep)
+	} else {
+		err = rep.Text(stdout)
+	}
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// KernelRelease is the running kernel's release, as uname -r says it.
+func KernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}

@@ -1,0 +1,167 @@
+//go:build linux
+
+// Package live runs numatrace against the running kernel: attach and
+// record (a target, a front end, an optional recording and latency
+// source) and serve (the Prometheus exporter). It wires the tracer, the
+// session, the engine and the front ends together; cmd/numatrace only
+// parses flags into the configs here.
+package live
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// BadInput is an error in what the user asked for, not in the machine:
+// the command exits 2 with its one line.
+type BadInput struct{ Err error }
+
+func (b *BadInput) Error() string { return b.Err.Error() }
+func (b *BadInput) Unwrap() error { return b.Err }
+
+func badInput(format string, a ...any) error { return &BadInput{fmt.Errorf(format, a...)} }
+
+// IsBadInput reports whether err is the user's input.
+func IsBadInput(err error) bool {
+	var b *BadInput
+	return errors.As(err, &b)
+}
+
+// Every page fault and mmap takes the mmap_lock. An acquisition under a
+// microsecond did not wait (the tracing itself costs a few hundred ns), so
+// it is not a stall; waits under 10µs are counted but not streamed.
+const (
+	DefaultMinStall = "mmap_lock=1us"
+	DefaultMinEvent = "mmap_lock=10us"
+)
+
+// Trace is what attach, record and serve share: what the kernel counts
+// and streams, and how it is windowed.
+type Trace struct {
+	Window     time.Duration
+	MinEvent   string // stream only stalls this long: DUR or cause=DUR,...
+	MinStall   string // ignore shorter stalls entirely
+	RingBufMiB int
+	BTF        string // kernel BTF file; "" for the running kernel's
+	ReadyFile  string // created once tracing (or serving) has started
+
+	minEventNs, minStallNs [stall.NumCauses]uint64
+}
+
+// check validates and parses the shared flags; command names them.
+func (t *Trace) check(command string) error {
+	var err error
+	if t.minEventNs, err = stall.ParseDurations(t.MinEvent); err != nil {
+		return badInput("%s: --min-event: %v", command, err)
+	}
+	if t.minStallNs, err = stall.ParseDurations(t.MinStall); err != nil {
+		return badInput("%s: --min-stall: %v", command, err)
+	}
+	if t.Window < 10*time.Millisecond {
+		return badInput("%s: --window must be at least 10ms", command)
+	}
+	if rb := t.RingBufMiB; rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
+		return badInput("%s: --ringbuf-mib must be a power of two up to 1024", command)
+	}
+	return nil
+}
+
+// Attach is one attach or record run.
+type Attach struct {
+	Command string // "attach" or "record": messages name it
+	Version string // numatrace's, for the recording
+	Trace   Trace
+
+	PID, TID    int
+	Cgroup      string
+	Duration    time.Duration
+	IncludeSelf bool
+
+	NoTUI, JSON bool
+	Top         int  // threads in the text report
+	Quiet       bool // record: no report, one line at the end
+
+	Latency    latency.Config
+	SpikeK     float64
+	SpikeFloor time.Duration
+
+	RecordTo    string // attach --record, record -o
+	Flight      string // record --flight-recorder: a size or a duration
+	DumpOnSpike bool
+
+	flightBytes int
+	flightAge   time.Duration
+}
+
+// Check validates everything that can be checked before the kernel is
+// touched; its errors are BadInput.
+func (a *Attach) Check() error {
+	if a.Command == "record" && a.RecordTo == "" {
+		return badInput("record: -o FILE is required")
+	}
+	if err := a.Trace.check(a.Command); err != nil {
+		return err
+	}
+	if a.Duration < 0 {
+		return badInput("%s: --duration must not be negative", a.Command)
+	}
+	if a.SpikeK <= 1 {
+		return badInput("%s: --spike-k must be above 1", a.Command)
+	}
+	if err := a.Latency.Check(); err != nil {
+		return badInput("%s: %v", a.Command, err)
+	}
+	if a.DumpOnSpike && (a.Flight == "" || !a.Latency.Set()) {
+		return badInput("%s: --dump-on-spike needs --flight-recorder and a latency source", a.Command)
+	}
+	if a.Flight != "" {
+		var err error
+		if a.flightBytes, a.flightAge, err = parseFlightSpec(a.Flight); err != nil {
+			return badInput("%s: --flight-recorder: %v", a.Command, err)
+		}
+	}
+	return nil
+}
+
+// Serve is one serve run.
+type Serve struct {
+	Trace       Trace
+	Listen      string
+	CgroupLimit int
+	Comms       string // comma-separated process names that get a comm label
+	DoctorEvery time.Duration
+	Version     string
+}
+
+// Check validates the flags before anything is loaded.
+func (s *Serve) Check() error {
+	if err := s.Trace.check("serve"); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+		return badInput("serve: --listen %q: %v", s.Listen, err)
+	}
+	if s.CgroupLimit < 1 {
+		return badInput("serve: --cgroup-limit must be at least 1")
+	}
+	if s.DoctorEvery < 0 {
+		return badInput("serve: --doctor-every must not be negative")
+	}
+	return nil
+}
+
+func (s *Serve) comms() map[string]bool {
+	out := map[string]bool{}
+	for _, c := range strings.Split(s.Comms, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out[c] = true
+		}
+	}
+	return out
+}

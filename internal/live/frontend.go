@@ -1,0 +1,133 @@
+//go:build linux
+
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/procsnap"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/session"
+	"github.com/numatrace/numatrace/internal/tui"
+)
+
+// liveWindowsKept bounds the live view's timeline: an hour of one-second
+// windows. The spike analysis it shows is the engine's, over the run.
+const liveWindowsKept = 3600
+
+// frontEnd is how a run shows itself: the interactive view, NDJSON, a
+// text report at the end, or one line (record).
+type frontEnd struct {
+	stdout io.Writer
+	quiet  bool
+	view   bool
+	nd     *output.NDJSON
+	store  *tui.Store
+}
+
+func (a *Attach) frontEnd(stdout io.Writer) *frontEnd {
+	fe := &frontEnd{stdout: stdout, quiet: a.Quiet}
+	switch {
+	case a.Quiet:
+	case a.JSON:
+		fe.nd = output.NewNDJSON(stdout)
+	case !a.NoTUI && tui.OnTerminal(stdout):
+		fe.view = true
+	}
+	return fe
+}
+
+// sinks are what the engine feeds as the run goes.
+func (fe *frontEnd) sinks(h record.Header) []engine.Sink {
+	switch {
+	case fe.nd != nil:
+		return []engine.Sink{fe.nd}
+	case fe.view:
+		fe.store = tui.NewStore(tui.InfoFromHeader(h), liveWindowsKept)
+		return []engine.Sink{fe.store}
+	}
+	return nil
+}
+
+// run traces, behind the view when there is one.
+func (fe *frontEnd) run(ctx context.Context, k session.Kernel, eng *engine.Engine, opt session.Options) (*session.Result, error) {
+	if fe.view {
+		return fe.runView(ctx, k, eng, opt)
+	}
+	return session.Run(ctx, k, eng, opt)
+}
+
+// report prints the end of the run.
+func (fe *frontEnd) report(rep *output.Report, stderr io.Writer) error {
+	if fe.quiet {
+		if rep.Note != "" {
+			fmt.Fprintf(stderr, "numatrace: %s\n", rep.Note)
+		}
+		return nil
+	}
+	if err := writeReport(rep, fe.nd, fe.stdout); err != nil {
+		return err
+	}
+	if rep.Note != "" && fe.nd != nil {
+		fmt.Fprintf(stderr, "numatrace: %s\n", rep.Note)
+	}
+	return nil
+}
+
+// runView runs the session behind the interactive view. The view stays
+// up after tracing stops (--duration, the target exited) until the user
+// quits; quitting stops tracing. A signal quits both.
+func (fe *frontEnd) runView(ctx context.Context, k session.Kernel, eng *engine.Engine, opt session.Options) (*session.Result, error) {
+	opt.OnSnapshot, opt.SnapshotEvery = fe.store.Snapshot, time.Second
+	model := tui.NewLive(fe.store, tui.Options{Now: monotonicNs, ReadProcfs: func() (record.Procfs, error) {
+		return procsnap.Read("/proc", "/sys", nil, monotonicNs())
+	}})
+	prog := tui.Program(model, os.Stdin, fe.stdout)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var res *session.Result
+	var runErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, runErr = session.Run(runCtx, k, eng, opt)
+		why := "tracing stopped"
+		switch {
+		case runErr != nil:
+			why = runErr.Error()
+		case res.TargetGone:
+			why = "the target exited"
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			why = "--duration reached"
+		}
+		prog.Send(tui.EndedMsg{Why: why})
+	}()
+	// The terminal is raw, so Ctrl-C arrives as a key; a signal from
+	// elsewhere (SIGTERM, SIGHUP) quits the view.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, os.Interrupt)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			prog.Quit()
+		case <-done:
+		}
+	}()
+	_, uiErr := prog.Run()
+	cancel()
+	<-done
+	if runErr != nil {
+		return nil, runErr
+	}
+	return res, uiErr
+}

@@ -1,0 +1,154 @@
+//go:build linux
+
+package live
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/procsnap"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/session"
+	"github.com/numatrace/numatrace/internal/target"
+)
+
+// recordEvery is how often a recording gets the kernel's aggregates and a
+// procfs reading, and how much a crash can lose at most.
+const recordEvery = 10 * time.Second
+
+// recording is the optional recorder of one trace: a file, or a flight
+// recorder that writes on SIGUSR1. A nil *recording records nothing.
+type recording struct {
+	path   string
+	file   *record.FileWriter
+	flight *record.FlightRecorder
+	sigs   chan os.Signal
+}
+
+// parseFlightSpec reads "64MiB", "512MB", "1GiB" or a duration like "5m".
+func parseFlightSpec(s string) (maxBytes int, maxAge time.Duration, err error) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return 256 << 20, d, nil // a duration still needs a memory bound
+	}
+	units := []struct {
+		suffix string
+		mult   int
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n <= 0 {
+				break
+			}
+			if n*u.mult < 1<<20 {
+				return 0, 0, fmt.Errorf("%q is under 1 MiB", s)
+			}
+			return n * u.mult, 0, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%q is neither a size (64MiB) nor a duration (5m)", s)
+}
+
+// newRecording opens the recording a run asked for, and tells the session
+// what to record and when.
+func (a *Attach) newRecording(h record.Header, opt *session.Options, tgt *target.Target, stderr io.Writer) (*recording, error) {
+	if a.RecordTo == "" {
+		return nil, nil
+	}
+	rec := &recording{path: a.RecordTo}
+	if a.Flight != "" {
+		fr, err := record.NewFlightRecorder(h, a.flightBytes, uint64(a.flightAge))
+		if err != nil {
+			return nil, err
+		}
+		rec.flight = fr
+		opt.Recorder = fr
+		rec.dumpOnSignal(opt, fr, h.StartNs, stderr)
+	} else {
+		fw, err := record.Create(a.RecordTo, h)
+		if err != nil {
+			return nil, err
+		}
+		rec.file = fw
+		opt.Recorder = fw
+	}
+	pids := func() []uint32 { return nil }
+	switch tgt.Kind {
+	case target.Process:
+		pids = func() []uint32 { return []uint32{tgt.ID} }
+	case target.Cgroup:
+		pids = func() []uint32 { p, _ := tgt.CgroupPIDs(); return p }
+	}
+	opt.RecordEvery = recordEvery
+	opt.ReadProcfs = func(now uint64) (record.Procfs, error) {
+		return procsnap.Read("/proc", "/sys", pids(), now)
+	}
+	return rec, nil
+}
+
+// dumpOnSignal makes SIGUSR1 (and spikes, with --dump-on-spike) write
+// what the flight recorder holds.
+func (r *recording) dumpOnSignal(opt *session.Options, fr *record.FlightRecorder, startNs uint64, stderr io.Writer) {
+	r.sigs = make(chan os.Signal, 1)
+	signal.Notify(r.sigs, syscall.SIGUSR1)
+	dumps := make(chan struct{}, 1)
+	go func() {
+		for range r.sigs {
+			select {
+			case dumps <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	opt.DumpRequests = dumps
+	opt.Dump = func(final record.Snapshot) error {
+		return fr.Dump(r.path, final, record.End{EndNs: final.MonoNs, DurationNs: final.MonoNs - startNs,
+			Note: "flight recorder dump on SIGUSR1"})
+	}
+	opt.OnDump = func(err error) {
+		if err != nil {
+			fmt.Fprintf(stderr, "numatrace: flight recorder: %v\n", err)
+			return
+		}
+		fmt.Fprintf(stderr, "numatrace: flight recorder wrote %s (%d bytes held)\n", r.path, fr.Held())
+	}
+}
+
+// finish closes the recording with how the run ended.
+func (r *recording) finish(end record.End, stderr io.Writer) error {
+	if r == nil {
+		return nil
+	}
+	if r.sigs != nil {
+		signal.Stop(r.sigs)
+		close(r.sigs)
+	}
+	if r.file == nil {
+		fmt.Fprintf(stderr, "numatrace: flight recorder stopped; send SIGUSR1 while it runs to write %s\n", r.path)
+		return nil
+	}
+	if err := r.file.Close(end); err != nil {
+		return fmt.Errorf("recording %s: %w", r.path, err)
+	}
+	size := int64(0)
+	if st, err := os.Stat(r.path); err == nil {
+		size = st.Size()
+	}
+	fmt.Fprintf(stderr, "numatrace: recorded %d events over %s to %s (%d bytes, %d dropped)\n",
+		end.Events, time.Duration(end.DurationNs).Round(time.Millisecond), r.path, size, r.file.Dropped())
+	return nil
+}
+
+// abort closes a recording after a failed run.
+func (r *recording) abort() {
+	if r == nil || r.file == nil {
+		return
+	}
+	r.file.Close(record.End{Note: "numatrace stopped on an error"})
+}

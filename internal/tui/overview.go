@@ -1,0 +1,346 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// overviewScreen is the strip of p99 over stall time per window and the
+// thread (or process) table.
+type overviewScreen struct {
+	*shared
+	sortKey   SortKey
+	byProcess bool
+	filter    textinput.Model
+	filtering bool
+	selected  int
+	focus     *uint64 // a spike's window: the table shows its threads
+}
+
+func newOverview(sh *shared) *overviewScreen {
+	ti := textinput.New()
+	ti.Prompt = "/"
+	ti.CharLimit = 64
+	return &overviewScreen{shared: sh, filter: ti}
+}
+
+func (o *overviewScreen) SetSize(int, int) {}
+
+func (o *overviewScreen) reset() { o.selected = 0 }
+
+// focusOn shows the threads of window idx (a spike's).
+func (o *overviewScreen) focusOn(idx uint64) {
+	o.focus = &idx
+	o.selected = 0
+}
+
+func (o *overviewScreen) Update(k tea.KeyMsg) tea.Cmd {
+	if o.filtering {
+		return o.typeFilter(k)
+	}
+	if d, ok := list.move(k); ok {
+		o.selected = min(max(0, o.selected+d), max(0, len(o.rows())-1))
+		return nil
+	}
+	switch {
+	case key.Matches(k, list.Enter):
+		o.enter()
+	case key.Matches(k, list.Esc):
+		switch {
+		case o.focus != nil:
+			o.focus, o.selected = nil, 0
+		case o.filter.Value() != "":
+			o.filter.SetValue("")
+		}
+	case key.Matches(k, table.Sort):
+		o.sortKey = (o.sortKey + 1) % numSortKeys
+		o.selected = 0
+	case key.Matches(k, table.SortBack):
+		o.sortKey = (o.sortKey + numSortKeys - 1) % numSortKeys
+		o.selected = 0
+	case key.Matches(k, table.Group):
+		o.byProcess = !o.byProcess
+		o.selected = 0
+	case key.Matches(k, table.Filter):
+		o.filtering = true
+		return o.filter.Focus()
+	}
+	return nil
+}
+
+// typeFilter edits the filter until enter keeps it or esc drops it.
+func (o *overviewScreen) typeFilter(k tea.KeyMsg) tea.Cmd {
+	o.selected = 0
+	if key.Matches(k, list.Enter) || key.Matches(k, list.Esc) {
+		o.filtering = false
+		o.filter.Blur()
+		if key.Matches(k, list.Esc) {
+			o.filter.SetValue("")
+		}
+		return nil
+	}
+	var cmd tea.Cmd
+	o.filter, cmd = o.filter.Update(k)
+	return cmd
+}
+
+func (o *overviewScreen) enter() {
+	rows := o.rows()
+	if o.selected >= len(rows) {
+		return
+	}
+	if !o.byProcess {
+		o.showThread(rows[o.selected].TID)
+		return
+	}
+	// A process row: show its threads.
+	o.byProcess = false
+	o.filter.SetValue(itoa(rows[o.selected].PID))
+	o.selected = 0
+}
+
+func (o *overviewScreen) Hints() []string {
+	h := []string{"sort: " + o.sortKey.String()}
+	if o.byProcess {
+		h = append(h, "by process")
+	}
+	if q := o.filter.Value(); q != "" {
+		h = append(h, "filter: "+q)
+	}
+	if o.focus != nil {
+		h = append(h, fmt.Sprintf("window %s (esc: all)", o.windowClock(*o.focus)))
+	}
+	return h
+}
+
+// rows is the table as shown: focused, grouped, filtered, sorted.
+func (o *overviewScreen) rows() []Row {
+	rows := o.frame.Rows
+	if o.focus != nil {
+		rows = windowRows(o.frame, *o.focus)
+	}
+	if o.byProcess {
+		rows = Processes(rows)
+	}
+	rows = FilterRows(rows, o.filter.Value())
+	out := append([]Row(nil), rows...)
+	SortRows(out, o.sortKey)
+	return out
+}
+
+// windowRows are the threads that stalled in window idx.
+func windowRows(f *Frame, idx uint64) []Row {
+	var out []Row
+	for _, w := range f.win {
+		if w.Index != idx {
+			continue
+		}
+		nodeOf := map[uint32]int{}
+		for _, r := range f.Rows {
+			nodeOf[r.TID] = r.Node
+		}
+		for _, t := range w.Threads {
+			out = append(out, Row{PID: t.PID, TID: t.TID, Comm: t.Comm, Node: nodeOf[t.TID], Threads: 1,
+				StallNs: t.TotalNs, ByCause: t.ByCause})
+		}
+	}
+	return out
+}
+
+// timelineWindows are the windows the strip has room for, newest last.
+func (o *overviewScreen) timelineWindows(cols int) []WindowSummary {
+	ws := o.frame.Windows
+	if len(ws) > cols {
+		ws = ws[len(ws)-cols:]
+	}
+	return ws
+}
+
+func (o *overviewScreen) spikeSet() map[uint64]bool {
+	set := map[uint64]bool{}
+	if a := o.analysis(); a != nil {
+		for _, s := range a.Spikes {
+			set[s.Index] = true
+		}
+	}
+	return set
+}
+
+const timelineLabel, timelineMaxLabel = 7, 14
+
+// timeline is the strip: p99 per window over stacked stall time, spikes
+// marked.
+func (o *overviewScreen) timeline() []string {
+	cols := max(10, o.width-timelineLabel-timelineMaxLabel)
+	ws := o.timelineWindows(cols)
+	var out []string
+	var p99 []uint64
+	var peak uint64
+	hasLat := false
+	for _, w := range ws {
+		p99 = append(p99, w.P99Ns)
+		peak = max(peak, w.P99Ns)
+		hasLat = hasLat || w.Count > 0
+	}
+	if hasLat {
+		out = append(out, fmt.Sprintf("%-*s", timelineLabel, "p99")+sparkline(p99)+styleDim.Render(" max "+output.Dur(peak)))
+	}
+	var top uint64
+	for _, w := range ws {
+		top = max(top, total(w))
+	}
+	cells := causeCells()
+	for r, row := range stacked(ws, 3) {
+		lbl := ""
+		if r == 0 {
+			lbl = "stall"
+		}
+		var b strings.Builder
+		b.WriteString(fmt.Sprintf("%-*s", timelineLabel, lbl))
+		for _, c := range row {
+			if c < 0 {
+				b.WriteByte(' ')
+			} else {
+				b.WriteString(cells[c])
+			}
+		}
+		if r == 0 {
+			b.WriteString(styleDim.Render(" max " + output.Dur(top)))
+		}
+		out = append(out, b.String())
+	}
+	if o.analysis() != nil {
+		spikes := o.spikeSet()
+		var mk strings.Builder
+		mk.WriteString(fmt.Sprintf("%-*s", timelineLabel, "spikes"))
+		spike := styleSpike.Render("▲")
+		for _, w := range ws {
+			if spikes[w.Index] {
+				mk.WriteString(spike)
+			} else {
+				mk.WriteByte(' ')
+			}
+		}
+		out = append(out, mk.String())
+	}
+	return append(out, legend())
+}
+
+// legend names the timed causes' cells.
+func legend() string {
+	var parts []string
+	cells := causeCells()
+	for c := range stall.NumCauses {
+		if c.Timed() {
+			parts = append(parts, cells[c]+" "+c.Desc().Short)
+		}
+	}
+	return styleDim.Render("       ") + strings.Join(parts, "  ")
+}
+
+func nodeStr(n int) string {
+	switch n {
+	case -1:
+		return "-"
+	case -2:
+		return "*"
+	}
+	return fmt.Sprint(n)
+}
+
+// tableCauses picks the cause columns that fit: the sort cause first,
+// then the causes with the most stall time.
+func tableCauses(rows []Row, sortKey SortKey, room int) []stall.Cause {
+	var sum [stall.NumCauses]uint64
+	for _, r := range rows {
+		for c := range r.ByCause {
+			sum[c] += r.ByCause[c].TotalNs
+		}
+	}
+	var cs []stall.Cause
+	if sortKey >= SortCause0 && sortKey < SortMigrations {
+		if c := stall.Cause(sortKey - SortCause0); c.Timed() {
+			cs = append(cs, c)
+		}
+	}
+	var rest []stall.Cause
+	for c := range stall.NumCauses {
+		if c.Timed() && sum[c] > 0 && (len(cs) == 0 || cs[0] != c) {
+			rest = append(rest, c)
+		}
+	}
+	sort.SliceStable(rest, func(i, j int) bool { return sum[rest[i]] > sum[rest[j]] })
+	cs = append(cs, rest...)
+	if len(cs) > room {
+		cs = cs[:room]
+	}
+	return cs
+}
+
+const causeColWidth = 18
+
+func (o *overviewScreen) View() []string {
+	out := o.timeline()
+	rows := o.rows()
+	idCol := "TID"
+	if o.byProcess {
+		idCol = "THR"
+	}
+	base := fmt.Sprintf("%7s %7s %-15s %4s %9s %6s %6s", "PID", idCol, "COMM", "NODE", "STALL", "MIGR", "XNODE")
+	room := max(0, (o.width-len(base))/causeColWidth)
+	causes := tableCauses(rows, o.sortKey, room)
+	head := base
+	for _, c := range causes {
+		head += fmt.Sprintf(" %*s", causeColWidth-1, c.Desc().Short+" tot/max")
+	}
+	out = append(out, styleHead.Render(head))
+	avail := o.height - 2 - len(out) - 1 // header, tabs, status
+	if avail < 1 {
+		return out
+	}
+	if len(rows) == 0 {
+		msg := "no stalls yet"
+		if o.filter.Value() != "" {
+			msg = "no thread matches the filter"
+		}
+		return append(out, styleDim.Render(msg))
+	}
+	o.selected = min(o.selected, len(rows)-1)
+	start := 0
+	if o.selected >= avail {
+		start = o.selected - avail + 1
+	}
+	for i := start; i < len(rows) && i < start+avail; i++ {
+		out = append(out, o.row(rows[i], causes, i == o.selected))
+	}
+	return out
+}
+
+func (o *overviewScreen) row(r Row, causes []stall.Cause, selected bool) string {
+	id := itoa(r.TID)
+	if o.byProcess {
+		id = fmt.Sprint(r.Threads)
+	}
+	line := fmt.Sprintf("%7d %7s %-15.15s %4s %9s %6d %6d", r.PID, id, r.Comm, nodeStr(r.Node),
+		output.Dur(r.StallNs), r.Migr, r.CrossNode)
+	for _, c := range causes {
+		ct := r.ByCause[c]
+		cell := "-"
+		if ct.Count > 0 {
+			cell = output.Dur(ct.TotalNs) + "/" + output.Dur(ct.MaxNs)
+		}
+		line += fmt.Sprintf(" %*s", causeColWidth-1, cell)
+	}
+	if selected {
+		line = styleSel.Render(padTo(line, o.width))
+	}
+	return line
+}

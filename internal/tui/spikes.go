@@ -1,0 +1,85 @@
+package tui
+
+import (
+	"fmt"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/numatrace/numatrace/internal/output"
+)
+
+// spikesScreen lists the engine's spikes with their verdicts; enter shows
+// a spike window's threads on the overview.
+type spikesScreen struct {
+	*shared
+	selected int
+	keys     struct{ Show key.Binding }
+}
+
+func newSpikes(sh *shared) *spikesScreen {
+	s := &spikesScreen{shared: sh}
+	s.keys.Show = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "the window's threads"))
+	return s
+}
+
+func (s *spikesScreen) SetSize(int, int) {}
+
+func (s *spikesScreen) reset() { s.selected = 0 }
+
+func (s *spikesScreen) spikes() int {
+	if a := s.analysis(); a != nil {
+		return len(a.Spikes)
+	}
+	return 0
+}
+
+func (s *spikesScreen) Update(k tea.KeyMsg) tea.Cmd {
+	if d, ok := list.move(k); ok {
+		s.selected = min(max(0, s.selected+d), max(0, s.spikes()-1))
+		return nil
+	}
+	if key.Matches(k, s.keys.Show) && s.selected < s.spikes() {
+		s.focusWindow(s.analysis().Spikes[s.selected].Index)
+		s.selected = 0
+	}
+	return nil
+}
+
+func (s *spikesScreen) Hints() []string { return []string{hint(s.keys.Show)} }
+
+func (s *spikesScreen) View() []string {
+	c := s.analysis()
+	if c == nil {
+		return []string{"", "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."}
+	}
+	lines := append(wrap(c.Conclusion, s.width), "")
+	if len(c.Spikes) == 0 {
+		return lines
+	}
+	lines = append(lines, styleHead.Render(fmt.Sprintf("%-10s %8s %8s  %s", "WINDOW", "P99", "BASE", "TOP CAUSE")))
+	avail := s.height - 3 - len(lines) - 4
+	s.selected = min(s.selected, len(c.Spikes)-1)
+	start := 0
+	if s.selected >= avail {
+		start = s.selected - avail + 1
+	}
+	for i := start; i < len(c.Spikes) && i < start+max(1, avail); i++ {
+		sp := c.Spikes[i]
+		top := "none"
+		if len(sp.Causes) > 0 && sp.Causes[0].StallNs > 0 {
+			tc := sp.Causes[0]
+			top = fmt.Sprintf("%s %s · %s (tid %d)", tc.Cause, output.Dur(tc.StallNs), tc.Process, tc.WorstTID)
+			if tc.Threads > 1 {
+				top = fmt.Sprintf("%s %s · %d threads of %s", tc.Cause, output.Dur(tc.StallNs), tc.Threads, tc.Process)
+			}
+		}
+		line := fmt.Sprintf("%-10s %8s %8s  %s", s.windowClock(sp.Index), output.Dur(sp.P99Ns), output.Dur(sp.BaselineNs), top)
+		if i == s.selected {
+			line = styleSel.Render(padTo(line, s.width))
+		}
+		lines = append(lines, line)
+	}
+	lines = append(lines, "")
+	return append(lines, wrap(c.Spikes[s.selected].Verdict, s.width)...)
+}

@@ -1,0 +1,53 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+var (
+	styleTitle = lipgloss.NewStyle().Bold(true)
+	styleTab   = lipgloss.NewStyle().Reverse(true).Bold(true)
+	styleDim   = lipgloss.NewStyle().Faint(true)
+	styleHead  = lipgloss.NewStyle().Bold(true).Underline(true)
+	styleSel   = lipgloss.NewStyle().Reverse(true)
+	styleSpike = lipgloss.NewStyle().Foreground(lipgloss.Color("9")).Bold(true)
+	styleWarn  = lipgloss.NewStyle().Foreground(lipgloss.Color("11"))
+)
+
+// colour reports whether styles print colour (not under NO_COLOR or to a
+// dumb terminal): without it, the charts mark causes with letters.
+func colour() bool { return lipgloss.ColorProfile() != termenv.Ascii }
+
+// causeCells are the chart's cell for each cause: a block in the cause's
+// colour, or the cause's letter without colour.
+func causeCells() [stall.NumCauses]string {
+	var out [stall.NumCauses]string
+	col := colour()
+	for c := range stall.NumCauses {
+		d := c.Desc()
+		if col {
+			out[c] = lipgloss.NewStyle().Foreground(lipgloss.Color(d.Colour)).Render("█")
+		} else {
+			out[c] = string(d.Letter)
+		}
+	}
+	return out
+}
+
+// padTo fills line with spaces to width cells, so a selection bar spans
+// the screen.
+func padTo(line string, width int) string {
+	if n := width - ansi.StringWidth(line); n > 0 {
+		return line + strings.Repeat(" ", n)
+	}
+	return line
+}
+
+// wrap breaks s into lines of at most w cells at spaces.
+func wrap(s string, w int) []string { return strings.Split(ansi.Wordwrap(s, w, ""), "\n") }
