@@ -232,4 +232,3 @@ func TestParseDurationsErrors(t *testing.T) {
 		}
 	}
 }
-
