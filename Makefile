@@ -6,12 +6,18 @@ GOTEST_FLAGS ?= -count=1 -p 1 -timeout 20m
 
 ARGS ?= --duration 10s
 
-.PHONY: all build run demo deps generate check-generated vmlinux lint test test-unit vmtest fuzz bench clean
+.PHONY: all build cross run demo deps generate check-generated vmlinux lint test test-unit vmtest fuzz bench clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/numatrace
+
+# Replay, report, export, doctor --root and the view run on a laptop too:
+# tracing is the only Linux-only part. Keep both builds working.
+cross:
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/numatrace
+	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/numatrace
 
 # The main job: trace the whole machine (as root) and print the report.
 run: build
@@ -60,7 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzBlock$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/record
 
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
-test: deps check-generated lint build
+test: deps check-generated lint build cross
 	$(GO) test $(GOTEST_FLAGS) ./...
 	$(MAKE) fuzz
 	$(MAKE) vmtest

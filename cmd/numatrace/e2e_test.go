@@ -344,7 +344,8 @@ func TestAttachCgroupFollowsForks(t *testing.T) {
 
 // Text mode prints the report on Ctrl-C and exits 0.
 func TestAttachTextReportOnInterrupt(t *testing.T) {
-	nt := startAttach(t, "--ringbuf-mib", "1", "--top", "10000")
+	rec := filepath.Join(t.TempDir(), "text.ntr")
+	nt := startAttach(t, "--ringbuf-mib", "1", "--top", "10000", "--record", rec)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	exec.CommandContext(ctx, "sh", "-c", "for i in 1 2 3; do taskset -c $((i%2)) true; done").Run()
@@ -362,6 +363,14 @@ func TestAttachTextReportOnInterrupt(t *testing.T) {
 	// taskset pinned itself, moved, and became `true`: it shows, exited.
 	if !regexp.MustCompile(`(?m)\btrue\*\s`).MatchString(out) {
 		t.Errorf("no exited `true` thread in the report:\n%s", out)
+	}
+	// `report` on the recording prints what the live run printed.
+	got, err := exec.Command(binary(t), "report", "--top", "10000", rec).Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if string(got) != out {
+		t.Errorf("report differs from the live text:\nlive:\n%s\nreport:\n%s", out, got)
 	}
 }
 

@@ -217,3 +217,20 @@ func TestExitErrorUnwraps(t *testing.T) {
 		t.Errorf("usageErr = %#v", err)
 	}
 }
+
+// replay and report run in-process here exactly as a darwin or arm64
+// build runs them (`make cross` builds those): no BPF, no Linux calls.
+func TestReplayShippedRecordingAnywhere(t *testing.T) {
+	rec := "../../testdata/recordings/vm-6.1-misplaced.ntr"
+	code, replayed, stderr := runCLI("replay", "--fast", "--no-tui", rec)
+	if code != 0 || stderr != "" {
+		t.Fatalf("replay: exit %d, stderr %q", code, stderr)
+	}
+	code, reported, stderr := runCLI("report", rec)
+	if code != 0 || stderr != "" {
+		t.Fatalf("report: exit %d, stderr %q", code, stderr)
+	}
+	if replayed != reported || !strings.Contains(replayed, "numa_migration") || !strings.Contains(replayed, "PROCESSES") {
+		t.Errorf("replay and report differ, or show no NUMA migration:\n%s\n---\n%s", replayed, reported)
+	}
+}

@@ -226,6 +226,15 @@ func runRedisScenario(t *testing.T, name string, length time.Duration, hogAt []t
 		t.Fatalf("report: %v", err)
 	}
 	run.report = string(out)
+	// The recording replays to the live run's summary, byte for byte:
+	// the same windows, latencies, spikes and verdicts.
+	out, err = exec.Command(binary(t), "report", rec, "--json").Output()
+	if err != nil {
+		t.Fatalf("report --json: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != lines[len(lines)-1] {
+		t.Errorf("report differs from the live summary:\nlive:   %.800s\nreport: %.800s", lines[len(lines)-1], got)
+	}
 	if os.Getenv("NUMATRACE_UPDATE_RECORDINGS") != "" && len(hogAt) > 0 {
 		// The TUI's golden tests replay this run.
 		b, err := os.ReadFile(rec)

@@ -21,16 +21,18 @@ func TestBPFBuildIsHermetic(t *testing.T) {
 	}
 	lines := 0
 	for _, l := range strings.Split(string(gen), "\n") {
-		if !strings.HasPrefix(l, "//go:generate") {
-			continue
-		}
-		lines++
-		if !strings.Contains(l, "-- -nostdinc ") {
-			t.Errorf("bpf2go without -nostdinc: %s", l)
+		if strings.HasPrefix(l, "//go:generate") {
+			lines++
+			if !strings.Contains(l, "go run ./bpfgen ") {
+				t.Errorf("a BPF build outside bpfgen: %s", l)
+			}
 		}
 	}
-	if lines == 0 {
-		t.Fatal("no go:generate lines in gen.go")
+	if lines != 1 {
+		t.Errorf("%d go:generate lines in gen.go, want the one that runs bpfgen", lines)
+	}
+	if !strings.Contains(strings.Join(cflagsOf(t), " "), "-nostdinc -I../../headers -I../../bpf") {
+		t.Errorf("bpfgen builds with %v, not -nostdinc and the repository's headers only", cflagsOf(t))
 	}
 	include := regexp.MustCompile(`^\s*#\s*include\s*[<"]([^>"]+)[>"]`)
 	roots := []string{"../../bpf", "../../headers"}
@@ -65,4 +67,21 @@ func TestBPFBuildIsHermetic(t *testing.T) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// cflagsOf reads the compiler flags bpfgen passes to bpf2go.
+func cflagsOf(t *testing.T) []string {
+	src, err := os.ReadFile("bpfgen/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`var cflags = \[\]string\{([^}]*)\}`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("no cflags in bpfgen/main.go")
+	}
+	var out []string
+	for _, f := range strings.Split(string(m[1]), ",") {
+		out = append(out, strings.Trim(strings.TrimSpace(f), `"`))
+	}
+	return out
 }

@@ -375,18 +375,18 @@ func TestOlderKernelVariants(t *testing.T) {
 	success := enumValue(t, "compact_result", "COMPACT_SUCCESS")
 
 	// 6.1: mm_migrate_pages(succeeded, failed, thp_succeeded, thp_failed, thp_split, mode, reason)
-	r6 := loadVariant(t, tr, objNUMA, "migrate_end_r6")
+	r6 := loadVariant(t, tr, "numa", "migrate_end_r6")
 	run(t, tr, "migrate_start", 0, misplaced)
 	runProg(t, r6, 77, 1, 0, 0, 0, 0, misplaced)
 
 	// Older: mm_compaction_end(zone_start, migrate_pfn, free_pfn, zone_end, sync, status)
-	pfn := loadVariant(t, tr, objCompaction, "compact_pass_end_pfn")
+	pfn := loadVariant(t, tr, "compaction", "compact_pass_end_pfn")
 	run(t, tr, "compact_attempt", 4, gfpKernel, 1)
 	run(t, tr, "compact_pass_begin")
 	runProg(t, pfn, 0, 0, 0, 0, 1, success)
 
 	// Older: mmap_lock_acquire_returned(mm, memcg_path, write, success)
-	w2 := loadVariant(t, tr, objMmapLock, "mmap_lock_acquired_w2")
+	w2 := loadVariant(t, tr, "mmap_lock", "mmap_lock_acquired_w2")
 	run(t, tr, "mmap_lock_start", 0, 0, 1)
 	time.Sleep(2 * time.Millisecond)
 	runProg(t, w2, 0, 0, 1, 1)

@@ -151,7 +151,7 @@ func enumValue(t *testing.T, enum, name string) uint64 {
 // signature against the tracer's maps, so its argument handling can be
 // test-run here: raw_tp programs may read fewer arguments than a
 // tracepoint has.
-func loadVariant(t *testing.T, tr *Tracer, obj object, prog string) *ebpf.Program {
+func loadVariant(t *testing.T, tr *Tracer, obj string, prog string) *ebpf.Program {
 	t.Helper()
 	specs, err := objectSpecs()
 	if err != nil {

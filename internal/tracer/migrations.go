@@ -20,8 +20,10 @@ import (
 // another node. Where the iterator cannot load, task_migrate_count counts
 // every migration on the hook instead.
 
-// The programs outside probeDefs: the iterator, and the hook's fallback.
+// The programs outside probeDefs: the iterator, and the hook's fallback,
+// in the task_migration probe's object.
 const (
+	migrationsObject   = "sched"
 	progMigrationsIter = "migrations_dump"
 	progMigrateCount   = "task_migrate_count"
 )

@@ -8,17 +8,6 @@ import (
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
-// object names one compiled BPF object (one per concern).
-type object int
-
-const (
-	objReclaim object = iota
-	objCompaction
-	objNUMA
-	objSched
-	objMmapLock
-)
-
 // variant is one compiled program for a tracepoint, and the kernel
 // signature it was written for.
 type variant struct {
@@ -38,7 +27,7 @@ type hook struct {
 type probeDef struct {
 	name        string
 	cause       string // the stall cause it feeds, or "" for system-wide counters
-	object      object
+	object      string // the BPF file its programs are in: "reclaim" for bpf/reclaim.bpf.c
 	hooks       []hook
 	description string
 	cgroupOnly  bool // attached only when following a cgroup
@@ -50,31 +39,31 @@ func one(program string, nargs int, names map[int]string) []variant {
 
 // probeDefs lists every probe numatrace knows, in display order.
 var probeDefs = []probeDef{
-	{name: "direct_reclaim", cause: stall.DirectReclaim.String(), object: objReclaim,
+	{name: "direct_reclaim", cause: stall.DirectReclaim.String(), object: "reclaim",
 		description: "global direct reclaim in the allocating thread",
 		hooks: []hook{
 			{"mm_vmscan_direct_reclaim_begin", one("direct_reclaim_begin", 2, nil)},
 			{"mm_vmscan_direct_reclaim_end", one("direct_reclaim_end", 1, nil)},
 		}},
-	{name: "memcg_reclaim", cause: stall.MemcgReclaim.String(), object: objReclaim,
+	{name: "memcg_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
 		description: "reclaim forced by a cgroup memory limit",
 		hooks: []hook{
 			{"mm_vmscan_memcg_reclaim_begin", one("memcg_reclaim_begin", 2, nil)},
 			{"mm_vmscan_memcg_reclaim_end", one("memcg_reclaim_end", 1, nil)},
 		}},
-	{name: "memcg_softlimit_reclaim", cause: stall.MemcgReclaim.String(), object: objReclaim,
+	{name: "memcg_softlimit_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
 		description: "memcg soft-limit reclaim (counted as memcg_reclaim)",
 		hooks: []hook{
 			{"mm_vmscan_memcg_softlimit_reclaim_begin", one("memcg_softlimit_begin", 2, nil)},
 			{"mm_vmscan_memcg_softlimit_reclaim_end", one("memcg_softlimit_end", 1, nil)},
 		}},
-	{name: "node_reclaim", cause: stall.NodeReclaim.String(), object: objReclaim,
+	{name: "node_reclaim", cause: stall.NodeReclaim.String(), object: "reclaim",
 		description: "node-local reclaim (vm.zone_reclaim_mode != 0)",
 		hooks: []hook{
 			{"mm_vmscan_node_reclaim_begin", one("node_reclaim_begin", 3, map[int]string{0: "nid", 1: "order"})},
 			{"mm_vmscan_node_reclaim_end", one("node_reclaim_end", 1, nil)},
 		}},
-	{name: "compaction", cause: stall.Compaction.String(), object: objCompaction,
+	{name: "compaction", cause: stall.Compaction.String(), object: "compaction",
 		description: "direct compaction in the allocating thread; kcompactd and proactive passes counted system-wide",
 		hooks: []hook{
 			{"mm_compaction_try_to_compact_pages", one("compact_attempt", 3, map[int]string{0: "order", 2: "prio"})},
@@ -84,7 +73,7 @@ var probeDefs = []probeDef{
 				{program: "compact_pass_end_pfn", nargs: 6, names: map[int]string{5: "status"}},
 			}},
 		}},
-	{name: "numa_migration", cause: stall.NUMAMigration.String(), object: objNUMA,
+	{name: "numa_migration", cause: stall.NUMAMigration.String(), object: "numa",
 		description: "page migration (NUMA balancing, compaction, mbind, ...) in the migrating thread",
 		hooks: []hook{
 			{"mm_migrate_pages_start", one("migrate_start", 2, map[int]string{0: "mode", 1: "reason"})},
@@ -93,19 +82,19 @@ var probeDefs = []probeDef{
 				{program: "migrate_end_r6", nargs: 7, names: map[int]string{0: "succeeded", 5: "mode", 6: "reason"}},
 			}},
 		}},
-	{name: "numa_task_move", cause: stall.NUMATaskMove.String(), object: objNUMA,
+	{name: "numa_task_move", cause: stall.NUMATaskMove.String(), object: "numa",
 		description: "NUMA balancing moved (or swapped, or failed to move) a task between nodes",
 		hooks: []hook{
 			{"sched_move_numa", one("numa_move_task", 3, map[int]string{1: "src_cpu", 2: "dst_cpu"})},
 			{"sched_swap_numa", one("numa_swap_task", 4, nil)},
 			{"sched_stick_numa", one("numa_stick_task", 4, nil)},
 		}},
-	{name: "task_migration", cause: stall.TaskMigration.String(), object: objSched,
+	{name: "task_migration", cause: stall.TaskMigration.String(), object: "sched",
 		description: "a thread changed CPU; counted per thread with the cross-node share",
 		hooks: []hook{
 			{"sched_migrate_task", one("task_migrate", 2, map[int]string{0: "p", 1: "dest_cpu"})},
 		}},
-	{name: "mmap_lock", cause: stall.MmapLock.String(), object: objMmapLock,
+	{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
 		description: "wait to take the process's mmap_lock",
 		hooks: []hook{
 			{"mmap_lock_start_locking", one("mmap_lock_start", 0, nil)},
@@ -114,16 +103,16 @@ var probeDefs = []probeDef{
 				{program: "mmap_lock_acquired_w2", nargs: 4, names: map[int]string{2: "write", 3: "success"}},
 			}},
 		}},
-	{name: "kswapd_wakeup", object: objReclaim,
+	{name: "kswapd_wakeup", object: "reclaim",
 		description: "kswapd wakeups, system-wide",
 		hooks:       []hook{{"mm_vmscan_wakeup_kswapd", one("kswapd_wakeup", 0, nil)}}},
-	{name: "khugepaged_collapse", object: objMmapLock,
+	{name: "khugepaged_collapse", object: "mmap_lock",
 		description: "khugepaged huge-page collapses, system-wide",
 		hooks:       []hook{{"mm_collapse_huge_page", one("khugepaged_collapse", 3, map[int]string{2: "status"})}}},
-	{name: "thread_exit", object: objSched,
+	{name: "thread_exit", object: "sched",
 		description: "thread exits: keeps names and notices the target exiting",
 		hooks:       []hook{{"sched_process_exit", one("thread_exit", 0, nil)}}},
-	{name: "cgroup_fork", object: objSched, cgroupOnly: true,
+	{name: "cgroup_fork", object: "sched", cgroupOnly: true,
 		description: "follows new processes of a --cgroup target",
 		hooks: []hook{
 			{"sched_process_fork", one("follow_fork", 2, nil)},

@@ -109,21 +109,22 @@ func loadKernelBTF(path string) (*btf.Spec, error) {
 	return spec, nil
 }
 
-func objectSpecs() (map[object]*ebpf.CollectionSpec, error) {
-	loaders := map[object]func() (*ebpf.CollectionSpec, error){
-		objReclaim:    loadReclaim,
-		objCompaction: loadCompaction,
-		objNUMA:       loadNuma,
-		objSched:      loadSched,
-		objMmapLock:   loadMmaplock,
-	}
-	out := map[object]*ebpf.CollectionSpec{}
-	for o, load := range loaders {
+// objectSpecs parses the BPF objects the probes are in.
+func objectSpecs() (map[string]*ebpf.CollectionSpec, error) {
+	out := map[string]*ebpf.CollectionSpec{}
+	for _, def := range probeDefs {
+		if out[def.object] != nil {
+			continue
+		}
+		load, ok := objectLoaders[def.object]
+		if !ok {
+			return nil, fmt.Errorf("probe %s: no BPF object %q (bpf/%s.bpf.c)", def.name, def.object, def.object)
+		}
 		spec, err := load()
 		if err != nil {
-			return nil, fmt.Errorf("parse BPF object: %w", err)
+			return nil, fmt.Errorf("parse BPF object %s: %w", def.object, err)
 		}
-		out[o] = spec
+		out[def.object] = spec
 	}
 	return out, nil
 }
@@ -164,13 +165,13 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	}
 	for o, spec := range specs {
 		if err := configure(spec, cfg); err != nil {
-			return fmt.Errorf("configure object %d: %w", o, err)
+			return fmt.Errorf("configure object %s: %w", o, err)
 		}
 	}
 	// Migration totals from the task iterator where it loads; the hook
 	// then only counts cross-node moves (see migrations.go).
-	if !cfg.noMigrIter && t.openMigrationsIter(specs[objSched], kspec) == nil {
-		if err := specs[objSched].Variables["cfg_migr_iter"].Set(uint32(1)); err != nil {
+	if !cfg.noMigrIter && t.openMigrationsIter(specs[migrationsObject], kspec) == nil {
+		if err := specs[migrationsObject].Variables["cfg_migr_iter"].Set(uint32(1)); err != nil {
 			return err
 		}
 	}

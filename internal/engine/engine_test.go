@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+const (
+	start = uint64(10 * time.Second)
+	sec   = uint64(time.Second)
+	ms    = uint64(time.Millisecond)
+)
+
+type sink struct {
+	stalls   []stall.Event
+	windows  []*aggregate.Window
+	flushes  int
+	analyses []*correlate.Result
+}
+
+func (s *sink) Stall(e *stall.Event) error       { s.stalls = append(s.stalls, *e); return nil }
+func (s *sink) Window(w *aggregate.Window) error { s.windows = append(s.windows, w); return nil }
+func (s *sink) Flush() error                     { s.flushes++; return nil }
+func (s *sink) Analysis(a *correlate.Result)     { s.analyses = append(s.analyses, a) }
+func stallAt(c stall.Cause, ts, dur uint64, tid uint32) stall.Event {
+	return stall.Event{Cause: c, TsNs: ts, DurNs: dur, PID: 100, TID: tid, Comm: "db",
+		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+}
+
+// Stalls go on at once; windows close gap-free and in order; the newest
+// window of each close carries the kernel's new losses; an event for a
+// closed window counts late in the oldest open one; the last is partial.
+func TestWindowsCloseInOrder(t *testing.T) {
+	s := &sink{}
+	e := New(record.Header{StartNs: start, WindowNs: sec}, Options{Sinks: []Sink{s}})
+	e.Event(stallAt(stall.MemcgReclaim, start+sec/2, 5000, 11))
+	e.Event(stall.Event{Kind: stall.KindExit, TsNs: start + sec/2, TID: 12, PID: 100, Comm: "gone"})
+	if len(s.stalls) != 1 {
+		t.Fatalf("%d stalls passed on, want 1 (an exit is not a stall)", len(s.stalls))
+	}
+	e.SetLost(3)
+	ws, spikes := e.Close(start + 2*sec + 1)
+	if len(ws) != 2 || spikes != 0 || ws[0].Index != 0 || ws[1].Index != 1 {
+		t.Fatalf("closed %d windows (%d spikes)", len(ws), spikes)
+	}
+	if ws[0].LostEvents != 0 || ws[1].LostEvents != 3 || ws[0].Causes[stall.MemcgReclaim].Count != 1 {
+		t.Errorf("window 0 %+v, window 1 lost %d", ws[0].Causes[stall.MemcgReclaim], ws[1].LostEvents)
+	}
+	e.Event(stallAt(stall.DirectReclaim, start+sec/2, 7000, 11)) // window 0 closed already
+	e.SetLost(5)
+	ws, _ = e.Finish(start + 2*sec + sec/2)
+	if len(ws) != 1 || !ws[0].Partial || ws[0].Causes[stall.DirectReclaim].Count != 1 || ws[0].LostEvents != 2 {
+		t.Fatalf("finish closed %d windows: %+v", len(ws), ws)
+	}
+	if e.Events() != 3 || e.LateEvents() != 1 || e.Windows() != 3 || len(s.windows) != 3 || s.flushes < 2 {
+		t.Errorf("events %d late %d windows %d (sink %d, flushes %d)", e.Events(), e.LateEvents(), e.Windows(), len(s.windows), s.flushes)
+	}
+	if e.Analysis() != nil || len(s.analyses) != 0 {
+		t.Error("an analysis without a latency source")
+	}
+}
+
+// feedSpikeRun is ten windows of 50 requests at 1 ms p99, but window 7
+// at 20 ms with a 15 ms memcg stall of tid 11.
+func feedSpikeRun(e *Engine) (spikes int) {
+	for i := uint64(0); i < 10; i++ {
+		p := ms
+		if i == 7 {
+			p = 20 * ms
+			e.Event(stallAt(stall.MemcgReclaim, start+i*sec+1000, 15*ms, 11))
+		}
+		for j := uint64(0); j < 50; j++ {
+			e.Latency(latency.Reading{Sample: latency.Sample{TsNs: start + i*sec + j*ms, LatencyNs: p}})
+		}
+		_, n := e.Close(start + (i+1)*sec)
+		spikes += n
+	}
+	return spikes
+}
+
+// With a latency source the engine finds the spike as its window closes,
+// charges it to the stall in it, and hands the same analysis to the view
+// as the report gets.
+func TestSpikeFoundAndCharged(t *testing.T) {
+	s := &sink{}
+	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2},
+		Options{Sinks: []Sink{s}, Spikes: correlate.Config{MinHist: 3}})
+	if n := feedSpikeRun(e); n != 1 {
+		t.Fatalf("Close reported %d spikes, want 1", n)
+	}
+	e.Finish(start + 10*sec)
+	a := e.Analysis()
+	if a == nil || len(a.Spikes) != 1 || a.Spikes[0].Index != 7 || a.Windows != 10 {
+		t.Fatalf("analysis %+v", a)
+	}
+	if c := a.Spikes[0].Causes[0]; c.Cause != "memcg_reclaim" || c.WorstTID != 11 || c.Process != "db" || c.StallNs != 15*ms {
+		t.Errorf("spike charged to %+v", c)
+	}
+	if len(s.analyses) == 0 || s.analyses[len(s.analyses)-1] != a {
+		t.Error("the view's last analysis is not the report's")
+	}
+	if s.windows[7].Latency == nil || s.windows[7].Latency.P99Ns != 20*ms {
+		t.Errorf("window 7 latency %+v", s.windows[7].Latency)
+	}
+	// As it stood after seven windows: no spike yet; after all: the same.
+	if at := e.AnalysisAt(7); len(at.Spikes) != 0 || at.Windows != 7 {
+		t.Errorf("after 7 windows: %d spikes in %d windows", len(at.Spikes), at.Windows)
+	}
+	if at := e.AnalysisAt(e.Windows()); at != a {
+		t.Error("AnalysisAt the end is not the final analysis")
+	}
+	rep := e.Report(e.End(start+10*sec, ""), &stall.Snapshot{}, 20)
+	if rep.Correlation != a {
+		t.Error("the report's analysis is not the engine's")
+	}
+}
+
+// A latency reading for a window that already closed is counted and left
+// out, never filed under a later window.
+func TestLateLatencyIsDropped(t *testing.T) {
+	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2}, Options{})
+	e.Close(start + 2*sec)
+	e.Latency(latency.Reading{Sample: latency.Sample{TsNs: start + sec/2, LatencyNs: ms}})
+	e.Latency(latency.Reading{Window: &latency.Stats{Index: 1, Count: 5, P99Ns: ms}})
+	ws, _ := e.Finish(start + 3*sec)
+	if e.LateLatency() != 2 || ws[0].Latency != nil {
+		t.Errorf("late readings %d; window %d latency %+v", e.LateLatency(), ws[0].Index, ws[0].Latency)
+	}
+}
+
+// Past MaxWindows the analysis keeps the newest windows and says so.
+func TestAnalysisIsBounded(t *testing.T) {
+	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2},
+		Options{Spikes: correlate.Config{MinHist: 3}, MaxWindows: 4})
+	feedSpikeRun(e)
+	a := e.Analysis()
+	if a.Windows != 4 || !strings.Contains(a.Conclusion, "keeps the last 4 windows; 6 older ones were dropped") {
+		t.Errorf("%d windows: %s", a.Windows, a.Conclusion)
+	}
+	if at := e.AnalysisAt(8); at.Windows != 2 {
+		t.Errorf("after 8 windows the bounded analysis has %d windows, want 2", at.Windows)
+	}
+}
+
+// The report is the header's description, the end's counts and note, the
+// kernel's totals and the analysis.
+func TestReportFromHeaderAndEnd(t *testing.T) {
+	h := record.Header{StartNs: start, WindowNs: sec, Target: "pid 100 (db)",
+		Host:       record.Host{Kernel: "6.18.0"},
+		Probes:     []stall.ProbeStatus{{Name: "memcg_reclaim", Attached: true}, {Name: "mmap_lock", Error: "no"}},
+		MinEventNs: map[string]uint64{"mmap_lock": 10000, "bogus": 1}}
+	e := New(h, Options{})
+	e.Event(stallAt(stall.MemcgReclaim, start+1, 5000, 11))
+	e.Finish(start + sec/2)
+	snap := &stall.Snapshot{}
+	hist := &stall.Hist{}
+	hist.Add(5000)
+	snap.Thread(100, 11, "db").Hists[stall.MemcgReclaim] = hist
+	end := e.End(start+sec/2, "target pid 100 (db) exited after 500ms")
+	rep := e.Report(end, snap, 7)
+	if rep.Target != h.Target || rep.Kernel != "6.18.0" || len(rep.Probes) != 2 || rep.TopThreads != 7 ||
+		rep.DurationNs != sec/2 || rep.Events != 1 || rep.Windows != 1 || rep.Note != end.Note {
+		t.Errorf("report %+v", rep)
+	}
+	if rep.MinEventNs[stall.MmapLock] != 10000 || len(rep.Summary.Threads) != 1 || rep.Correlation != nil {
+		t.Errorf("thresholds %v, threads %d", rep.MinEventNs, len(rep.Summary.Threads))
+	}
+}
