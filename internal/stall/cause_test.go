@@ -1,19 +1,23 @@
 package stall
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 )
 
+// The names of the first causes are the NDJSON and recording contract:
+// they stay as they are. A new cause comes after them.
+var stableNames = []string{
+	"direct_reclaim", "memcg_reclaim", "node_reclaim", "compaction",
+	"numa_migration", "numa_task_move", "task_migration", "mmap_lock",
+}
+
 func TestCauseNamesRoundTrip(t *testing.T) {
-	want := []string{
-		"direct_reclaim", "memcg_reclaim", "node_reclaim", "compaction",
-		"numa_migration", "numa_task_move", "task_migration", "mmap_lock",
-	}
 	all := AllCauses()
-	if len(all) != len(want) || len(all) != int(NumCauses) {
-		t.Fatalf("AllCauses has %d causes, want %d", len(all), len(want))
+	if len(all) != int(NumCauses) || len(all) < len(stableNames) {
+		t.Fatalf("AllCauses has %d causes, NumCauses %d; %d are stable", len(all), NumCauses, len(stableNames))
 	}
 	seen := map[string]bool{}
 	for i, c := range all {
@@ -21,8 +25,8 @@ func TestCauseNamesRoundTrip(t *testing.T) {
 			t.Errorf("AllCauses()[%d] = %d, not in order", i, c)
 		}
 		name := c.String()
-		if name != want[i] {
-			t.Errorf("Cause(%d).String() = %q, want %q", i, name, want[i])
+		if i < len(stableNames) && name != stableNames[i] {
+			t.Errorf("Cause(%d).String() = %q, want %q", i, name, stableNames[i])
 		}
 		if seen[name] {
 			t.Errorf("duplicate cause name %q", name)
@@ -36,8 +40,8 @@ func TestCauseNamesRoundTrip(t *testing.T) {
 }
 
 func TestCauseStringOutOfRange(t *testing.T) {
-	if s := NumCauses.String(); s != "cause(8)" {
-		t.Errorf("NumCauses.String() = %q, want cause(8)", s)
+	if s, want := NumCauses.String(), fmt.Sprintf("cause(%d)", NumCauses); s != want {
+		t.Errorf("NumCauses.String() = %q, want %s", s, want)
 	}
 	if s := Cause(255).String(); s != "cause(255)" {
 		t.Errorf("Cause(255).String() = %q", s)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -115,8 +116,9 @@ func TestDecodeShortRecord(t *testing.T) {
 func TestDecodeUnknownCauseAndKind(t *testing.T) {
 	d := NewDecoder(nil)
 	rec := stallRecord(typesCauseCAUSE_MAX)
-	if _, err := d.Decode(raw(rec)); err == nil || !strings.Contains(err.Error(), "unknown cause 8") {
-		t.Errorf("cause 8: %v", err)
+	want := fmt.Sprintf("unknown cause %d", stall.NumCauses)
+	if _, err := d.Decode(raw(rec)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CAUSE_MAX: %v, want %q", err, want)
 	}
 	rec.Cause = 0xffffffff
 	if _, err := d.Decode(raw(rec)); err == nil || !strings.Contains(err.Error(), "unknown cause") {
