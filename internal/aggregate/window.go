@@ -55,7 +55,7 @@ type Window struct {
 	// latency source is set and requests finished in it.
 	Latency *latency.Stats
 	// LostEvents is how many records the kernel dropped while this window
-	// was the newest one; set by whoever knows (the live loop).
+	// was the newest one; set by the engine.
 	LostEvents uint64
 }
 

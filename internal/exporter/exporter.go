@@ -20,7 +20,7 @@ type Config struct {
 	Version     string
 }
 
-// Exporter is a session.Sink that feeds a Prometheus registry.
+// Exporter is an engine.Sink that feeds a Prometheus registry.
 type Exporter struct {
 	Registry *prometheus.Registry
 	cfg      Config
@@ -136,7 +136,7 @@ func (e *Exporter) Window(w *aggregate.Window) error {
 	return nil
 }
 
-// Flush is part of session.Sink.
+// Flush is part of engine.Sink.
 func (e *Exporter) Flush() error { return nil }
 
 // ForgetPIDs drops the pid → cgroup cache, so reused pids are read again.

@@ -17,8 +17,8 @@ const MemcgV1 = "/sys/fs/cgroup/memory"
 
 // MemcgWorkload is a shell held at a gate inside a 64 MiB memory cgroup.
 // Released, it reads a 400 MiB file three times, which forces memcg
-// reclaim (about 166 reclaims per read on this machine kind, see
-// shared/KERNEL.md).
+// reclaim: about 166 reclaims per read on this machine kind, as counted
+// by a tp_btf program and by bpftrace alike.
 type MemcgWorkload struct {
 	Cmd      *exec.Cmd
 	Cgroup   string // absolute path of the cgroup directory
