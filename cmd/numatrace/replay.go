@@ -136,15 +136,7 @@ func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool
 	if err != nil {
 		return err
 	}
-	if nd != nil {
-		err = nd.Summary(rep)
-	} else {
-		err = rep.Text(stdout)
-	}
-	if err != nil && !errors.Is(err, syscall.EPIPE) {
-		return fmt.Errorf("write output: %w", err)
-	}
-	return nil
+	return output.Print(rep, nd, stdout)
 }
 
 func runExport(args []string, stdout, stderr io.Writer) error {

@@ -5,7 +5,6 @@ package live
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +18,6 @@ import (
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
-	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -216,21 +214,6 @@ func writeReady(path string) error {
 // warnTo prints problems that do not stop tracing, one line each.
 func warnTo(w io.Writer) func(error) {
 	return func(err error) { fmt.Fprintf(w, "numatrace: %v\n", err) }
-}
-
-// writeReport prints the report as NDJSON's summary line or as text; a
-// closed pipe is not an error.
-func writeReport(rep *output.Report, nd *output.NDJSON, stdout io.Writer) error {
-	var err error
-	if nd != nil {
-		err = nd.Summary(rep)
-	} else {
-		err = rep.Text(stdout)
-	}
-	if err != nil && !errors.Is(err, syscall.EPIPE) {
-		return fmt.Errorf("write output: %w", err)
-	}
-	return nil
 }
 
 func monotonicNs() uint64 {

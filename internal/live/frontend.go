@@ -74,7 +74,7 @@ func (fe *frontEnd) report(rep *output.Report, stderr io.Writer) error {
 		}
 		return nil
 	}
-	if err := writeReport(rep, fe.nd, fe.stdout); err != nil {
+	if err := output.Print(rep, fe.nd, fe.stdout); err != nil {
 		return err
 	}
 	if rep.Note != "" && fe.nd != nil {

@@ -1,6 +1,11 @@
 package output
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -106,4 +111,20 @@ func (r *Report) summaryLine() summaryJSON {
 	sys := r.Summary.System
 	s.System = systemJSON(sys)
 	return s
+}
+
+// Print writes the report at the end of a run: the NDJSON summary line
+// when nd is set, else the text. A reader that went away (a closed pipe,
+// as with `| head`) is not an error.
+func Print(rep *Report, nd *NDJSON, w io.Writer) error {
+	var err error
+	if nd != nil {
+		err = nd.Summary(rep)
+	} else {
+		err = rep.Text(w)
+	}
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,74 +14,9 @@ import (
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/session"
+	"github.com/numatrace/numatrace/internal/session/sessiontest"
 	"github.com/numatrace/numatrace/internal/stall"
 )
-
-// kernel is a tracer that delivers the events the test pushes.
-type kernel struct {
-	mu      sync.Mutex
-	queue   []stall.Event
-	stopped bool
-	wake    chan struct{}
-	lost    uint64
-}
-
-func (k *kernel) push(evs ...stall.Event) {
-	k.mu.Lock()
-	k.queue = append(k.queue, evs...)
-	k.mu.Unlock()
-	k.poke()
-}
-
-func (k *kernel) poke() {
-	select {
-	case k.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (k *kernel) Stream(sink func(stall.Event)) error {
-	for {
-		k.mu.Lock()
-		q, stopped := k.queue, k.stopped
-		k.queue = nil
-		k.mu.Unlock()
-		for _, ev := range q {
-			sink(ev)
-		}
-		if stopped && len(q) == 0 {
-			return nil
-		}
-		<-k.wake
-	}
-}
-
-func (k *kernel) Stop() error {
-	k.mu.Lock()
-	k.stopped = true
-	k.mu.Unlock()
-	k.poke()
-	return nil
-}
-
-func (k *kernel) Snapshot() (*stall.Snapshot, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	s := &stall.Snapshot{LostEvents: k.lost}
-	h := &stall.Hist{}
-	h.Add(5000)
-	s.Thread(7, 8, "db").Hists[stall.MemcgReclaim] = h
-	return s, nil
-}
-
-func (k *kernel) LostEvents() (uint64, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.lost, nil
-}
-
-func (k *kernel) AddPIDs([]uint32) error { return nil }
-func (k *kernel) BadRecords() uint64     { return 0 }
 
 // windowCounter counts the windows the live engine closed.
 type windowCounter struct {
@@ -114,7 +48,13 @@ func TestReplayClosesWindowsWhereTheLiveRunDid(t *testing.T) {
 	var live bytes.Buffer
 	sink := &windowCounter{NDJSON: output.NewNDJSON(&live)}
 	eng := engine.New(h, engine.Options{Sinks: []engine.Sink{sink}})
-	k := &kernel{wake: make(chan struct{}, 1)}
+	k := sessiontest.NewKernel(func() *stall.Snapshot {
+		s := &stall.Snapshot{}
+		h := &stall.Hist{}
+		h.Add(5000)
+		s.Thread(7, 8, "db").Hists[stall.MemcgReclaim] = h
+		return s
+	})
 	lat := make(latencyFeed, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *session.Result, 1)
@@ -129,16 +69,14 @@ func TestReplayClosesWindowsWhereTheLiveRunDid(t *testing.T) {
 		return stall.Event{Cause: stall.MemcgReclaim, TsNs: ts, DurNs: 5000, PID: 7, TID: 8, Comm: "db",
 			Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
 	}
-	k.push(ev(start + sec/2))
+	k.Push(ev(start + sec/2))
 	lat <- latency.Reading{Sample: latency.Sample{TsNs: start + sec/3, LatencyNs: 1e6}}
 	time.Sleep(30 * time.Millisecond)
 	now.Store(start + sec + sec/3) // window 0 closes on the next tick
 	waitFor(t, func() bool { return sink.n.Load() == 1 })
-	k.mu.Lock()
-	k.lost = 4
-	k.mu.Unlock()
+	k.SetLost(4)
 	// Window 0 is closed: this one is late, counted in window 1.
-	k.push(ev(start+sec-1000), ev(start+sec+sec/5))
+	k.Push(ev(start+sec-1000), ev(start+sec+sec/5))
 	time.Sleep(30 * time.Millisecond)
 	now.Store(start + 2*sec + sec/2)
 	waitFor(t, func() bool { return sink.n.Load() == 2 })

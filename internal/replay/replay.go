@@ -37,22 +37,32 @@ type Options struct {
 func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, error) {
 	f := NewFeeder(r.Header(), opt)
 	pace := pacer{speed: opt.Speed, started: time.Now()}
+	if err := f.ReadAll(ctx, r, pace.wait); err != nil {
+		return nil, err
+	}
+	return f.Finish(r.Blocks()), nil
+}
+
+// ReadAll feeds every item r holds, waiting on pace (if set) before each
+// event; it stops early when ctx ends.
+func (f *Feeder) ReadAll(ctx context.Context, r *record.Reader, pace func(context.Context, uint64) error) error {
 	for {
 		it, err := r.Next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if it.Kind == record.ItemEvent {
-			if err := pace.wait(ctx, it.Event.TsNs); err != nil {
-				return nil, err
+		if it.Kind == record.ItemEvent && pace != nil {
+			if err := pace(ctx, it.Event.TsNs); err != nil {
+				return err
 			}
+		} else if err := ctx.Err(); err != nil {
+			return err
 		}
 		f.Item(it)
 	}
-	return f.Finish(r.Blocks()), nil
 }
 
 // Feeder hands a recording's items to an engine, closing windows where

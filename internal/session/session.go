@@ -7,6 +7,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -93,11 +94,10 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 	s := &run{opt: opt, k: k, eng: eng}
 	s.record()
 	events := make(chan stall.Event, 1<<16)
+	var streamErr error // read once events is closed
 	go func() {
 		defer close(events)
-		if err := k.Stream(func(ev stall.Event) { events <- ev }); err != nil {
-			s.warn(err)
-		}
+		streamErr = k.Stream(func(ev stall.Event) { events <- ev })
 	}()
 	lat := s.startLatency(ctx)
 
@@ -112,8 +112,8 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 	s.stopLatency(lat)
 	endNs := opt.Now()
 	s.close(endNs, true)
-	if stopErr != nil {
-		return nil, stopErr
+	if err := errors.Join(streamErr, stopErr); err != nil {
+		return nil, err
 	}
 	snap, err := k.Snapshot()
 	if err != nil {

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,93 +15,20 @@ import (
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/session/sessiontest"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
-// fakeKernel serves events pushed by the test, like the tracer's stream.
-type fakeKernel struct {
-	mu       sync.Mutex
-	order    *[]string
-	queue    []stall.Event
-	stopped  bool
-	wake     chan struct{}
-	added    []uint32
-	lost     uint64
-	bad      uint64
-	detached bool
-}
-
-func newKernel(order *[]string) *fakeKernel {
-	return &fakeKernel{order: order, wake: make(chan struct{}, 1)}
-}
-
-func (k *fakeKernel) push(ev stall.Event) {
-	k.mu.Lock()
-	k.queue = append(k.queue, ev)
-	k.mu.Unlock()
-	k.poke()
-}
-
-func (k *fakeKernel) poke() {
-	select {
-	case k.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Stream delivers what is queued; after Stop it drains and returns.
-func (k *fakeKernel) Stream(sink func(stall.Event)) error {
-	for {
-		k.mu.Lock()
-		q := k.queue
-		k.queue = nil
-		stopped := k.stopped
-		k.mu.Unlock()
-		for _, ev := range q {
-			sink(ev)
-		}
-		if stopped && len(q) == 0 {
-			return nil
-		}
-		<-k.wake
-	}
-}
-
-func (k *fakeKernel) Stop() error {
-	k.mu.Lock()
-	k.detached, k.stopped = true, true
-	*k.order = append(*k.order, "detach", "flush")
-	k.mu.Unlock()
-	k.poke()
-	return nil
-}
-
-func (k *fakeKernel) Snapshot() (*stall.Snapshot, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	*k.order = append(*k.order, "snapshot")
-	s := &stall.Snapshot{LostEvents: k.lost}
+// snapshot is what the fake kernel's maps hold: one memcg stall of tid 11.
+func snapshot() *stall.Snapshot {
+	s := &stall.Snapshot{}
 	h := &stall.Hist{}
 	h.Add(5000)
 	s.Thread(10, 11, "worker").Hists[stall.MemcgReclaim] = h
-	return s, nil
+	return s
 }
-func (k *fakeKernel) LostEvents() (uint64, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.lost, nil
-}
-func (k *fakeKernel) AddPIDs(p []uint32) error {
-	k.mu.Lock()
-	k.added = append(k.added, p...)
-	k.mu.Unlock()
-	return nil
-}
-func (k *fakeKernel) BadRecords() uint64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.bad
-}
+
+func newKernel() *sessiontest.Kernel { return sessiontest.NewKernel(snapshot) }
 
 type fakeSink struct {
 	mu      sync.Mutex
@@ -141,8 +70,7 @@ type clock struct{ ns atomic.Uint64 }
 func (c *clock) now() uint64 { return c.ns.Load() }
 
 func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
-	var order []string
-	k := newKernel(&order)
+	k := newKernel()
 	sink := &fakeSink{}
 	clk := &clock{}
 	start := uint64(1_000_000_000)
@@ -159,13 +87,11 @@ func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 		}
 		done <- res
 	}()
-	k.push(event(stall.KindStall, stall.MemcgReclaim, start+10_000_000, 5000, 11))
-	k.push(event(stall.KindStall, stall.DirectReclaim, start+50_000_000, 7000, 12))
-	k.push(event(stall.KindExit, 0, start+60_000_000, 0, 12)) // exit: not a stall line
+	k.Push(event(stall.KindStall, stall.MemcgReclaim, start+10_000_000, 5000, 11))
+	k.Push(event(stall.KindStall, stall.DirectReclaim, start+50_000_000, 7000, 12))
+	k.Push(event(stall.KindExit, 0, start+60_000_000, 0, 12)) // exit: not a stall line
 	time.Sleep(50 * time.Millisecond)
-	k.mu.Lock()
-	k.lost = 3
-	k.mu.Unlock()
+	k.SetLost(3)
 	// Three windows of 40ms have ended, and the grace after them.
 	clk.ns.Store(start + 130_000_000 + uint64(engine.Grace))
 	time.Sleep(50 * time.Millisecond)
@@ -178,7 +104,7 @@ func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 	// Tracing stops at +130ms: the window it falls in is partial. A record
 	// that arrives while stopping is drained, not lost.
 	clk.ns.Store(start + 130_000_000)
-	k.push(event(stall.KindStall, stall.MmapLock, start+131_000_000, 100, 11))
+	k.Push(event(stall.KindStall, stall.MmapLock, start+131_000_000, 100, 11))
 	cancel()
 	res := <-done
 
@@ -212,23 +138,20 @@ func TestRunStreamsWindowsAndStopsInOrder(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 	want := []string{"detach", "flush", "snapshot"}
-	if len(order) != 3 || order[0] != want[0] || order[1] != want[1] || order[2] != want[2] {
+	if order := k.Calls(); !slices.Equal(order, want) {
 		t.Errorf("shutdown order %v, want %v", order, want)
 	}
-	k.mu.Lock()
-	if len(k.added) == 0 || k.added[0] != 77 {
-		t.Errorf("rescan did not add pids: %v", k.added)
+	if added := k.Added(); len(added) == 0 || added[0] != 77 {
+		t.Errorf("rescan did not add pids: %v", added)
 	}
-	k.mu.Unlock()
 }
 
 func TestRunEndsWhenTargetGoes(t *testing.T) {
-	var order []string
 	gone := make(chan struct{})
 	clk := &clock{}
 	done := make(chan *Result, 1)
 	go func() {
-		res, err := Run(context.Background(), newKernel(&order), newEngine(0, time.Second, engine.Options{}, false),
+		res, err := Run(context.Background(), newKernel(), newEngine(0, time.Second, engine.Options{}, false),
 			Options{Now: clk.now, Gone: gone})
 		if err != nil {
 			t.Error(err)
@@ -247,8 +170,7 @@ func TestRunEndsWhenTargetGoes(t *testing.T) {
 }
 
 func TestRunCountsBadRecords(t *testing.T) {
-	var order []string
-	k := newKernel(&order)
+	k := newKernel()
 	ctx, cancel := context.WithCancel(context.Background())
 	clk := &clock{}
 	done := make(chan *Result, 1)
@@ -256,9 +178,7 @@ func TestRunCountsBadRecords(t *testing.T) {
 		res, _ := Run(ctx, k, newEngine(0, time.Second, engine.Options{}, false), Options{Now: clk.now})
 		done <- res
 	}()
-	k.mu.Lock()
-	k.bad = 1 // the tracer's stream could not decode one record
-	k.mu.Unlock()
+	k.SetBad(1) // the tracer's stream could not decode one record
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	if res := <-done; res.BadRecords != 1 {
@@ -269,8 +189,7 @@ func TestRunCountsBadRecords(t *testing.T) {
 // Latency samples land in their windows, and the spike window is charged
 // to the stall that happened in it.
 func TestRunCorrelatesLatency(t *testing.T) {
-	var order []string
-	k := newKernel(&order)
+	k := newKernel()
 	sink := &fakeSink{}
 	clk := &clock{}
 	start := uint64(1_000_000_000)
@@ -296,7 +215,7 @@ func TestRunCorrelatesLatency(t *testing.T) {
 		p := uint64(time.Millisecond)
 		if i == 7 {
 			p = 20 * uint64(time.Millisecond)
-			k.push(event(stall.KindStall, stall.MemcgReclaim, start+i*win+1000, 15_000_000, 11))
+			k.Push(event(stall.KindStall, stall.MemcgReclaim, start+i*win+1000, 15_000_000, 11))
 		}
 		for j := uint64(0); j < 50; j++ {
 			lat <- latency.Reading{Sample: latency.Sample{TsNs: start + i*win + j*100_000, LatencyNs: p}}
@@ -325,7 +244,7 @@ func TestRunCorrelatesLatency(t *testing.T) {
 }
 
 func TestRunHandsSnapshotsToTheView(t *testing.T) {
-	var order []string
+	k := newKernel()
 	clk := &clock{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
@@ -333,7 +252,7 @@ func TestRunHandsSnapshotsToTheView(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, err := Run(ctx, newKernel(&order), newEngine(0, time.Second, engine.Options{}, false), Options{
+		_, err := Run(ctx, k, newEngine(0, time.Second, engine.Options{}, false), Options{
 			Now: clk.now, SnapshotEvery: 20 * time.Millisecond,
 			OnSnapshot: func(s *stall.Snapshot) { mu.Lock(); got = append(got, s); mu.Unlock() }})
 		if err != nil {
@@ -349,6 +268,7 @@ func TestRunHandsSnapshotsToTheView(t *testing.T) {
 	if len(got) < 3 || got[len(got)-1].Threads[11] == nil {
 		t.Fatalf("%d snapshots", len(got))
 	}
+	order := k.Calls()
 	if !slices.Contains(order, "detach") || order[len(order)-1] != "snapshot" || slices.Index(order, "detach") > len(order)-2 {
 		t.Errorf("the last snapshot is not taken after detaching: %v", order[max(0, len(order)-3):])
 	}
@@ -369,3 +289,27 @@ func (c chanSource) Run(ctx context.Context, out chan<- latency.Reading, _ func(
 }
 
 func (c chanSource) Close() error { return nil }
+
+// brokenStream is a tracer whose ring buffer cannot be read.
+type brokenStream struct{ *sessiontest.Kernel }
+
+func (brokenStream) Stream(func(stall.Event)) error { return errors.New("open ring buffer: no") }
+
+// A stream that cannot be read ends the run with its error, not with an
+// empty report.
+func TestRunFailsWhenTheStreamCannotBeRead(t *testing.T) {
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), brokenStream{newKernel()}, newEngine(0, time.Second, engine.Options{}, false),
+			Options{Now: (&clock{}).now})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "open ring buffer") {
+			t.Fatalf("Run = %v, want the stream's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not end when its stream failed")
+	}
+}

@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"encoding/json"
-	"io"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/doctor"
@@ -58,18 +57,8 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 		OnSnapshot: func(s record.Snapshot) { c.items = append(c.items, item{snap: s.Data}) },
 		OnProcfs:   func(p record.Procfs) { c.items = append(c.items, item{procfs: &p}) },
 	})
-	for {
-		it, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		f.Item(it)
+	if err := f.ReadAll(ctx, r, nil); err != nil {
+		return nil, err
 	}
 	f.Finish(r.Blocks())
 	p := &Player{info: InfoFromHeader(r.Header()), eng: f.Engine(), items: c.items}
