@@ -5,6 +5,7 @@ package live
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,14 +81,8 @@ func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (trac
 // trace runs the session behind the chosen front end, then ends the
 // recording and prints the report.
 func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if a.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.Duration)
-		defer cancel()
-	}
-	go func() { <-ctx.Done(); stop() }() // once stopping, a second Ctrl-C kills at once
+	ctx, cancel := runContext(a.Duration)
+	defer cancel()
 	if err := writeReady(a.Trace.ReadyFile); err != nil {
 		return err
 	}
@@ -123,7 +118,29 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	if res.BadRecords > 0 {
 		fmt.Fprintf(stderr, "numatrace: %d ring-buffer records could not be read or decoded\n", res.BadRecords)
 	}
-	return fe.report(eng.Report(end, res.Final, a.Top), stderr)
+	if err := fe.report(eng.Report(end, res.Final, a.Top), stderr); err != nil {
+		return err
+	}
+	// A stream line that could not be written: a reader that went away
+	// is fine, anything else (a full disk) is not.
+	if err := eng.SinkErr(); err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// runContext ends on Ctrl-C, SIGTERM or after d (if not zero). Once it
+// ends, the signals are the default again: a second Ctrl-C kills at once.
+func runContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	cancel := stop
+	if d > 0 {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeout(ctx, d)
+		cancel = func() { cancelTimeout(); stop() }
+	}
+	go func() { <-ctx.Done(); stop() }()
+	return ctx, cancel
 }
 
 // sessionOptions wires the target and the latency source into a session;
