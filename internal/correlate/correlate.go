@@ -114,16 +114,16 @@ type Hits struct {
 	Process  string // comm of the most affected process
 }
 
-// Summarize keeps what the analysis needs of a closed window.
+// Summarize keeps what the analysis needs of a closed window. Who stalled
+// is kept for every window, even one without requests yet: a replay of an
+// older recording may read a window's latency after the window closed.
 func Summarize(w *aggregate.Window) Window {
 	out := Window{Index: w.Index, StartNs: w.StartNs, Latency: w.Latency}
 	for c := range out.StallNs {
 		out.StallNs[c] = w.Causes[c].TotalNs
-	}
-	if w.Latency == nil {
-		return out // only windows with requests can be spikes
-	}
-	for c := range out.StallNs {
+		if out.StallNs[c] == 0 {
+			continue
+		}
 		if h, ok := hits(w, stall.Cause(c)); ok {
 			out.Hits = append(out.Hits, h)
 		}

@@ -24,7 +24,7 @@ import (
 const Grace = 250 * time.Millisecond
 
 // Sink receives stalls as they arrive and windows as they close. It must
-// not block: the engine runs in the goroutine that reads the events.
+// not block: the engine runs in the loop that takes the events.
 type Sink interface {
 	Stall(*stall.Event) error
 	Window(*aggregate.Window) error
@@ -32,7 +32,8 @@ type Sink interface {
 }
 
 // AnalysisSink is a Sink that also shows the spike analysis: it gets the
-// engine's analysis whenever a window has closed.
+// engine's analysis after windows close, as often as its cost allows
+// (about 2% of a core), and always at the end.
 type AnalysisSink interface {
 	Analysis(*correlate.Result)
 }
@@ -46,6 +47,11 @@ type Options struct {
 	// MaxWindows bounds the windows the spike analysis keeps (0:
 	// DefaultMaxWindows); past it, the oldest are dropped.
 	MaxWindows int
+	// LateLatency lets a window's statistics that come after the window
+	// closed still join the analysis. Replays of recordings before format
+	// 1.3 need it: they close windows by event time, often before the
+	// window's latency record is read. Live, a late reading is dropped.
+	LateLatency bool
 }
 
 // DefaultMaxWindows keeps six days of one-second windows for the spike
@@ -75,6 +81,7 @@ type Engine struct {
 	computeCost time.Duration
 	published   time.Time
 
+	lateLatency    bool
 	lost, lastLost uint64
 	windows        uint64
 	lastNs         uint64 // the newest event's time
@@ -103,7 +110,7 @@ func New(h record.Header, opt Options) *Engine {
 		cfg.WallAt = func(mono uint64) time.Time { return started.Add(time.Duration(mono - startNs)) }
 	}
 	e := &Engine{h: h, agg: aggregate.New(h.StartNs, h.WindowNs), spikeCfg: cfg, sinks: opt.Sinks,
-		maxWindows: opt.MaxWindows}
+		maxWindows: opt.MaxWindows, lateLatency: opt.LateLatency}
 	if e.maxWindows <= 0 {
 		e.maxWindows = DefaultMaxWindows
 	}
@@ -149,10 +156,28 @@ func (e *Engine) Event(ev stall.Event) {
 func (e *Engine) Latency(r latency.Reading) {
 	e.correlate()
 	if r.Window != nil {
+		if e.lateLatency && e.lat.Taken(r.Window.Index) && e.attachLate(*r.Window) {
+			return
+		}
 		e.lat.Put(*r.Window)
 		return
 	}
 	e.lat.Add(r.Sample)
+}
+
+// attachLate files a closed window's statistics in the analysis.
+func (e *Engine) attachLate(st latency.Stats) bool {
+	skip := e.before + e.trimmed
+	if st.Index < skip || st.Index-skip >= uint64(len(e.series)) {
+		return false
+	}
+	w := &e.series[st.Index-skip]
+	if w.Index != st.Index || w.Latency != nil {
+		return false
+	}
+	w.Latency = &st
+	e.stale = true
+	return true
 }
 
 // SetLost is the kernel's count of dropped events so far: the next
@@ -208,7 +233,10 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 // keepWindow adds a closed window to the spike analysis's series.
 func (e *Engine) keepWindow(w *aggregate.Window) {
 	e.series = append(e.series, correlate.Summarize(w))
-	if n := len(e.series) - e.maxWindows; n > 0 {
+	// Trim in batches of a quarter, not a window at a time: a shift of
+	// half a million windows a second would cost more than the analysis.
+	if len(e.series) >= e.maxWindows+e.maxWindows/4 {
+		n := len(e.series) - e.maxWindows
 		e.series = append(e.series[:0], e.series[n:]...)
 		e.trimmed += uint64(n)
 	}
@@ -278,11 +306,11 @@ func (e *Engine) keep(err error) {
 // SinkErr is the first error a sink returned.
 func (e *Engine) SinkErr() error { return e.sinkErr }
 
-// Events is how many events the engine took; LateEvents how many arrived
-// after their window closed (counted in the oldest open one).
+// Events is how many events the engine took.
 func (e *Engine) Events() uint64 { return e.agg.Events }
 
-// LateEvents is how many events arrived after their window closed.
+// LateEvents is how many events arrived after their window closed
+// (counted in the oldest open one).
 func (e *Engine) LateEvents() uint64 { return e.agg.LateEvents }
 
 // Windows is how many windows closed.

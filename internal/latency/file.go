@@ -68,6 +68,8 @@ func ParseLine(line string) (ts, lat uint64, err error) {
 // Follow reads samples from path ("-" for standard input) until ctx ends,
 // following a file as it grows like tail -f. Blank lines and lines
 // starting with # are skipped; bad lines go to bad and reading goes on.
+// A read that blocks (standard input, a FIFO) never holds up the return
+// when ctx ends.
 func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad func(error)) error {
 	var in io.Reader
 	if path == "-" {
@@ -77,16 +79,49 @@ func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad 
 		if err != nil {
 			return fmt.Errorf("latency file: %w", err)
 		}
-		defer f.Close()
+		defer f.Close() // also ends a read blocked on a FIFO
 		in = f
 	}
+	lines := make(chan string, 256)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(lines)
+		errc <- readLines(ctx, in, path == "-", lines)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case line, ok := <-lines:
+			if !ok {
+				return <-errc
+			}
+			t := strings.TrimSpace(line)
+			if t == "" || strings.HasPrefix(t, "#") {
+				continue
+			}
+			ts, lat, err := ParseLine(t)
+			if err != nil {
+				if bad != nil {
+					bad(err)
+				}
+				continue
+			}
+			emit(Sample{TsNs: clk.Mono(ts), LatencyNs: lat})
+		}
+	}
+}
+
+// readLines sends whole lines until ctx ends; at the end of a growing file
+// it waits for more, at the end of a stream it stops.
+func readLines(ctx context.Context, in io.Reader, stream bool, out chan<- string) error {
 	r := bufio.NewReaderSize(in, 1<<16)
 	var partial string
 	for ctx.Err() == nil {
 		line, err := r.ReadString('\n')
 		if err == io.EOF {
 			partial += line // a line still being written
-			if path == "-" && line == "" {
+			if stream && line == "" {
 				return nil
 			}
 			select {
@@ -96,21 +131,16 @@ func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad 
 			continue
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // closed as Follow returned
+			}
 			return fmt.Errorf("latency file: %w", err)
 		}
-		line, partial = partial+line, ""
-		t := strings.TrimSpace(line)
-		if t == "" || strings.HasPrefix(t, "#") {
-			continue
+		select {
+		case out <- partial + line:
+			partial = ""
+		case <-ctx.Done():
 		}
-		ts, lat, perr := ParseLine(t)
-		if perr != nil {
-			if bad != nil {
-				bad(perr)
-			}
-			continue
-		}
-		emit(Sample{TsNs: clk.Mono(ts), LatencyNs: lat})
 	}
 	return nil
 }

@@ -65,6 +65,9 @@ func (w *Windows) Put(s Stats) {
 	w.ready[s.Index] = s
 }
 
+// Taken reports whether window i's statistics were taken already.
+func (w *Windows) Taken(i uint64) bool { return w.taken[i] }
+
 // Take returns the statistics of window i and forgets its samples.
 func (w *Windows) Take(i uint64) *Stats {
 	w.taken[i] = true

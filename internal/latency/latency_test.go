@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -115,5 +116,32 @@ func TestFollowGrowingFile(t *testing.T) {
 	}
 	if len(got) != 3 || got[2] != (Sample{30, 3}) || bad != 1 {
 		t.Fatalf("samples %v bad %d", got, bad)
+	}
+}
+
+// A source that blocks (a FIFO no one writes to, like a quiet stdin) does
+// not hold up the end of a trace.
+func TestFollowReturnsWhileAReadBlocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip(err)
+	}
+	w, err := os.OpenFile(path, os.O_RDWR, 0) // a writer that never writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Follow(ctx, path, Clock{}, func(Sample) {}, nil) }()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Follow did not return while its read blocked")
 	}
 }

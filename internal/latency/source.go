@@ -178,9 +178,9 @@ func (s *uprobeSource) Run(ctx context.Context, out chan<- Reading, warn func(er
 		s.timer.Run(func(end, lat uint64) { send(ctx, out, Reading{Sample: Sample{TsNs: end, LatencyNs: lat}}) })
 	}()
 	<-ctx.Done()
-	err := s.timer.Close() // ends Run
+	s.timer.Close() // ends Run; the tracer closes it again as it closes
 	<-done
-	return err
+	return nil
 }
 
 func (s *uprobeSource) Close() error { return s.timer.Close() }

@@ -87,14 +87,14 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		return err
 	}
 	started, startNs := time.Now(), monotonicNs()
-	fe := a.frontEnd(stdout)
+	fe := a.frontEnd(stdout, stderr)
 	var doc *doctor.Report
 	if a.RecordTo != "" || fe.view {
 		doc = startDoctor(tgt) // one reading of the machine, for the recording and the view
 	}
 	h := a.header(tr.Probes(), tgt, topo, started, startNs, doc)
 	eng := engine.New(h, engine.Options{Sinks: fe.sinks(h)})
-	opt, closeSource, err := a.sessionOptions(ctx, tr, tgt, h, stderr)
+	opt, closeSource, err := a.sessionOptions(ctx, tr, tgt, h, fe)
 	if err != nil {
 		return err
 	}
@@ -146,8 +146,8 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 // sessionOptions wires the target and the latency source into a session;
 // closeSource releases the source.
 func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
-	stderr io.Writer) (session.Options, func(), error) {
-	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: warnTo(stderr)}
+	fe *frontEnd) (session.Options, func(), error) {
+	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}

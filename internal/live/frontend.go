@@ -28,14 +28,15 @@ const liveWindowsKept = 3600
 // text report at the end, or one line (record).
 type frontEnd struct {
 	stdout io.Writer
+	stderr io.Writer
 	quiet  bool
 	view   bool
 	nd     *output.NDJSON
 	store  *tui.Store
 }
 
-func (a *Attach) frontEnd(stdout io.Writer) *frontEnd {
-	fe := &frontEnd{stdout: stdout, quiet: a.Quiet}
+func (a *Attach) frontEnd(stdout, stderr io.Writer) *frontEnd {
+	fe := &frontEnd{stdout: stdout, stderr: stderr, quiet: a.Quiet}
 	switch {
 	case a.Quiet:
 	case a.JSON:
@@ -56,6 +57,16 @@ func (fe *frontEnd) sinks(h record.Header) []engine.Sink {
 		return []engine.Sink{fe.store}
 	}
 	return nil
+}
+
+// warn shows a problem that did not stop tracing: in the view while it
+// is up (printing would garble it), else as a line on stderr.
+func (fe *frontEnd) warn(err error) {
+	if fe.store != nil {
+		fe.store.Warn(err)
+		return
+	}
+	fmt.Fprintf(fe.stderr, "numatrace: %v\n", err)
 }
 
 // run traces, behind the view when there is one.
@@ -126,6 +137,9 @@ func (fe *frontEnd) runView(ctx context.Context, k session.Kernel, eng *engine.E
 	_, uiErr := prog.Run()
 	cancel()
 	<-done
+	for _, w := range fe.store.Warnings() { // the view is gone: say them again
+		fmt.Fprintf(fe.stderr, "numatrace: %s (at %s)\n", w.Msg, w.At.Format("15:04:05"))
+	}
 	if runErr != nil {
 		return nil, runErr
 	}

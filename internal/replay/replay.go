@@ -86,7 +86,8 @@ type Feeder struct {
 
 // NewFeeder starts an engine for the recording h heads.
 func NewFeeder(h record.Header, opt Options) *Feeder {
-	return &Feeder{eng: engine.New(h, engine.Options{Sinks: opt.Sinks}), h: h, opt: opt}
+	eng := engine.New(h, engine.Options{Sinks: opt.Sinks, LateLatency: !h.ClosesAtLost()})
+	return &Feeder{eng: eng, h: h, opt: opt}
 }
 
 // Engine is the engine being fed.

@@ -192,3 +192,31 @@ func TestReplayRepeatsTheCorrelation(t *testing.T) {
 		t.Fatalf("verdict %q", c.Spikes[0].Verdict)
 	}
 }
+
+// A recording from before format 1.3 closes its windows by event time,
+// often before a window's latency record is read: the analysis still has
+// every window's latency, as the live run's had.
+func TestOldRecordingKeepsLateLatency(t *testing.T) {
+	const sec = uint64(time.Second)
+	h := record.Header{StartNs: sec, WindowNs: sec, SpikeK: 2}
+	h.Version.Major, h.Version.Minor = 1, 2
+	f := NewFeeder(h, Options{})
+	ev := func(ts uint64) record.Item {
+		return record.Item{Kind: record.ItemEvent, Event: stall.Event{Cause: stall.MemcgReclaim, TsNs: ts, DurNs: 1000,
+			PID: 7, TID: 8, Comm: "db", Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}}
+	}
+	for i := uint64(0); i < 10; i++ {
+		f.Item(ev(sec + i*sec + sec/2))
+		// The event of the next window closes this one (by event time)
+		// before its latency record, as the live writer ordered them.
+		f.Item(ev(sec + (i+1)*sec + sec/2))
+		f.Item(record.Item{Kind: record.ItemLatency, Latency: &latency.Stats{Index: i, Count: 10, P50Ns: 1e6, P99Ns: 2e6, MaxNs: 3e6}})
+	}
+	rep := f.Finish(1)
+	if c := rep.Correlation; c == nil || c.Windows != 10 {
+		t.Fatalf("analysis %+v, want all 10 windows' latency", c)
+	}
+	if late := f.Engine().LateLatency(); late != 0 {
+		t.Errorf("%d latency records counted late", late)
+	}
+}

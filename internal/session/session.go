@@ -7,7 +7,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -112,8 +111,11 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 	s.stopLatency(lat)
 	endNs := opt.Now()
 	s.close(endNs, true)
-	if err := errors.Join(streamErr, stopErr); err != nil {
-		return nil, err
+	if streamErr != nil {
+		return nil, streamErr
+	}
+	if stopErr != nil {
+		return nil, stopErr
 	}
 	snap, err := k.Snapshot()
 	if err != nil {

@@ -150,6 +150,13 @@ func Open(cfg Config) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
+	// The reader exists before anyone streams, so Stop can always flush it.
+	rd, err := ringbuf.NewReader(t.maps["events"])
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	t.reader = rd
 	return t, nil
 }
 
@@ -390,18 +397,13 @@ func (t *Tracer) Features() []Feature { return probeFeatures(t.kspec) }
 // Decoder returns the decoder for this kernel's records.
 func (t *Tracer) Decoder() *Decoder { return t.decoder }
 
-// Reader returns the reader of the event ring buffer, opening it on first
-// use. The tracer owns it: Close closes it.
+// Reader returns the reader of the event ring buffer. The tracer owns it:
+// Close closes it.
 func (t *Tracer) Reader() (*ringbuf.Reader, error) {
-	if t.reader != nil {
-		return t.reader, nil
+	if t.reader == nil {
+		return nil, errors.New("the tracer is closed")
 	}
-	rd, err := ringbuf.NewReader(t.maps["events"])
-	if err != nil {
-		return nil, fmt.Errorf("open ring buffer: %w", err)
-	}
-	t.reader = rd
-	return rd, nil
+	return t.reader, nil
 }
 
 // Detach stops every probe; the maps stay readable for a final snapshot.

@@ -18,6 +18,10 @@ import (
 // onto it.
 const Tick = 250 * time.Millisecond
 
+// warningShown is how long a new warning takes the status line; the
+// System screen keeps the latest ones.
+const warningShown = 10 * time.Second
+
 type screenID int
 
 const (
@@ -438,6 +442,9 @@ func (m *Model) tabs() string {
 func (m *Model) status() string {
 	if m.screen == screenOverview && m.over.filtering {
 		return m.over.filter.View()
+	}
+	if w := m.frame.Warnings; len(w) > 0 && time.Since(w[len(w)-1].At) < warningShown {
+		return styleWarn.Render("warning: " + w[len(w)-1].Msg)
 	}
 	parts := m.active().Hints()
 	if m.player != nil {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -320,5 +321,22 @@ func TestSystemScreenShowsDoctorFindings(t *testing.T) {
 	m.Update(keyTab)
 	if v := m.View(); !strings.Contains(v, "DOCTOR") || !strings.Contains(v, "[crit] pid 4242 runs on node(s) 0") {
 		t.Errorf("System screen lacks the finding:\n%s", v)
+	}
+}
+
+// A warning takes the status line for a while instead of being printed
+// over the view, and the System screen keeps it.
+func TestWarningsShowInTheView(t *testing.T) {
+	s := liveStore()
+	s.Warn(errors.New("scrape http://127.0.0.1:9/metrics: connection refused"))
+	m := NewLive(s, Options{NoTicks: true})
+	lines := strings.Split(m.View(), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "warning: scrape http://127.0.0.1:9/metrics") {
+		t.Errorf("status line %q", last)
+	}
+	m.Update(keyTab)
+	m.Update(keyTab)
+	if v := m.View(); !strings.Contains(v, "connection refused") {
+		t.Errorf("the System screen lacks the warning:\n%s", v)
 	}
 }

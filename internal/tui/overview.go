@@ -155,6 +155,11 @@ func windowRows(f *Frame, idx uint64) []Row {
 	return out
 }
 
+// windowHeld reports whether the frame still has window idx.
+func windowHeld(f *Frame, idx uint64) bool {
+	return len(f.win) > 0 && f.win[0].Index <= idx && idx <= f.win[len(f.win)-1].Index
+}
+
 // timelineWindows are the windows the strip has room for, newest last.
 func (o *overviewScreen) timelineWindows(cols int) []WindowSummary {
 	ws := o.frame.Windows
@@ -308,7 +313,10 @@ func (o *overviewScreen) View() []string {
 	}
 	if len(rows) == 0 {
 		msg := "no stalls yet"
-		if o.filter.Value() != "" {
+		switch {
+		case o.focus != nil && !windowHeld(o.frame, *o.focus):
+			msg = fmt.Sprintf("window %s is older than the %d windows the view keeps", o.windowClock(*o.focus), len(o.frame.win))
+		case o.filter.Value() != "":
 			msg = "no thread matches the filter"
 		}
 		return append(out, styleDim.Render(msg))

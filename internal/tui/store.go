@@ -79,7 +79,19 @@ type Store struct {
 	last    *record.Procfs
 	// analysis is the engine's spike analysis, as of the newest window.
 	analysis *correlate.Result
+	// warnings that did not stop tracing, newest last, the latest few.
+	warnings []Warning
 }
+
+// Warning is a problem that did not stop tracing (a failed scrape, a
+// cgroup rescan that failed), shown in the view rather than printed over it.
+type Warning struct {
+	At  time.Time
+	Msg string
+}
+
+// warningsKept is how many warnings the store holds.
+const warningsKept = 8
 
 // NewStore starts an empty store. maxWindows bounds the windows kept for
 // the timeline and a spike window's threads (0 keeps all, as replay does).
@@ -151,6 +163,23 @@ func (s *Store) Window(w *aggregate.Window) error {
 
 // Flush is part of engine.Sink: nothing is buffered here.
 func (s *Store) Flush() error { return nil }
+
+// Warn shows a problem that did not stop tracing.
+func (s *Store) Warn(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.warnings = append(s.warnings, Warning{At: time.Now(), Msg: err.Error()})
+	if len(s.warnings) > warningsKept {
+		s.warnings = s.warnings[len(s.warnings)-warningsKept:]
+	}
+}
+
+// Warnings are the ones held, oldest first.
+func (s *Store) Warnings() []Warning {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Warning(nil), s.warnings...)
+}
 
 // Analysis takes the engine's spike analysis (engine.AnalysisSink). The
 // view shows it as it is: it never runs an analysis of its own.
@@ -229,6 +258,7 @@ type Frame struct {
 	win     []*aggregate.Window // for a spike window's threads (read-only)
 	// Analysis is the engine's spike analysis; nil without a latency source.
 	Analysis *correlate.Result
+	Warnings []Warning
 	Events   uint64
 	Lost     uint64
 	NowNs    uint64 // newest data seen
@@ -241,7 +271,8 @@ func (s *Store) Frame() *Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := &Frame{Info: s.info, Events: s.events, Lost: s.lost, NowNs: s.lastNs, First: s.first, Last: s.last, Analysis: s.analysis,
-		Rows: make([]Row, 0, len(s.threads)), win: append([]*aggregate.Window(nil), s.windows...)}
+		Warnings: append([]Warning(nil), s.warnings...),
+		Rows:     make([]Row, 0, len(s.threads)), win: append([]*aggregate.Window(nil), s.windows...)}
 	for _, t := range s.threads {
 		f.Rows = append(f.Rows, s.row(t))
 	}

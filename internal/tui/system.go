@@ -60,6 +60,9 @@ func (s *systemScreen) View() []string {
 	if *s.procErr != nil {
 		lines = append(lines, styleWarn.Render("reading /proc: "+(*s.procErr).Error()))
 	}
+	for _, w := range f.Warnings {
+		lines = append(lines, styleWarn.Render(w.At.Format("15:04:05")+" "+w.Msg))
+	}
 	if f.Last == nil {
 		lines = append(lines, styleDim.Render("no /proc readings yet"))
 	} else {
