@@ -785,3 +785,22 @@ func TestFlightRecorderDumpsOnSpike(t *testing.T) {
 		t.Fatalf("report of the spike dump: %v", err)
 	}
 }
+
+// A run that ends before its first window (the duration is up at once)
+// still drains, reports and exits.
+func TestAttachEndsAtOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, d := range []string{"1ns", "1ms"} {
+		cmd := exec.Command(binary(t), "attach", "--no-tui", "--json", "--duration", d)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := &attachRun{cmd: cmd}
+		r.wait(t, 30*time.Second)
+		if _, _, sum := parseNDJSON(t, out.Bytes()); sum.Type != "summary" {
+			t.Errorf("--duration %s: no summary line in %q", d, out.String())
+		}
+	}
+}
