@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
 	github.com/prometheus/procfs v0.23.0
+	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.49.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0

@@ -34,6 +34,8 @@ const volatile __u32 cfg_migr_iter = 0;
  * without a wakeup unless this much data is waiting; the reader polls.
  */
 const volatile __u64 cfg_wakeup_bytes = 256 << 10;
+/* A request timer runs: keep each traced thread's stall totals for it. */
+const volatile __u32 cfg_request_stalls = 0;
 /* Stalls shorter than this are not stalls at all: neither counted nor streamed. */
 const volatile __u64 cfg_min_stall_ns[CAUSE_MAX] = {};
 /* Stalls shorter than this still land in the histograms but are not streamed. */
@@ -98,6 +100,14 @@ struct {
 	__type(key, struct pending_key);
 	__type(value, struct pending);
 } pendings SEC(".maps");
+
+/* Per-thread stall totals for requests timed in the kernel (cfg_request_stalls). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct thread_stall);
+} thread_stalls SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -223,6 +233,30 @@ static __always_inline void hist_grow(struct hist *h, __u64 prev, __u64 now_tota
 		__sync_fetch_and_add(&h->slots[slot], 1);
 }
 
+/*
+ * Adds stall time to the current thread's running totals, which a timed
+ * request reads as it starts and ends. Only the thread itself writes its
+ * entry, so no atomics are needed.
+ */
+static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, bool nested)
+{
+	if (!cfg_request_stalls || cause >= CAUSE_MAX || !ns)
+		return;
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+	if (!ts) {
+		struct thread_stall zero = {};
+
+		bpf_map_update_elem(&thread_stalls, &tid, &zero, BPF_NOEXIST);
+		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+		if (!ts)
+			return;
+	}
+	ts->ns[cause] += ns;
+	if (!nested)
+		ts->ns[CAUSE_MAX] += ns;
+}
+
 /* Adds one whole stall of the current thread. */
 static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 dur, bool nested)
 {
@@ -230,6 +264,7 @@ static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 d
 
 	if (h)
 		hist_grow(h, 0, dur, true, nested);
+	thread_stall_add(tid, cause, dur, nested);
 }
 
 /* Submits a record, waking the reader only when enough data waits. */

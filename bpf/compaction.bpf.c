@@ -106,6 +106,7 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	struct hist *h = hist_get(tgid, tid, CAUSE_COMPACTION, NULL);
 	if (h)
 		hist_grow(h, prev, prev + slice, attempt->passes == 1, false);
+	thread_stall_add(tid, CAUSE_COMPACTION, slice, false);
 	if (!stream_wanted(CAUSE_COMPACTION, slice))
 		return 0;
 	struct event *e = event_reserve(tgid, tid, CAUSE_COMPACTION, now, slice);

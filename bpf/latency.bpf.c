@@ -1,16 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Request latency from a uprobe and uretprobe on the service's
- * request-handling function: measured per thread, in the kernel, and
- * streamed as one sample per request.
+ * Request latency from uprobes on the service's request-handling
+ * function, measured in the kernel and streamed as one sample per request
+ * with the stall time of the serving thread inside it.
+ *
+ * C, C++, Rust: a uprobe at the entry and a uretprobe, keyed by thread.
+ * Go: uretprobes rewrite the return address, which Go's moving stacks do
+ * not survive, so the loader puts a uprobe on each return instruction
+ * instead; a goroutine can move between threads, so requests are keyed by
+ * the goroutine (its g, in R14 on amd64), and the stall breakdown is kept
+ * only when the request ended on the thread it began on.
  */
 #include "common.h"
 
+struct timed_req {
+	__u64 start_ns;
+	__u32 tid;
+	__u32 _pad;
+	__u64 stall_ns[CAUSE_MAX + 1]; /* the thread's totals at the start */
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* a Go request that panics never returns */
 	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
+	__type(key, __u64);
+	__type(value, struct timed_req);
 } req_start SEC(".maps");
 
 struct {
@@ -18,13 +32,53 @@ struct {
 	__uint(max_entries, 4 << 20);
 } lat_events SEC(".maps");
 
+static __always_inline void request_begin(__u64 key, __u32 tid, __u64 now)
+{
+	struct timed_req r = { .start_ns = now, .tid = tid };
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+	if (ts)
+		__builtin_memcpy(r.stall_ns, ts->ns, sizeof(r.stall_ns));
+	bpf_map_update_elem(&req_start, &key, &r, BPF_ANY);
+}
+
+static __always_inline void request_end(__u64 key, __u64 now)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct timed_req *r = bpf_map_lookup_elem(&req_start, &key);
+
+	if (!r)
+		return;
+	struct lat_sample *s = bpf_ringbuf_reserve(&lat_events, sizeof(*s), 0);
+	if (!s) {
+		counter_add(COUNTER_LOST_EVENTS, 1);
+		bpf_map_delete_elem(&req_start, &key);
+		return;
+	}
+	s->ts_ns = now;
+	s->lat_ns = now - r->start_ns;
+	s->pid = id >> 32;
+	s->tid = tid;
+	s->flags = 0;
+	s->_pad = 0;
+	struct thread_stall *ts = r->tid == tid ? bpf_map_lookup_elem(&thread_stalls, &tid) : NULL;
+#pragma unroll
+	for (int i = 0; i <= CAUSE_MAX; i++)
+		s->stall_ns[i] = ts ? ts->ns[i] - r->stall_ns[i] : 0;
+	if (r->tid == tid)
+		s->flags = LAT_STALLS;
+	bpf_ringbuf_submit(s, 0);
+	bpf_map_delete_elem(&req_start, &key);
+}
+
 SEC("uprobe")
 int request_enter(struct pt_regs *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	bpf_map_update_elem(&req_start, &tid, &now, BPF_ANY);
+	request_begin(tid, tid, now);
 	return 0;
 }
 
@@ -32,22 +86,27 @@ SEC("uretprobe")
 int request_exit(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
-	__u64 *start = bpf_map_lookup_elem(&req_start, &tid);
 
-	if (!start)
-		return 0;
-	struct lat_sample *s = bpf_ringbuf_reserve(&lat_events, sizeof(*s), 0);
-	if (s) {
-		s->ts_ns = now;
-		s->lat_ns = now - *start;
-		s->pid = id >> 32;
-		s->tid = tid;
-		bpf_ringbuf_submit(s, 0);
-	} else {
-		counter_add(COUNTER_LOST_EVENTS, 1);
-	}
-	bpf_map_delete_elem(&req_start, &tid);
+	request_end((__u32)bpf_get_current_pid_tgid(), now);
+	return 0;
+}
+
+/* Go on amd64: the running goroutine's g is in R14 (ABIInternal). */
+SEC("uprobe")
+int request_enter_go(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	request_begin(ctx->r14, (__u32)bpf_get_current_pid_tgid(), now);
+	return 0;
+}
+
+/* On each return instruction of the Go function. */
+SEC("uprobe")
+int request_exit_go(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	request_end(ctx->r14, now);
 	return 0;
 }

@@ -134,12 +134,29 @@ struct migr_rec {
 	char comm[COMM_LEN];
 };
 
-/* One request timed by the latency uprobe pair. */
+/*
+ * A traced thread's stall time so far, per cause, kept only while a
+ * request timer runs (cfg_request_stalls). Slot CAUSE_MAX is the freeze
+ * time: a stall nested in another counted once.
+ */
+struct thread_stall {
+	__u64 ns[CAUSE_MAX + 1];
+};
+
+/* Bits in lat_sample.flags. */
+enum lat_flag {
+	LAT_STALLS = 1, /* stall_ns holds the request's stalls (it ended on the thread it began on) */
+};
+
+/* One request timed by the latency uprobes. */
 struct lat_sample {
 	__u64 ts_ns; /* CLOCK_MONOTONIC when the request returned */
 	__u64 lat_ns;
 	__u32 pid;
 	__u32 tid;
+	__u32 flags; /* enum lat_flag */
+	__u32 _pad;
+	__u64 stall_ns[CAUSE_MAX + 1]; /* the thread's stall time inside the request; [CAUSE_MAX] freeze */
 };
 
 #endif

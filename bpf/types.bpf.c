@@ -17,3 +17,4 @@ const enum event_flag *unused_flag __attribute__((unused));
 const enum counter_id *unused_counter __attribute__((unused));
 const enum filter_mode *unused_filter __attribute__((unused));
 const struct lat_sample *unused_lat_sample __attribute__((unused));
+const enum lat_flag *unused_lat_flag __attribute__((unused));

@@ -40,7 +40,9 @@ func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {
 	fs.BoolVar(&a.JSON, "json", false, "write NDJSON: stall and window lines, then a summary line")
 	fs.StringVar(&a.Trace.ReadyFile, "ready-file", "", "create this file once every probe is attached")
 	a.Latency.AddFlags(fs)
-	fs.Float64Var(&a.SpikeK, "spike-k", 2, "a spike is a window whose p99 is above this many times the rolling median...")
+	fs.DurationVar(&a.SLO, "slo", 0, "a window whose p99 (--spike-on) is above this is a spike, from the first window on")
+	fs.StringVar(&a.SpikeOn, "spike-on", "p99", "the latency spikes are judged on: p99, p999 or max")
+	fs.Float64Var(&a.SpikeK, "spike-k", 2, "without --slo, a spike is a window whose p99 is above this many times the median of recent normal windows...")
 	fs.DurationVar(&a.SpikeFloor, "spike-floor", time.Millisecond, "...and above this floor")
 	fs.IntVar(&a.Top, "top", 20, "threads shown in the text report")
 	return fs

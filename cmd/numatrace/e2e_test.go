@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +146,11 @@ type summaryLine struct {
 			CrossNode uint64 `json:"cross_node"`
 		} `json:"migrations"`
 	} `json:"threads"`
+	Correlation struct {
+		ExplainedBy  []string `json:"explained_by"`
+		OutsideShare *float64 `json:"outside_share"`
+		Conclusion   string   `json:"conclusion"`
+	} `json:"correlation"`
 }
 
 // parseNDJSON checks every line is JSON, that the summary is last, and
@@ -692,15 +699,22 @@ func TestLatencyFileSpikeChargedToMemcgReclaim(t *testing.T) {
 	}
 }
 
-// --latency-uprobe times a C server's request handler in the kernel.
-func TestLatencyUprobeOnACServer(t *testing.T) {
-	testutil.RequireRoot(t)
+// buildCServer compiles testdata/cserver.c.
+func buildCServer(t *testing.T) string {
+	t.Helper()
 	_, err := exec.LookPath("gcc")
 	testutil.RequireFeature(t, err == nil, "gcc not installed (make deps installs it)")
 	bin := filepath.Join(t.TempDir(), "cserver")
 	if out, err := exec.Command("gcc", "-O1", "-o", bin, "testdata/cserver.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v: %s", err, out)
 	}
+	return bin
+}
+
+// --latency-uprobe times a C server's request handler in the kernel.
+func TestLatencyUprobeOnACServer(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := buildCServer(t)
 	srv := exec.Command(bin, "6")
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -744,15 +758,110 @@ func TestLatencyUprobeOnACServer(t *testing.T) {
 	t.Logf("%d requests timed, p50s %v, max %d", count, p50s, max)
 }
 
-// Go binaries are refused before anything is loaded, pointing elsewhere.
-func TestLatencyUprobeRefusesGo(t *testing.T) {
-	code, msg := runForError(exec.Command(binary(t), "attach", "--no-tui", "--latency-uprobe", binary(t)+":main.main"))
-	if code != 2 {
-		t.Fatalf("exit %d, want 2", code)
+// A server whose stalls fall between requests, outside the timed
+// function: the function looks clean, and the verdict says where the
+// stall time went and what to time instead.
+func TestLatencyUprobeStallsOutsideTheFunction(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := buildCServer(t)
+	cg := testutil.MemcgCgroup(t, "numatrace-e2e-outside", 64<<20)
+	file := testutil.BigFile(t)
+	srv := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec %s 20 %s", cg, bin, file))
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(msg, "\n") || !strings.Contains(msg, "Go program") || !strings.Contains(msg, "--latency-prom") {
-		t.Fatalf("message %q", msg)
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	time.Sleep(200 * time.Millisecond) // the shell has exec'd the server
+	nt := startAttach(t, "--pid", fmt.Sprint(srv.Process.Pid), "--json", "--latency-uprobe", bin+":handle_request",
+		"--duration", "5s", "--window", "500ms")
+	nt.wait(t, 30*time.Second)
+	_, _, sum := parseNDJSON(t, nt.stdout.Bytes())
+	c := sum.Correlation
+	t.Logf("conclusion: %s", c.Conclusion)
+	if c.OutsideShare == nil || *c.OutsideShare < 0.9 {
+		t.Errorf("outside share %v, want nearly all of the server's stall time", c.OutsideShare)
 	}
+	if !strings.Contains(c.Conclusion, "fell outside handle_request") || !strings.Contains(c.Conclusion, "Time an outer function") {
+		t.Errorf("the verdict does not say the stalls are outside the timed function: %s", c.Conclusion)
+	}
+}
+
+// A Go HTTP server timed with --latency-uprobe: a uprobe on each return
+// instruction, never a uretprobe. Under load for 20 s it must not crash,
+// and numatrace must time as many requests as the client completed.
+func TestLatencyUprobeOnAGoServer(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := filepath.Join(t.TempDir(), "goserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/goserver").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	srv := exec.Command(bin)
+	stdout, _ := srv.StdoutPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + strings.TrimSpace(addr)
+	nt := startAttach(t, "--pid", fmt.Sprint(srv.Process.Pid), "--json", "--latency-uprobe", bin+":main.handle",
+		"--duration", "60s")
+	sent := goLoad(t, base+"/", 8, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond) // the last window closes
+	nt.cmd.Process.Signal(os.Interrupt)
+	nt.wait(t, 30*time.Second)
+	if srv.ProcessState != nil {
+		t.Fatalf("the Go server died: %v", srv.ProcessState)
+	}
+	resp, err := http.Get(base + "/served")
+	if err != nil {
+		t.Fatalf("the Go server stopped answering: %v", err)
+	}
+	var served int
+	fmt.Fscan(resp.Body, &served)
+	resp.Body.Close()
+	var timed int
+	_, windows, _ := parseNDJSON(t, nt.stdout.Bytes())
+	for _, w := range windows {
+		if l, ok := w["latency"].(map[string]any); ok {
+			timed += int(l["count"].(float64))
+		}
+	}
+	t.Logf("client completed %d requests, the server served %d, numatrace timed %d", sent, served, timed)
+	if served != sent || timed < sent*99/100 || timed > sent*101/100 {
+		t.Errorf("client %d, server %d, timed %d: want all equal within 1%%", sent, served, timed)
+	}
+}
+
+// goLoad sends requests from conns goroutines for d and counts the ones
+// that completed.
+func goLoad(t *testing.T, url string, conns int, d time.Duration) int {
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	end := time.Now().Add(d)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for c := 0; c < conns; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				resp, err := client.Get(url)
+				if err != nil {
+					t.Errorf("request: %v", err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return int(n.Load())
 }
 
 // The flight recorder writes itself out when a latency spike closes.

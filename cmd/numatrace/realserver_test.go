@@ -156,6 +156,19 @@ func runHog(t *testing.T, cg string, d time.Duration) {
 	}
 }
 
+type redisSpike struct {
+	Index   uint64 `json:"index"`
+	StartNs uint64 `json:"start_ns"`
+	Verdict string `json:"verdict"`
+	Causes  []struct {
+		Cause    string  `json:"cause"`
+		StallNs  uint64  `json:"stall_ns"`
+		WorstTID int     `json:"worst_tid"`
+		Process  string  `json:"process"`
+		Coverage float64 `json:"coverage"`
+	} `json:"causes"`
+}
+
 type redisRun struct {
 	Threads []struct {
 		PID    int `json:"pid"`
@@ -164,16 +177,7 @@ type redisRun struct {
 			Count uint64 `json:"count"`
 		} `json:"stalls"`
 	} `json:"threads"`
-	Spikes []struct {
-		StartNs uint64 `json:"start_ns"`
-		Verdict string `json:"verdict"`
-		Causes  []struct {
-			Cause    string `json:"cause"`
-			StallNs  uint64 `json:"stall_ns"`
-			WorstTID int    `json:"worst_tid"`
-			Process  string `json:"process"`
-		} `json:"causes"`
-	} `json:"spikes"`
+	Spikes      []redisSpike `json:"spikes"`
 	Correlation struct {
 		Windows     int      `json:"windows"`
 		ExplainedBy []string `json:"explained_by"`
@@ -184,12 +188,39 @@ type redisRun struct {
 	requests int
 	hogs     [][2]uint64 // CLOCK_MONOTONIC start and end of each hog run
 	report   string      // `numatrace report` of the recording
+	windows  []redisWindow
 }
 
-// runRedisScenario traces redis for the given time under load, running the
-// hog for hogFor after each offset in hogAt (one after the other).
-func runRedisScenario(t *testing.T, name string, length time.Duration, hogAt []time.Duration, hogFor time.Duration) *redisRun {
-	cg := testutil.MemcgCgroup(t, name, 256<<20)
+// redisWindow is one window line: redis's p99 and its main thread's
+// memcg reclaim time.
+type redisWindow struct {
+	index, p99, memcgNs uint64
+}
+
+func (r *redisRun) spikeAt(index uint64) *redisSpike {
+	for i := range r.Spikes {
+		if r.Spikes[i].Index == index {
+			return &r.Spikes[i]
+		}
+	}
+	return nil
+}
+
+// redisScenario is one run of the real server under load.
+type redisScenario struct {
+	name   string
+	length time.Duration   // of the trace
+	hogAt  []time.Duration // the hog runs hogFor after each (from the start of the load)...
+	hogFor time.Duration
+	// ...or it runs from before numatrace attaches to the end: the
+	// incident is under way when the SRE attaches.
+	underWay bool
+	args     []string // more numatrace flags
+}
+
+// runRedisScenario traces redis under load as the scenario says.
+func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
+	cg := testutil.MemcgCgroup(t, sc.name, 256<<20)
 	run := &redisRun{}
 	var addr string
 	run.redisPID, addr = startRedisInCgroup(t, cg)
@@ -198,44 +229,36 @@ func runRedisScenario(t *testing.T, name string, length time.Duration, hogAt []t
 		t.Fatal(err)
 	}
 	rec := filepath.Join(t.TempDir(), "redis.ntr")
-	// A 5 ms floor, as an SLO would set it: this VM's scheduler alone
-	// gives a 3 ms p99 now and then, with nothing stalled.
-	nt := startAttach(t, "--pid", strconv.Itoa(run.redisPID), "--json", "--window", "500ms",
-		"--latency-file", logPath, "--spike-floor", "5ms", "--duration", (length + 30*time.Second).String(), "--record", rec)
 	stop := make(chan struct{})
-	done := loadGen(t, addr, logPath, 4, 1000, stop)
-	start := time.Now()
-	for _, at := range hogAt {
-		time.Sleep(time.Until(start.Add(at)))
-		begin := monotonicNs()
-		runHog(t, cg, hogFor)
-		run.hogs = append(run.hogs, [2]uint64{begin, monotonicNs()})
+	var hogs sync.WaitGroup
+	if sc.underWay {
+		done := loadGen(t, addr, logPath, 4, 1000, stop)
+		hogs.Add(1)
+		go func() { defer hogs.Done(); runHog(t, cg, sc.length+8*time.Second) }()
+		time.Sleep(4 * time.Second) // the incident is on
+		defer func() { hogs.Wait() }()
+		run.requests = runRedisTrace(t, run, sc, logPath, rec, func() int {
+			time.Sleep(sc.length)
+			close(stop)
+			return <-done
+		})
+	} else {
+		run.requests = runRedisTrace(t, run, sc, logPath, rec, func() int {
+			done := loadGen(t, addr, logPath, 4, 1000, stop)
+			start := time.Now()
+			for _, at := range sc.hogAt {
+				time.Sleep(time.Until(start.Add(at)))
+				begin := monotonicNs()
+				runHog(t, cg, sc.hogFor)
+				run.hogs = append(run.hogs, [2]uint64{begin, monotonicNs()})
+			}
+			time.Sleep(time.Until(start.Add(sc.length)))
+			close(stop)
+			return <-done
+		})
 	}
-	time.Sleep(time.Until(start.Add(length)))
-	close(stop)
-	run.requests = <-done
-	time.Sleep(700 * time.Millisecond) // let numatrace read the last lines and close the window
-	nt.cmd.Process.Signal(os.Interrupt)
-	nt.wait(t, 30*time.Second)
-	lines := strings.Split(strings.TrimSpace(nt.stdout.String()), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), run); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(binary(t), "report", rec).Output()
-	if err != nil {
-		t.Fatalf("report: %v", err)
-	}
-	run.report = string(out)
-	// The recording replays to the live run's summary, byte for byte:
-	// the same windows, latencies, spikes and verdicts.
-	out, err = exec.Command(binary(t), "report", rec, "--json").Output()
-	if err != nil {
-		t.Fatalf("report --json: %v", err)
-	}
-	if got := strings.TrimSpace(string(out)); got != lines[len(lines)-1] {
-		t.Errorf("report differs from the live summary:\nlive:   %.800s\nreport: %.800s", lines[len(lines)-1], got)
-	}
-	if os.Getenv("NUMATRACE_UPDATE_RECORDINGS") != "" && len(hogAt) > 0 {
+	run.report = reportOf(t, rec, run)
+	if os.Getenv("NUMATRACE_UPDATE_RECORDINGS") != "" && len(sc.hogAt) > 0 {
 		// The TUI's golden tests replay this run.
 		b, err := os.ReadFile(rec)
 		if err == nil {
@@ -245,13 +268,74 @@ func runRedisScenario(t *testing.T, name string, length time.Duration, hogAt []t
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%s: %d requests, %d windows with latency, %d spikes: %s", name, run.requests, run.Correlation.Windows, len(run.Spikes), run.Correlation.Conclusion)
+	t.Logf("%s: %d requests, %d windows with latency, %d spikes: %s", sc.name, run.requests, run.Correlation.Windows, len(run.Spikes), run.Correlation.Conclusion)
 	return run
 }
 
+// runRedisTrace attaches to redis while load runs, and reads the summary
+// and the window lines.
+func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec string, load func() int) int {
+	// A 5 ms floor, as an SLO would set it: this VM's scheduler alone
+	// gives a 3 ms p99 now and then, with nothing stalled.
+	args := append([]string{"--pid", strconv.Itoa(run.redisPID), "--json", "--window", "500ms",
+		"--latency-file", logPath, "--spike-floor", "5ms", "--duration", (sc.length + 30*time.Second).String(), "--record", rec},
+		sc.args...)
+	nt := startAttach(t, args...)
+	requests := load()
+	time.Sleep(700 * time.Millisecond) // let numatrace read the last lines and close the window
+	nt.cmd.Process.Signal(os.Interrupt)
+	nt.wait(t, 30*time.Second)
+	lines := strings.Split(strings.TrimSpace(nt.stdout.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), run); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		var w struct {
+			Type    string `json:"type"`
+			Index   uint64 `json:"index"`
+			Latency *struct {
+				P99Ns uint64 `json:"p99_ns"`
+			} `json:"latency"`
+			Threads []struct {
+				TID    int               `json:"tid"`
+				Stalls map[string]uint64 `json:"stalls"`
+			} `json:"threads"`
+		}
+		if json.Unmarshal([]byte(l), &w) != nil || w.Type != "window" || w.Latency == nil {
+			continue
+		}
+		rw := redisWindow{index: w.Index, p99: w.Latency.P99Ns}
+		for _, th := range w.Threads {
+			if th.TID == run.redisPID {
+				rw.memcgNs = th.Stalls["memcg_reclaim"]
+			}
+		}
+		run.windows = append(run.windows, rw)
+	}
+	// The recording replays to the live run's summary, byte for byte:
+	// the same windows, latencies, spikes and verdicts.
+	out, err := exec.Command(binary(t), "report", rec, "--json").Output()
+	if err != nil {
+		t.Fatalf("report --json: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != lines[len(lines)-1] {
+		t.Errorf("report differs from the live summary:\nlive:   %.800s\nreport: %.800s", lines[len(lines)-1], got)
+	}
+	return requests
+}
+
+// reportOf is `numatrace report` of the recording, as text.
+func reportOf(t *testing.T, rec string, run *redisRun) string {
+	out, err := exec.Command(binary(t), "report", rec).Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	return string(out)
+}
+
 func TestRealServerSpikesChargedToMemcgReclaim(t *testing.T) {
-	run := runRedisScenario(t, "numatrace-e2e-redis-hog", 30*time.Second,
-		[]time.Duration{6 * time.Second, 18 * time.Second}, 8*time.Second)
+	run := runRedisScenario(t, redisScenario{name: "numatrace-e2e-redis-hog", length: 30 * time.Second,
+		hogAt: []time.Duration{6 * time.Second, 18 * time.Second}, hogFor: 8 * time.Second})
 	t.Logf("text report:\n%s", run.report)
 	if run.requests < 20000 {
 		t.Errorf("only %d requests: the load generator fell behind", run.requests)
@@ -296,7 +380,9 @@ func TestRealServerSpikesChargedToMemcgReclaim(t *testing.T) {
 }
 
 func TestRealServerQuietWithoutTheHog(t *testing.T) {
-	run := runRedisScenario(t, "numatrace-e2e-redis-quiet", 20*time.Second, nil, 0)
+	// The control of the incident below: the same SLO, no hog.
+	run := runRedisScenario(t, redisScenario{name: "numatrace-e2e-redis-quiet", length: 20 * time.Second,
+		args: []string{"--slo", "5ms"}})
 	if run.Correlation.Windows < 30 {
 		t.Errorf("only %d windows had latency samples", run.Correlation.Windows)
 	}
@@ -339,4 +425,48 @@ func monotonicNs() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
+}
+
+// The incident is under way when numatrace attaches: the hog runs from
+// before the attach to the end, and there is no quiet start to learn a
+// baseline from. With an SLO, every window over it in which redis's main
+// thread was frozen in memcg reclaim for 10 ms or more must be a spike
+// charged to memcg_reclaim (at least 90% of them), and the verdict must
+// name it: five runs, the same verdict each time.
+func TestRealServerIncidentUnderWay(t *testing.T) {
+	const slo = 5 * uint64(time.Millisecond)
+	var verdicts []string
+	for i := 0; i < 5; i++ {
+		run := runRedisScenario(t, redisScenario{name: fmt.Sprintf("numatrace-e2e-redis-underway-%d", i),
+			length: 15 * time.Second, underWay: true, args: []string{"--slo", "5ms"}})
+		stalled, charged := 0, 0
+		for _, w := range run.windows {
+			if w.p99 <= slo || w.memcgNs < 10*uint64(time.Millisecond) {
+				continue
+			}
+			stalled++
+			if sp := run.spikeAt(w.index); sp != nil && sp.Causes[0].Cause == "memcg_reclaim" {
+				charged++
+			} else if sp != nil {
+				t.Logf("run %d: window %d charged elsewhere: %s", i, w.index, sp.Verdict)
+			} else {
+				t.Errorf("run %d: window %d (p99 %d ns, memcg %d ns) is no spike", i, w.index, w.p99, w.memcgNs)
+			}
+		}
+		t.Logf("run %d: %d windows over the SLO with redis frozen 10 ms or more, %d charged to memcg_reclaim", i, stalled, charged)
+		if stalled < 3 || 10*charged < 9*stalled {
+			t.Errorf("run %d: %d of %d stalled windows over the SLO charged to memcg_reclaim; want at least 3 windows, 90%% charged",
+				i, charged, stalled)
+		}
+		if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.report, "explained by memcg_reclaim") {
+			t.Errorf("run %d: the verdict does not name memcg_reclaim: %s", i, run.Correlation.Conclusion)
+		}
+		verdicts = append(verdicts, strings.Join(run.Correlation.ExplainedBy, ","))
+	}
+	for _, v := range verdicts[1:] {
+		if v != verdicts[0] {
+			t.Errorf("five runs of the same incident gave different verdicts: %q", verdicts)
+			break
+		}
+	}
 }

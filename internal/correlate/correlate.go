@@ -2,13 +2,17 @@
 // the latency spikes, and which threads did they hit? It works on windows:
 // latency per window from a latency source, stall time per window from the
 // aggregator, both indexed the same way.
+//
+// A spike is a window whose latency is over the SLO, or, without one, well
+// over the recent normal windows. A cause explains a spike by dose, not by
+// presence: the longest freeze it caused one thread has to cover most of
+// the spike's excess over the reference (or, with a source that times
+// requests in the kernel, most of the slow requests' own time has to be
+// that stall), and over the run its freeze time has to track the latency.
 package correlate
 
 import (
 	"fmt"
-	"math"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
@@ -21,12 +25,27 @@ type Latency = latency.Stats
 
 // Config tunes spike detection.
 type Config struct {
-	K       float64                       // a spike's p99 is above K × the rolling median (default 2)
-	FloorNs uint64                        // and above this absolute floor (default 1 ms)
-	History int                           // windows in the rolling median (default 30)
-	MinHist int                           // windows of history before anything can be a spike (default 5)
-	WallAt  func(monoNs uint64) time.Time // for verdict lines; nil prints offsets
-	StartNs uint64
+	// SLONs, if set, makes every window whose latency is over it a spike,
+	// from the first window on: no baseline is needed.
+	SLONs uint64
+	// Without an SLO, a spike is over K × the median of the last History
+	// normal windows (default 2 and 30) and over FloorNs (default 1 ms),
+	// once MinHist normal windows (default 5) were seen.
+	K       float64
+	FloorNs uint64
+	History int
+	MinHist int
+	// On is the latency a window is judged by: p99 (default), p999 or max.
+	On Percentile
+	// WindowNs is the window's length: a window in which no request
+	// completed, while requests completed before and after it, made
+	// every request wait at least this long.
+	WindowNs uint64
+	// Function names the timed function, for a source that times one in
+	// the kernel: the verdict says when stalls fall outside it.
+	Function string
+	WallAt   func(monoNs uint64) time.Time // for verdict lines; nil prints offsets
+	StartNs  uint64
 }
 
 func (c *Config) defaults() {
@@ -42,55 +61,56 @@ func (c *Config) defaults() {
 	if c.MinHist <= 0 {
 		c.MinHist = 5
 	}
-}
-
-// CauseInSpike is one cause's share of one spike.
-type CauseInSpike struct {
-	Cause    string `json:"cause"`
-	StallNs  uint64 `json:"stall_ns"`  // in the spike window
-	AroundNs uint64 `json:"around_ns"` // in the windows either side
-	Threads  int    `json:"threads"`
-	WorstTID uint32 `json:"worst_tid,omitempty"`
-	WorstNs  uint64 `json:"worst_ns,omitempty"`
-	Process  string `json:"process,omitempty"` // comm of the most affected process
-}
-
-// Spike is one window whose p99 jumped.
-type Spike struct {
-	Index      uint64         `json:"index"`
-	StartNs    uint64         `json:"start_ns"`
-	P99Ns      uint64         `json:"p99_ns"`
-	BaselineNs uint64         `json:"baseline_ns"`
-	Requests   uint64         `json:"requests"`
-	Causes     []CauseInSpike `json:"causes"`
-	Verdict    string         `json:"verdict"`
-}
-
-// CauseCorrelation is one cause's relation to the spikes over the run.
-type CauseCorrelation struct {
-	SpikeShare  float64  `json:"spike_share"`  // spike windows with this cause's stalls
-	NormalShare float64  `json:"normal_share"` // normal windows with them
-	Lift        *float64 `json:"lift"`         // spike / normal share; null when normal windows never had it
-	Spearman    *float64 `json:"spearman"`     // rank correlation of stall time and p99; null if undefined
-}
-
-// Result is the whole analysis.
-type Result struct {
-	Windows     int                         `json:"windows"` // windows with latency data
-	Spikes      []Spike                     `json:"spikes"`
-	Correlation map[string]CauseCorrelation `json:"correlation"`
-	Explained   []string                    `json:"explained_by"` // causes that explain the spikes
-	Conclusion  string                      `json:"conclusion"`
-}
-
-func median(v []uint64) uint64 {
-	s := append([]uint64(nil), v...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
+	if c.On == "" {
+		c.On = P99
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	if c.WindowNs == 0 {
+		c.WindowNs = uint64(time.Second)
+	}
+}
+
+// Percentile is which latency of a window spikes are judged by.
+type Percentile string
+
+const (
+	P99  Percentile = "p99"
+	P999 Percentile = "p999"
+	Max  Percentile = "max"
+)
+
+// ParsePercentile reads --spike-on.
+func ParsePercentile(s string) (Percentile, error) {
+	switch p := Percentile(s); p {
+	case P99, P999, Max:
+		return p, nil
+	}
+	return "", fmt.Errorf("--spike-on takes p99, p999 or max, not %q", s)
+}
+
+// of is l's latency by p. A recording from before p999 was kept falls
+// back on the maximum, the nearest figure it has.
+func (p Percentile) of(l *Latency) uint64 {
+	switch p {
+	case P999:
+		if l.P999Ns > 0 || l.Count == 0 {
+			return l.P999Ns
+		}
+		return l.MaxNs
+	case Max:
+		return l.MaxNs
+	}
+	return l.P99Ns
+}
+
+// label is the percentile as verdicts print it.
+func (p Percentile) label() string {
+	switch p {
+	case P999:
+		return "P99.9"
+	case Max:
+		return "Max"
+	}
+	return "P99"
 }
 
 // Window is what the analysis needs of one closed window: the service's
@@ -102,7 +122,11 @@ type Window struct {
 	StartNs uint64
 	Latency *Latency // nil: no request completed
 	StallNs [stall.NumCauses]uint64
-	Hits    []Hits // the causes that stalled, for windows with requests
+	Hits    []Hits // the causes that stalled
+	// ServedStallNs is the freeze time of the threads that completed
+	// requests in the window, when the source says which threads those
+	// were (a request timer in the kernel).
+	ServedStallNs uint64
 }
 
 // Hits are one cause's stalls in one window.
@@ -110,8 +134,20 @@ type Hits struct {
 	Cause    stall.Cause
 	Threads  int
 	WorstTID uint32
-	WorstNs  uint64
+	WorstNs  uint64 // the longest one thread was frozen by it, in total
 	Process  string // comm of the most affected process
+}
+
+// hit returns w's hits for cause c.
+func (w *Window) hit(c stall.Cause) Hits {
+	if w != nil {
+		for _, h := range w.Hits {
+			if h.Cause == c {
+				return h
+			}
+		}
+	}
+	return Hits{Cause: c}
 }
 
 // Summarize keeps what the analysis needs of a closed window. Who stalled
@@ -126,6 +162,13 @@ func Summarize(w *aggregate.Window) Window {
 		}
 		if h, ok := hits(w, stall.Cause(c)); ok {
 			out.Hits = append(out.Hits, h)
+		}
+	}
+	if w.Latency != nil && w.Latency.Requests != nil {
+		for _, tid := range w.Latency.Requests.TIDs {
+			if t := w.Threads[tid]; t != nil {
+				out.ServedStallNs += t.TotalNs
+			}
 		}
 	}
 	return out
@@ -174,261 +217,130 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 	return h, true
 }
 
+// CauseInSpike is one cause's share of one spike.
+type CauseInSpike struct {
+	Cause    string `json:"cause"`
+	StallNs  uint64 `json:"stall_ns"`  // in the spike window, all traced threads
+	AroundNs uint64 `json:"around_ns"` // in the windows either side
+	Threads  int    `json:"threads"`
+	WorstTID uint32 `json:"worst_tid,omitempty"`
+	WorstNs  uint64 `json:"worst_ns,omitempty"`
+	Process  string `json:"process,omitempty"` // comm of the most affected process
+	// ExposureNs is the longest one thread was frozen by the cause, in
+	// this window or the one before it (whose backlog this one drains).
+	ExposureNs uint64 `json:"exposure_ns"`
+	// Coverage is the share of the spike the stall accounts for, 0 to 1:
+	// of the slow requests' own time when requests were timed in the
+	// kernel, else of the excess over the reference.
+	Coverage float64 `json:"coverage"`
+	// InSlowRequestsNs is the cause's stall time inside the slow requests,
+	// when requests were timed in the kernel.
+	InSlowRequestsNs uint64 `json:"in_slow_requests_ns,omitempty"`
+}
+
+// Spike is one window whose latency jumped.
+type Spike struct {
+	Index   uint64 `json:"index"`
+	StartNs uint64 `json:"start_ns"`
+	// LatencyNs is the window's latency by the percentile spikes are
+	// judged by; the window's length when no request completed in it.
+	LatencyNs  uint64 `json:"latency_ns"`
+	Percentile string `json:"percentile"`
+	P99Ns      uint64 `json:"p99_ns"`
+	// BaselineNs is what the window was judged against: the SLO, or the
+	// median of the recent normal windows.
+	BaselineNs   uint64         `json:"baseline_ns"`
+	SLO          bool           `json:"slo,omitempty"`
+	ExcessNs     uint64         `json:"excess_ns"`
+	NoCompletion bool           `json:"no_completion,omitempty"` // no request completed in the window
+	Requests     uint64         `json:"requests"`
+	Causes       []CauseInSpike `json:"causes"`
+	Verdict      string         `json:"verdict"`
+}
+
+// CauseCorrelation is one cause's relation to the spikes over the run.
+type CauseCorrelation struct {
+	SpikeShare  float64  `json:"spike_share"`  // spike windows with this cause's stalls
+	NormalShare float64  `json:"normal_share"` // normal windows with them
+	Lift        *float64 `json:"lift"`         // spike / normal share; null when normal windows never had it
+	// Spearman is the rank correlation of the cause's dose in a window
+	// (the longest freeze of one thread) with the window's latency:
+	// whether the stall tracks the latency. Null if undefined.
+	Spearman *float64 `json:"spearman"`
+	// Covered is the share of spikes in which it covers at least half.
+	Covered float64 `json:"covered"`
+	// InSlowRequests is the share of the slow requests' time that was
+	// this stall, over the run, when requests were timed in the kernel.
+	InSlowRequests *float64 `json:"in_slow_requests,omitempty"`
+}
+
+// Result is the whole analysis.
+type Result struct {
+	Windows     int                         `json:"windows"` // windows with latency data
+	Spikes      []Spike                     `json:"spikes"`
+	Correlation map[string]CauseCorrelation `json:"correlation"`
+	Explained   []string                    `json:"explained_by"`        // causes that explain the spikes
+	Partly      []string                    `json:"partly_explained_by"` // causes that explain some of them
+	// Uncovered is how many spikes no cause covers at least half of.
+	Uncovered int `json:"uncovered"`
+	// OutsideShare is the share of the serving threads' stall time that
+	// fell outside the timed requests; null unless requests were timed in
+	// the kernel.
+	OutsideShare *float64 `json:"outside_share,omitempty"`
+	Conclusion   string   `json:"conclusion"`
+
+	outsideNs uint64 // the serving threads' stall time, over the run
+}
+
 // Analyze finds the spikes in a run's windows (in index order) and weighs
 // each cause against them.
 func Analyze(ws []Window, cfg Config) *Result {
 	cfg.defaults()
-	res := &Result{Correlation: map[string]CauseCorrelation{}, Spikes: []Spike{}, Explained: []string{}}
+	res := &Result{Correlation: map[string]CauseCorrelation{}, Spikes: []Spike{}, Explained: []string{}, Partly: []string{}}
+	first, last := activeSpan(ws)
 	det := NewDetector(cfg)
-	spike := map[uint64]bool{}
 	var seen []*Window
 	for i := range ws {
 		w := &ws[i]
-		if w.Latency == nil || w.Latency.Count == 0 {
-			continue
+		empty := w.Latency == nil || w.Latency.Count == 0
+		if empty && (i <= first || i >= last) {
+			continue // before the load started, or after it stopped
 		}
 		seen = append(seen, w)
+		var prev, next *Window
+		if i > 0 && ws[i-1].Index+1 == w.Index {
+			prev = &ws[i-1]
+		}
+		if i+1 < len(ws) && ws[i+1].Index == w.Index+1 {
+			next = &ws[i+1]
+		}
+		if empty {
+			base := det.baseline()
+			res.Spikes = append(res.Spikes, attribute(w, prev, next, cfg.WindowNs, base, true, cfg))
+			continue
+		}
 		if is, base := det.Observe(*w.Latency); is {
-			spike[w.Index] = true
-			var prev, next *Window
-			if i > 0 && ws[i-1].Index+1 == w.Index {
-				prev = &ws[i-1]
-			}
-			if i+1 < len(ws) && ws[i+1].Index == w.Index+1 {
-				next = &ws[i+1]
-			}
-			res.Spikes = append(res.Spikes, attribute(w, prev, next, base, cfg))
+			res.Spikes = append(res.Spikes, attribute(w, prev, next, cfg.On.of(w.Latency), base, false, cfg))
 		}
 	}
 	res.Windows = len(seen)
-	for _, c := range stall.AllCauses() {
-		if !c.Timed() {
-			continue
-		}
-		res.Correlation[c.String()] = correlation(c, seen, spike)
-	}
-	res.conclude(len(res.Spikes))
+	res.weigh(seen, cfg)
+	res.outside(ws)
+	res.conclude(cfg)
 	return res
 }
 
-// Detector finds spikes one window at a time, as they close: the live
-// loop uses it to trigger a flight-recorder dump, Analyze over a whole run.
-type Detector struct {
-	cfg     Config
-	history []uint64
-}
-
-// NewDetector starts with no history.
-func NewDetector(cfg Config) *Detector {
-	cfg.defaults()
-	return &Detector{cfg: cfg}
-}
-
-// Observe takes the next window with requests and says whether it is a
-// spike, with the rolling median it was measured against.
-func (d *Detector) Observe(l Latency) (spike bool, baseline uint64) {
-	if l.Count == 0 {
-		return false, 0
-	}
-	if len(d.history) >= d.cfg.MinHist {
-		baseline = median(d.history)
-		spike = float64(l.P99Ns) > d.cfg.K*float64(baseline) && l.P99Ns > d.cfg.FloorNs
-	}
-	d.history = append(d.history, l.P99Ns)
-	if len(d.history) > d.cfg.History {
-		d.history = d.history[1:]
-	}
-	return spike, baseline
-}
-
-func stallNs(w *Window, c stall.Cause) uint64 {
-	if w == nil {
-		return 0
-	}
-	return w.StallNs[c]
-}
-
-func attribute(w, prev, next *Window, base uint64, cfg Config) Spike {
-	l := w.Latency
-	sp := Spike{Index: w.Index, StartNs: w.StartNs, P99Ns: l.P99Ns, BaselineNs: base, Requests: l.Count}
-	for _, c := range stall.AllCauses() {
-		if !c.Timed() {
-			continue
-		}
-		ci := CauseInSpike{Cause: c.String(), StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c)}
-		for _, h := range w.Hits {
-			if h.Cause == c {
-				ci.Threads, ci.WorstTID, ci.WorstNs, ci.Process = h.Threads, h.WorstTID, h.WorstNs, h.Process
+// activeSpan is where the source was active: the first and the last
+// window in which requests completed (-1, -1 when none did).
+func activeSpan(ws []Window) (first, last int) {
+	first, last = -1, -1
+	for i := range ws {
+		if l := ws[i].Latency; l != nil && l.Count > 0 {
+			if first < 0 {
+				first = i
 			}
-		}
-		sp.Causes = append(sp.Causes, ci)
-	}
-	sort.SliceStable(sp.Causes, func(i, j int) bool { return sp.Causes[i].StallNs > sp.Causes[j].StallNs })
-	sp.Verdict = verdict(sp, cfg)
-	return sp
-}
-
-func fmtDur(ns uint64) string {
-	switch {
-	case ns == 0:
-		return "0"
-	case ns < 1e6:
-		return fmt.Sprintf("%.0f µs", float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%.0f ms", float64(ns)/1e6)
-}
-
-// verdict is the spike's one-line explanation, e.g.
-// "P99 41 ms at 12:00:03 (baseline 9 ms): memcg_reclaim 38 ms across 12
-// threads of redis-server (worst tid 1234: 31 ms); compaction 0; ...".
-func verdict(sp Spike, cfg Config) string {
-	when := fmt.Sprintf("+%s", time.Duration(sp.StartNs-cfg.StartNs).Round(time.Second))
-	if cfg.WallAt != nil {
-		when = cfg.WallAt(sp.StartNs).Format("15:04:05")
-	}
-	var parts []string
-	for _, c := range sp.Causes {
-		if c.StallNs == 0 {
-			parts = append(parts, c.Cause+" 0")
-			continue
-		}
-		s := fmt.Sprintf("%s %s across %d thread", c.Cause, fmtDur(c.StallNs), c.Threads)
-		if c.Threads != 1 {
-			s += "s"
-		}
-		if c.Process != "" {
-			s += " of " + c.Process
-		}
-		parts = append(parts, s+fmt.Sprintf(" (worst tid %d: %s)", c.WorstTID, fmtDur(c.WorstNs)))
-	}
-	return fmt.Sprintf("P99 %s at %s (baseline %s): %s", fmtDur(sp.P99Ns), when, fmtDur(sp.BaselineNs), strings.Join(parts, "; "))
-}
-
-func correlation(c stall.Cause, seen []*Window, spike map[uint64]bool) CauseCorrelation {
-	var inSpike, spikes, inNormal, normals int
-	xs := make([]float64, 0, len(seen))
-	ys := make([]float64, 0, len(seen))
-	for _, w := range seen {
-		ns := stallNs(w, c)
-		if spike[w.Index] {
-			spikes++
-			if ns > 0 {
-				inSpike++
-			}
-		} else {
-			normals++
-			if ns > 0 {
-				inNormal++
-			}
-		}
-		xs = append(xs, float64(ns))
-		ys = append(ys, float64(w.Latency.P99Ns))
-	}
-	cc := CauseCorrelation{}
-	if spikes > 0 {
-		cc.SpikeShare = float64(inSpike) / float64(spikes)
-	}
-	if normals > 0 {
-		cc.NormalShare = float64(inNormal) / float64(normals)
-	}
-	if cc.NormalShare > 0 {
-		lift := cc.SpikeShare / cc.NormalShare
-		cc.Lift = &lift
-	}
-	if rho, ok := Spearman(xs, ys); ok {
-		cc.Spearman = &rho
-	}
-	return cc
-}
-
-// Spearman is the rank correlation of x and y (average ranks for ties);
-// false when it is undefined (fewer than 3 points, or a constant series).
-func Spearman(x, y []float64) (float64, bool) {
-	if len(x) != len(y) || len(x) < 3 {
-		return 0, false
-	}
-	rx, ry := ranks(x), ranks(y)
-	var mx, my float64
-	for i := range rx {
-		mx += rx[i]
-		my += ry[i]
-	}
-	mx /= float64(len(rx))
-	my /= float64(len(ry))
-	var sxy, sxx, syy float64
-	for i := range rx {
-		dx, dy := rx[i]-mx, ry[i]-my
-		sxy += dx * dy
-		sxx += dx * dx
-		syy += dy * dy
-	}
-	if sxx == 0 || syy == 0 {
-		return 0, false
-	}
-	return sxy / math.Sqrt(sxx*syy), true
-}
-
-func ranks(v []float64) []float64 {
-	idx := make([]int, len(v))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] < v[idx[b]] })
-	r := make([]float64, len(v))
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && v[idx[j+1]] == v[idx[i]] {
-			j++
-		}
-		avg := float64(i+j)/2 + 1
-		for k := i; k <= j; k++ {
-			r[idx[k]] = avg
-		}
-		i = j + 1
-	}
-	return r
-}
-
-// A cause explains the spikes when its stalls are in most spike windows,
-// at least twice as often as in normal windows, and its stall time rises
-// with p99. The rank correlation only has to be positive: over a long run
-// of windows without the cause, its ties at zero dilute it even when every
-// spike has the cause.
-const (
-	explainShare    = 0.5
-	explainLift     = 2
-	explainSpearman = 0.0
-)
-
-func (r *Result) conclude(spikes int) {
-	if r.Windows == 0 {
-		r.Conclusion = "No latency samples: nothing to correlate."
-		return
-	}
-	if spikes == 0 {
-		r.Conclusion = fmt.Sprintf("No latency spikes in %d windows.", r.Windows)
-		return
-	}
-	var why []string
-	for _, c := range stall.AllCauses() {
-		cc, ok := r.Correlation[c.String()]
-		if !ok {
-			continue
-		}
-		liftOK := cc.Lift == nil || *cc.Lift >= explainLift
-		if cc.SpikeShare >= explainShare && liftOK && cc.Spearman != nil && *cc.Spearman > explainSpearman {
-			r.Explained = append(r.Explained, c.String())
-			lift := "only in spike windows"
-			if cc.Lift != nil {
-				lift = fmt.Sprintf("lift %.1f", *cc.Lift)
-			}
-			why = append(why, fmt.Sprintf("%s (in %.0f%% of spike windows vs %.0f%% of normal ones, %s, rank correlation %.2f)",
-				c, cc.SpikeShare*100, cc.NormalShare*100, lift, *cc.Spearman))
+			last = i
 		}
 	}
-	if len(why) == 0 {
-		r.Conclusion = fmt.Sprintf("%d spikes in %d windows, and no stall cause explains them: look outside memory management (CPU, locks, I/O, the network).", spikes, r.Windows)
-		return
-	}
-	r.Conclusion = fmt.Sprintf("%d spikes in %d windows, explained by %s.", spikes, r.Windows, strings.Join(why, "; "))
+	return first, last
 }

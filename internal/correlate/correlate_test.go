@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -52,7 +53,7 @@ func TestSpikesExplainedByMemcg(t *testing.T) {
 		sp.Causes[0].WorstTID != 1234 || sp.Causes[0].Process != "redis-server" {
 		t.Fatalf("attribution %+v", sp)
 	}
-	want := "P99 41 ms at +20s (baseline 9 ms): memcg_reclaim 38 ms across 3 threads of redis-server (worst tid 1234: 19 ms); direct_reclaim 0"
+	want := "P99 41 ms at +20s (baseline 9 ms, 32 ms over): memcg_reclaim 38 ms across 3 threads of redis-server (worst tid 1234: 19 ms) covers 59% of the 32 ms excess; direct_reclaim 0"
 	if !strings.HasPrefix(sp.Verdict, want) {
 		t.Fatalf("verdict %q\nwant prefix %q", sp.Verdict, want)
 	}
@@ -136,4 +137,179 @@ func analyze(lat []Latency, ws []*aggregate.Window, cfg Config) *Result {
 		series = append(series, Summarize(w))
 	}
 	return Analyze(series, cfg)
+}
+
+// series builds windows directly: p99 per window (ms; a negative value is
+// a window in which no request completed), and the memcg freeze of the one
+// serving thread (ms).
+func series(p99ms []float64, memcgMs []float64) []Window {
+	var ws []Window
+	for i, p := range p99ms {
+		w := Window{Index: uint64(i), StartNs: 1e9 + uint64(i)*1e9}
+		if p >= 0 {
+			v := uint64(p * float64(ms))
+			w.Latency = &Latency{Index: uint64(i), Count: 500, P50Ns: ms, P99Ns: v, P999Ns: v, MaxNs: v}
+		}
+		if i < len(memcgMs) && memcgMs[i] > 0 {
+			ns := uint64(memcgMs[i] * float64(ms))
+			w.StallNs[stall.MemcgReclaim] = ns
+			w.Hits = []Hits{{Cause: stall.MemcgReclaim, Threads: 1, WorstTID: 7044, WorstNs: ns, Process: "redis-server"}}
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+func repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// Attached mid-incident: the stall runs from the first window to the last.
+// With an SLO every window over it is a spike from the first one, and the
+// cause whose freeze tracks the latency explains them, although it is in
+// every window, normal or not.
+func TestSLOCatchesAnIncidentUnderWay(t *testing.T) {
+	p99 := []float64{14, 3, 22, 18, 4, 30, 12, 3, 25, 16, 2, 19, 21, 3, 17}
+	memcg := []float64{15, 2, 24, 18, 3, 31, 14, 2, 26, 15, 1, 20, 22, 2, 18}
+	r := Analyze(series(p99, memcg), Config{SLONs: 5 * ms})
+	want := 0
+	for _, p := range p99 {
+		if p > 5 {
+			want++
+		}
+	}
+	if len(r.Spikes) != want || r.Spikes[0].Index != 0 {
+		t.Fatalf("%d spikes (first at %d), want %d from window 0", len(r.Spikes), r.Spikes[0].Index, want)
+	}
+	for _, sp := range r.Spikes {
+		if !sp.SLO || sp.BaselineNs != 5*ms || sp.Causes[0].Cause != "memcg_reclaim" || sp.Causes[0].Coverage < 0.5 {
+			t.Errorf("spike %d: %s", sp.Index, sp.Verdict)
+		}
+	}
+	if len(r.Explained) != 1 || r.Explained[0] != "memcg_reclaim" {
+		t.Fatalf("explained by %v: %s", r.Explained, r.Conclusion)
+	}
+	// The old rule, presence in spike windows against normal ones, saw a
+	// lift of 1 here and blamed nothing.
+	if cc := r.Correlation["memcg_reclaim"]; cc.Lift == nil || *cc.Lift > 1.01 || cc.Spearman == nil || *cc.Spearman < 0.8 {
+		t.Errorf("memcg correlation %+v", cc)
+	}
+}
+
+// Without an SLO, spike windows stay out of the baseline: a long incident
+// after a quiet start is spikes to its end, not a new normal.
+func TestIncidentDoesNotRaiseItsBaseline(t *testing.T) {
+	p99 := append(repeat(1.2, 8), repeat(15, 40)...)
+	memcg := append(repeat(0, 8), repeat(16, 40)...)
+	r := Analyze(series(p99, memcg), Config{})
+	if len(r.Spikes) != 40 {
+		t.Fatalf("%d spikes, want all 40 incident windows", len(r.Spikes))
+	}
+	if last := r.Spikes[len(r.Spikes)-1]; last.BaselineNs != 1200*uint64(time.Microsecond) {
+		t.Errorf("baseline rose to %d during the incident", last.BaselineNs)
+	}
+}
+
+// A huge spike with a small stall is not charged to the stall: the
+// verdict says how little it covers and to look elsewhere.
+func TestSmallStallDoesNotExplainAHugeSpike(t *testing.T) {
+	p99 := append(repeat(1.2, 10), 203.7, 1.2, 1.2)
+	memcg := append(repeat(0, 10), 3.83)
+	r := Analyze(series(p99, memcg), Config{})
+	if len(r.Spikes) != 1 {
+		t.Fatalf("%d spikes", len(r.Spikes))
+	}
+	sp := r.Spikes[0]
+	if c := sp.Causes[0]; c.Cause != "memcg_reclaim" || c.Coverage > 0.03 {
+		t.Fatalf("top cause %+v", c)
+	}
+	for _, want := range []string{"covers 2% of the 202 ms excess", "look elsewhere for the rest"} {
+		if !strings.Contains(sp.Verdict, want) {
+			t.Errorf("verdict %q lacks %q", sp.Verdict, want)
+		}
+	}
+	if len(r.Explained) != 0 || r.Uncovered != 1 || !strings.Contains(r.Conclusion, "no stall cause explains them") {
+		t.Errorf("explained %v, uncovered %d: %s", r.Explained, r.Uncovered, r.Conclusion)
+	}
+}
+
+// A window in which nothing completed, between windows that did, is the
+// worst spike of all; the windows after the load stopped are not.
+func TestNoCompletionIsASpike(t *testing.T) {
+	p99 := append(append(repeat(1.2, 10), -1), append(repeat(1.2, 5), -1, -1)...)
+	memcg := append(repeat(0, 10), 933)
+	r := Analyze(series(p99, memcg), Config{})
+	if len(r.Spikes) != 1 || !r.Spikes[0].NoCompletion || r.Spikes[0].Index != 10 {
+		t.Fatalf("spikes %+v", r.Spikes)
+	}
+	if v := r.Spikes[0].Verdict; !strings.HasPrefix(v, "No request completed for 1s at") || !strings.Contains(v, "memcg_reclaim 933 ms") {
+		t.Errorf("verdict %q", v)
+	}
+	if r.Windows != 16 {
+		t.Errorf("%d windows counted, want the 15 with requests and the stalled one", r.Windows)
+	}
+}
+
+// A freeze that ends just before a window is the backlog that window
+// drains: its spike is charged to the stall of the window before.
+func TestBacklogIsChargedToTheStallBeforeIt(t *testing.T) {
+	p99 := append(repeat(1.2, 10), 1200, 977, 1.2, 1.2)
+	memcg := append(repeat(0, 10), 933, 0.2)
+	r := Analyze(series(p99, memcg), Config{})
+	if len(r.Spikes) != 2 || r.Spikes[1].Causes[0].Coverage < 0.9 {
+		t.Fatalf("spikes %+v", r.Spikes)
+	}
+	if len(r.Explained) != 1 {
+		t.Errorf("%s", r.Conclusion)
+	}
+}
+
+// Judged on max or p99.9, the same window can be a spike that p99 misses.
+func TestSpikeOn(t *testing.T) {
+	ws := series(repeat(1, 12), nil)
+	ws[11].Latency.MaxNs = 40 * ms
+	if r := Analyze(ws, Config{}); len(r.Spikes) != 0 {
+		t.Fatalf("p99: %d spikes", len(r.Spikes))
+	}
+	if r := Analyze(ws, Config{On: Max}); len(r.Spikes) != 1 || !strings.HasPrefix(r.Spikes[0].Verdict, "Max 40 ms") {
+		t.Fatalf("max: %+v", r.Spikes)
+	}
+	if _, err := ParsePercentile("p95"); err == nil {
+		t.Error("p95 accepted")
+	}
+}
+
+// Timed in the kernel, each slow request says how much of its own time
+// was a stall; and stall time of the serving threads outside the timed
+// function is named, even when the function itself looked clean.
+func TestRequestsTimedInTheKernel(t *testing.T) {
+	ws := series(append(repeat(1, 10), 30, 1), append(repeat(0, 10), 28))
+	ws[10].Latency.Requests = &latency.Requests{Slow: 5, SlowNs: 150 * ms,
+		SlowStallNs: map[string]uint64{"memcg_reclaim": 120 * ms}, FreezeNs: 120 * ms, TIDs: []uint32{7044}}
+	ws[10].ServedStallNs = 130 * ms
+	r := Analyze(ws, Config{Function: "handle_request"})
+	if c := r.Spikes[0].Causes[0]; c.Coverage != 0.8 || c.InSlowRequestsNs != 120*ms {
+		t.Fatalf("%+v", c)
+	}
+	if cc := r.Correlation["memcg_reclaim"]; cc.InSlowRequests == nil || *cc.InSlowRequests != 0.8 {
+		t.Fatalf("%+v", cc)
+	}
+	if r.OutsideShare == nil || *r.OutsideShare > 0.1 || strings.Contains(r.Conclusion, "outside") {
+		t.Errorf("outside %v: %s", r.OutsideShare, r.Conclusion)
+	}
+	// Now the stalls happen between requests: handle_request stays fast.
+	ws = series(repeat(1, 12), append(repeat(0, 10), 28))
+	for i := range ws {
+		ws[i].Latency.Requests = &latency.Requests{TIDs: []uint32{7044}}
+	}
+	ws[10].ServedStallNs = 28 * ms
+	r = Analyze(ws, Config{Function: "handle_request"})
+	if len(r.Spikes) != 0 || r.OutsideShare == nil || *r.OutsideShare != 1 ||
+		!strings.Contains(r.Conclusion, "100% of the stall time of the threads that serve requests fell outside handle_request") {
+		t.Errorf("outside %v: %s", r.OutsideShare, r.Conclusion)
+	}
 }

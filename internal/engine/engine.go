@@ -102,6 +102,16 @@ func New(h record.Header, opt Options) *Engine {
 	if cfg.FloorNs == 0 {
 		cfg.FloorNs = h.SpikeFloorNs
 	}
+	if cfg.SLONs == 0 {
+		cfg.SLONs = h.SLONs
+	}
+	if cfg.On == "" {
+		cfg.On = correlate.Percentile(h.SpikeOn)
+	}
+	if cfg.Function == "" {
+		cfg.Function = h.LatencyFunction
+	}
+	cfg.WindowNs = h.WindowNs
 	if cfg.StartNs == 0 {
 		cfg.StartNs = h.StartNs
 	}
@@ -119,7 +129,7 @@ func New(h record.Header, opt Options) *Engine {
 			e.analysts = append(e.analysts, a)
 		}
 	}
-	if h.SpikeK > 0 {
+	if h.SpikeK > 0 || h.SLONs > 0 {
 		e.correlate()
 	}
 	return e
@@ -129,7 +139,7 @@ func New(h record.Header, opt Options) *Engine {
 func (e *Engine) correlate() {
 	if e.lat == nil {
 		e.before = e.windows
-		e.lat = latency.NewWindows(e.h.StartNs, e.h.WindowNs)
+		e.lat = latency.NewWindows(e.h.StartNs, e.h.WindowNs, e.spikeCfg.SLONs)
 		e.det = correlate.NewDetector(e.spikeCfg)
 		e.stale = true
 	}
@@ -212,10 +222,8 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 	for _, w := range ws {
 		if e.lat != nil {
 			w.Latency = e.lat.Take(w.Index)
-			if w.Latency != nil {
-				if spike, _ := e.det.Observe(*w.Latency); spike {
-					spikes++
-				}
+			if e.spike(w.Latency) {
+				spikes++
 			}
 			e.keepWindow(w)
 		}
@@ -228,6 +236,18 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 	}
 	e.publish(false)
 	return ws, spikes
+}
+
+// spike says whether a closing window is a spike, as it closes: the
+// flight recorder dumps on it. Windows in which nothing completed count
+// once requests complete again (until then, the load may have stopped).
+func (e *Engine) spike(l *latency.Stats) bool {
+	if l == nil || l.Count == 0 {
+		e.det.ObserveEmpty()
+		return false
+	}
+	spike, gap := e.det.ObserveGap(*l)
+	return spike || gap
 }
 
 // keepWindow adds a closed window to the spike analysis's series.

@@ -6,29 +6,55 @@ package latency
 
 import (
 	"sort"
+
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // Sample is one request: when it finished (CLOCK_MONOTONIC ns, the clock
-// of the kernel's stall timestamps) and how long it took.
+// of the kernel's stall timestamps) and how long it took. A request timed
+// in the kernel also says which thread served it and how much of its time
+// that thread spent in each kind of stall.
 type Sample struct {
 	TsNs      uint64
 	LatencyNs uint64
+	TID       uint32              // 0 when the source does not know
+	Stall     *stall.RequestStall // nil when the source does not know
 }
 
 // Stats is one window's latency.
 type Stats struct {
-	Index uint64 `json:"index"`
-	Count uint64 `json:"count"`
-	P50Ns uint64 `json:"p50_ns"`
-	P99Ns uint64 `json:"p99_ns"`
-	MaxNs uint64 `json:"max_ns"`
+	Index  uint64 `json:"index"`
+	Count  uint64 `json:"count"`
+	P50Ns  uint64 `json:"p50_ns"`
+	P99Ns  uint64 `json:"p99_ns"`
+	P999Ns uint64 `json:"p999_ns,omitempty"` // since format 1.3; 0 before
+	MaxNs  uint64 `json:"max_ns"`
+	// Requests is the window's per-request stall breakdown, from a
+	// source that times requests in the kernel.
+	Requests *Requests `json:"requests,omitempty"`
+}
+
+// Requests is what the stalls did to one window's requests, measured per
+// request in the thread that served it.
+type Requests struct {
+	// Slow are the requests over the SLO (without one, those at or above
+	// the window's p99): how many, their summed latency, and the stall
+	// time per cause inside them.
+	Slow        uint64            `json:"slow"`
+	SlowNs      uint64            `json:"slow_ns"`
+	SlowStallNs map[string]uint64 `json:"slow_stall_ns,omitempty"`
+	// FreezeNs is the stall time inside all of the window's requests.
+	FreezeNs uint64 `json:"freeze_ns"`
+	// TIDs are the threads that completed requests in the window.
+	TIDs []uint32 `json:"tids"`
 }
 
 // Windows collects samples into fixed windows aligned with the stall
 // windows (same start, same length).
 type Windows struct {
 	startNs, windowNs uint64
-	bins              map[uint64][]uint64
+	sloNs             uint64 // requests over it are slow; 0: the window's p99
+	bins              map[uint64][]Sample
 	// Early counts samples from before the start; Late those whose window
 	// was already taken. Both are dropped.
 	Early, Late uint64
@@ -37,9 +63,11 @@ type Windows struct {
 	ready map[uint64]Stats
 }
 
-// NewWindows starts windows of windowNs at startNs.
-func NewWindows(startNs, windowNs uint64) *Windows {
-	return &Windows{startNs: startNs, windowNs: windowNs, bins: map[uint64][]uint64{}, taken: map[uint64]bool{}, ready: map[uint64]Stats{}}
+// NewWindows starts windows of windowNs at startNs; a request over sloNs
+// (if not zero) is slow.
+func NewWindows(startNs, windowNs, sloNs uint64) *Windows {
+	return &Windows{startNs: startNs, windowNs: windowNs, sloNs: sloNs, bins: map[uint64][]Sample{},
+		taken: map[uint64]bool{}, ready: map[uint64]Stats{}}
 }
 
 // Add files one sample under its window.
@@ -53,7 +81,7 @@ func (w *Windows) Add(s Sample) {
 		w.Late++
 		return
 	}
-	w.bins[i] = append(w.bins[i], s.LatencyNs)
+	w.bins[i] = append(w.bins[i], s)
 }
 
 // Put files statistics already computed for a window.
@@ -80,7 +108,69 @@ func (w *Windows) Take(i uint64) *Stats {
 		return nil
 	}
 	delete(w.bins, i)
-	return Summarize(i, v)
+	return SummarizeSamples(i, v, w.sloNs)
+}
+
+// Summarize computes exact quantiles (nearest rank) of one window's
+// latencies.
+func Summarize(index uint64, v []uint64) *Stats {
+	if len(v) == 0 {
+		return &Stats{Index: index}
+	}
+	s := append([]uint64(nil), v...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	return &Stats{Index: index, Count: uint64(len(s)), P50Ns: rank(s, 0.50), P99Ns: rank(s, 0.99),
+		P999Ns: rank(s, 0.999), MaxNs: s[len(s)-1]}
+}
+
+// rank is the nearest-rank q-quantile of sorted s.
+func rank(s []uint64, q float64) uint64 {
+	k := int(q*float64(len(s))+0.999999999) - 1
+	return s[min(max(k, 0), len(s)-1)]
+}
+
+// SummarizeSamples is Summarize, with the per-request stall breakdown of
+// the samples that carry one: requests over sloNs (or, without one, at
+// or above the window's p99) are the slow ones.
+func SummarizeSamples(index uint64, v []Sample, sloNs uint64) *Stats {
+	lat := make([]uint64, len(v))
+	for i, s := range v {
+		lat[i] = s.LatencyNs
+	}
+	st := Summarize(index, lat)
+	slow := sloNs
+	if slow == 0 {
+		slow = st.P99Ns
+	}
+	var r *Requests
+	tids := map[uint32]bool{}
+	for _, s := range v {
+		if s.Stall == nil {
+			continue
+		}
+		if r == nil {
+			r = &Requests{SlowStallNs: map[string]uint64{}}
+		}
+		r.FreezeNs += s.Stall.FreezeNs
+		if s.TID != 0 && !tids[s.TID] {
+			tids[s.TID] = true
+			r.TIDs = append(r.TIDs, s.TID)
+		}
+		if (sloNs > 0 && s.LatencyNs > slow) || (sloNs == 0 && s.LatencyNs >= slow) {
+			r.Slow++
+			r.SlowNs += s.LatencyNs
+			for c, ns := range s.Stall.ByCause {
+				if ns > 0 {
+					r.SlowStallNs[stall.Cause(c).String()] += ns
+				}
+			}
+		}
+	}
+	if r != nil {
+		sort.Slice(r.TIDs, func(a, b int) bool { return r.TIDs[a] < r.TIDs[b] })
+	}
+	st.Requests = r
+	return st
 }
 
 // Rest returns the statistics of every window still held, in order.
@@ -95,24 +185,4 @@ func (w *Windows) Rest() []Stats {
 		out = append(out, *w.Take(i))
 	}
 	return out
-}
-
-// Summarize computes exact quantiles (nearest rank) of one window.
-func Summarize(index uint64, v []uint64) *Stats {
-	if len(v) == 0 {
-		return &Stats{Index: index}
-	}
-	s := append([]uint64(nil), v...)
-	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-	rank := func(q float64) uint64 {
-		k := int(q*float64(len(s))+0.999999999) - 1
-		if k < 0 {
-			k = 0
-		}
-		if k >= len(s) {
-			k = len(s) - 1
-		}
-		return s[k]
-	}
-	return &Stats{Index: index, Count: uint64(len(s)), P50Ns: rank(0.50), P99Ns: rank(0.99), MaxNs: s[len(s)-1]}
 }

@@ -25,8 +25,8 @@ func TestSummarizeNearestRank(t *testing.T) {
 }
 
 func TestWindows(t *testing.T) {
-	w := NewWindows(1000, 100)
-	for _, s := range []Sample{{1000, 5}, {1099, 7}, {1100, 9}, {999, 1}, {1350, 3}} {
+	w := NewWindows(1000, 100, 0)
+	for _, s := range []Sample{{TsNs: 1000, LatencyNs: 5}, {TsNs: 1099, LatencyNs: 7}, {TsNs: 1100, LatencyNs: 9}, {TsNs: 999, LatencyNs: 1}, {TsNs: 1350, LatencyNs: 3}} {
 		w.Add(s)
 	}
 	if w.Early != 1 {
@@ -38,7 +38,7 @@ func TestWindows(t *testing.T) {
 	if w.Take(0) != nil {
 		t.Fatal("window 0 taken twice")
 	}
-	w.Add(Sample{1050, 4}) // too late for window 0
+	w.Add(Sample{TsNs: 1050, LatencyNs: 4}) // too late for window 0
 	if w.Late != 1 {
 		t.Fatalf("late %d", w.Late)
 	}
@@ -114,7 +114,7 @@ func TestFollowGrowingFile(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[2] != (Sample{30, 3}) || bad != 1 {
+	if len(got) != 3 || got[2] != (Sample{TsNs: 30, LatencyNs: 3}) || bad != 1 {
 		t.Fatalf("samples %v bad %d", got, bad)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // Reading is what a source reports: one request, or the statistics of a
@@ -47,8 +49,10 @@ type RequestTimers interface {
 
 // RequestTimer streams the timed calls.
 type RequestTimer interface {
-	// Run calls emit for every call that returned, until Close.
-	Run(emit func(endNs, latencyNs uint64))
+	// Run calls emit for every call that returned, until Close: when it
+	// returned, how long it took, the thread it returned on, and the
+	// stall time inside it (nil when the call moved between threads).
+	Run(emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall))
 	Close() error
 }
 
@@ -66,7 +70,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.File, "latency-file", "",
 		"read request latencies from this file (followed as it grows) or - for stdin: NDJSON {\"ts_ns\":..,\"latency_ns\":..} or two columns")
 	fs.StringVar(&c.Uprobe, "latency-uprobe", "",
-		"time every call of the service's request handler, BINARY:SYMBOL (C, C++, Rust; not Go)")
+		"time every call of the service's request handler in the kernel, BINARY:SYMBOL (C, C++, Rust, Go on amd64)")
 	fs.StringVar(&c.PromURL, "latency-prom", "", "scrape the service's Prometheus endpoint once per window...")
 	fs.StringVar(&c.PromMetric, "latency-metric", "", "...for this latency histogram (seconds unless named _milliseconds or _microseconds)")
 }
@@ -95,11 +99,7 @@ func (c Config) Check() error {
 		}
 	}
 	if c.Uprobe != "" {
-		bin, _, err := ParseUprobeTarget(c.Uprobe)
-		if err != nil {
-			return err
-		}
-		if err := CheckNotGo(bin); err != nil {
+		if _, _, err := ParseUprobeTarget(c.Uprobe); err != nil {
 			return err
 		}
 	}
@@ -175,7 +175,9 @@ func (s *uprobeSource) Run(ctx context.Context, out chan<- Reading, warn func(er
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.timer.Run(func(end, lat uint64) { send(ctx, out, Reading{Sample: Sample{TsNs: end, LatencyNs: lat}}) })
+		s.timer.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+			send(ctx, out, Reading{Sample: Sample{TsNs: end, LatencyNs: lat, TID: tid, Stall: st}})
+		})
 	}()
 	<-ctx.Done()
 	s.timer.Close() // ends Run; the tracer closes it again as it closes
@@ -185,26 +187,6 @@ func (s *uprobeSource) Run(ctx context.Context, out chan<- Reading, warn func(er
 
 func (s *uprobeSource) Close() error { return s.timer.Close() }
 
-// ErrGoBinary means a uretprobe was asked for on a Go program: uretprobes
-// rewrite return addresses on the stack, which Go's growable stacks and
-// unwinder do not survive.
-var ErrGoBinary = errors.New("is a Go program: uretprobes corrupt Go stacks, so --latency-uprobe refuses it; export a latency histogram and use --latency-prom URL --latency-metric NAME, or log requests and use --latency-file")
-
-// CheckNotGo fails for Go binaries, which carry a .go.buildinfo section.
-func CheckNotGo(binary string) error {
-	f, err := elf.Open(binary)
-	if err != nil {
-		return fmt.Errorf("--latency-uprobe: %w", err)
-	}
-	defer f.Close()
-	for _, s := range []string{".go.buildinfo", ".gopclntab"} {
-		if f.Section(s) != nil {
-			return fmt.Errorf("%s %w", binary, ErrGoBinary)
-		}
-	}
-	return nil
-}
-
 // ParseUprobeTarget splits BINARY:SYMBOL.
 func ParseUprobeTarget(s string) (binary, symbol string, err error) {
 	i := strings.LastIndex(s, ":")
@@ -212,8 +194,10 @@ func ParseUprobeTarget(s string) (binary, symbol string, err error) {
 		return "", "", fmt.Errorf("--latency-uprobe wants BINARY:SYMBOL, got %q", s)
 	}
 	binary, symbol = s[:i], s[i+1:]
-	if _, err := os.Stat(binary); err != nil {
+	f, err := elf.Open(binary)
+	if err != nil {
 		return "", "", fmt.Errorf("--latency-uprobe: %w", err)
 	}
+	f.Close()
 	return binary, symbol, nil
 }

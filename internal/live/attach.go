@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
@@ -57,7 +58,8 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 // tracerConfig says what the kernel side traces.
 func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (tracer.Config, error) {
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
-		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF}
+		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
+		RequestStalls: a.Latency.Uprobe != ""}
 	switch tgt.Kind {
 	case target.Process:
 		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}
@@ -83,9 +85,6 @@ func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (trac
 func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, stdout, stderr io.Writer) error {
 	ctx, cancel := runContext(a.Duration)
 	defer cancel()
-	if err := writeReady(a.Trace.ReadyFile); err != nil {
-		return err
-	}
 	started, startNs := time.Now(), monotonicNs()
 	fe := a.frontEnd(stdout, stderr)
 	var doc *doctor.Report
@@ -101,6 +100,11 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	defer closeSource()
 	rec, err := a.newRecording(h, &opt, tgt, stderr)
 	if err != nil {
+		return err
+	}
+	// Every probe, the request timer's too, is attached now.
+	if err := writeReady(a.Trace.ReadyFile); err != nil {
+		rec.abort()
 		return err
 	}
 	res, err := fe.run(ctx, tr, eng, opt)
@@ -187,7 +191,13 @@ func (a *Attach) header(probes []stall.ProbeStatus, tgt *target.Target, topo *to
 		}
 	}
 	if a.Latency.Set() {
-		h.SpikeK, h.SpikeFloorNs = a.SpikeK, uint64(a.SpikeFloor)
+		h.SpikeK, h.SpikeFloorNs, h.SLONs = a.SpikeK, uint64(a.SpikeFloor), uint64(a.SLO)
+		if a.SpikeOn != string(correlate.P99) {
+			h.SpikeOn = a.SpikeOn
+		}
+		if _, sym, err := latency.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
+			h.LatencyFunction = sym
+		}
 	}
 	if doc != nil {
 		h.Doctor, _ = json.Marshal(doc)

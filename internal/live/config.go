@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -90,6 +91,8 @@ type Attach struct {
 	Latency    latency.Config
 	SpikeK     float64
 	SpikeFloor time.Duration
+	SLO        time.Duration // a window over it is a spike; 0: judged against the recent normal windows
+	SpikeOn    string        // p99, p999 or max
 
 	RecordTo    string // attach --record, record -o
 	Flight      string // record --flight-recorder: a size or a duration
@@ -113,6 +116,18 @@ func (a *Attach) Check() error {
 	}
 	if a.SpikeK <= 1 {
 		return badInput("%s: --spike-k must be above 1", a.Command)
+	}
+	if a.SLO < 0 {
+		return badInput("%s: --slo must not be negative", a.Command)
+	}
+	if a.SpikeOn == "" {
+		a.SpikeOn = string(correlate.P99)
+	}
+	if _, err := correlate.ParsePercentile(a.SpikeOn); err != nil {
+		return badInput("%s: %v", a.Command, err)
+	}
+	if (a.SLO > 0 || a.SpikeOn != string(correlate.P99)) && !a.Latency.Set() {
+		return badInput("%s: --slo and --spike-on need a latency source (--latency-file, --latency-prom or --latency-uprobe)", a.Command)
 	}
 	if err := a.Latency.Check(); err != nil {
 		return badInput("%s: %v", a.Command, err)

@@ -73,6 +73,9 @@ type correlationJSON struct {
 	Windows     int                                   `json:"windows"`
 	Causes      map[string]correlate.CauseCorrelation `json:"causes"`
 	ExplainedBy []string                              `json:"explained_by"`
+	Partly      []string                              `json:"partly_explained_by"`
+	Uncovered   int                                   `json:"uncovered_spikes"`
+	Outside     *float64                              `json:"outside_share,omitempty"`
 	Conclusion  string                                `json:"conclusion"`
 }
 
@@ -84,7 +87,8 @@ func (r *Report) summaryLine() summaryJSON {
 		Probes: probesJSON{Attached: []string{}, Failed: []stall.ProbeStatus{}}}
 	if c := r.Correlation; c != nil {
 		s.Spikes = c.Spikes
-		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: c.Correlation, ExplainedBy: c.Explained, Conclusion: c.Conclusion}
+		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: c.Correlation, ExplainedBy: c.Explained,
+			Partly: c.Partly, Uncovered: c.Uncovered, Outside: c.OutsideShare, Conclusion: c.Conclusion}
 	}
 	s.StreamMinNs = map[string]uint64{}
 	for c, ns := range r.MinEventNs {

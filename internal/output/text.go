@@ -290,8 +290,9 @@ func (r *Report) latency(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n", sp.Verdict)
 	}
 	if len(c.Spikes) > 0 {
+		fmt.Fprintln(w, "  covers half: the share of spikes of which the cause's stall covers at least half")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  CAUSE\tIN SPIKE WINDOWS\tIN NORMAL WINDOWS\tLIFT\tRANK CORR.\t")
+		fmt.Fprintln(tw, "  CAUSE\tCOVERS HALF\tIN SPIKE WINDOWS\tIN NORMAL WINDOWS\tLIFT\tRANK CORR.\t")
 		for _, cause := range stall.AllCauses() {
 			cc, ok := c.Correlation[cause.String()]
 			if !ok {
@@ -306,7 +307,7 @@ func (r *Report) latency(w io.Writer) {
 			if cc.Spearman != nil {
 				rho = fmt.Sprintf("%.2f", *cc.Spearman)
 			}
-			fmt.Fprintf(tw, "  %s\t%.0f%%\t%.0f%%\t%s\t%s\t\n", cause, cc.SpikeShare*100, cc.NormalShare*100, lift, rho)
+			fmt.Fprintf(tw, "  %s\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t%s\t\n", cause, cc.Covered*100, cc.SpikeShare*100, cc.NormalShare*100, lift, rho)
 		}
 		tw.Flush()
 	}

@@ -29,6 +29,11 @@ type Header struct {
 	// Spike detection settings, so replay repeats the live analysis.
 	SpikeK       float64 `json:"spike_k,omitempty"`
 	SpikeFloorNs uint64  `json:"spike_floor_ns,omitempty"`
+	SLONs        uint64  `json:"slo_ns,omitempty"`   // since 1.3: --slo
+	SpikeOn      string  `json:"spike_on,omitempty"` // since 1.3: --spike-on; "" is p99
+	// LatencyFunction is the function a request timer in the kernel timed
+	// (since 1.3), for the verdict on stalls outside it.
+	LatencyFunction string `json:"latency_function,omitempty"`
 	// FlightRecorder is set when the file holds only the most recent data.
 	FlightRecorder bool `json:"flight_recorder,omitempty"`
 	// Doctor is `numatrace doctor --json` of the machine (and target

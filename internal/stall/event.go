@@ -61,3 +61,11 @@ func (e *Event) FreezeNs() uint64 {
 	}
 	return e.DurNs
 }
+
+// RequestStall is the stall time inside one timed request, in the thread
+// that served it: per cause, and the freeze time over all causes (a stall
+// nested in another counted once).
+type RequestStall struct {
+	ByCause  [NumCauses]uint64
+	FreezeNs uint64
+}

@@ -60,6 +60,11 @@ type compactionThreadCounts struct {
 	Comm       [16]int8
 }
 
+type compactionThreadStall struct {
+	_  structs.HostLayout
+	Ns [9]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -71,6 +76,7 @@ const (
 	compactionMapPendings           = "pendings"
 	compactionMapTargetTgids        = "target_tgids"
 	compactionMapThreadCountsMap    = "thread_counts_map"
+	compactionMapThreadStalls       = "thread_stalls"
 	compactionProgCompactAttempt    = "compact_attempt"
 	compactionProgCompactPassBegin  = "compact_pass_begin"
 	compactionProgCompactPassEndCc  = "compact_pass_end_cc"
@@ -81,6 +87,7 @@ const (
 	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
 	compactionVarCfgMinStallNs      = "cfg_min_stall_ns"
 	compactionVarCfgMultiNode       = "cfg_multi_node"
+	compactionVarCfgRequestStalls   = "cfg_request_stalls"
 	compactionVarCfgSelfTgid        = "cfg_self_tgid"
 	compactionVarCfgTargetCgroup    = "cfg_target_cgroup"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
@@ -145,21 +152,23 @@ type compactionMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
 
 // compactionVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionVariableSpecs struct {
-	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // compactionObjects contains all objects after they have been loaded into the kernel.
@@ -189,6 +198,7 @@ type compactionMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
 
 func (m *compactionMaps) Close() error {
@@ -200,6 +210,7 @@ func (m *compactionMaps) Close() error {
 		m.Pendings,
 		m.TargetTgids,
 		m.ThreadCountsMap,
+		m.ThreadStalls,
 	)
 }
 
@@ -207,15 +218,16 @@ func (m *compactionMaps) Close() error {
 //
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionVariables struct {
-	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // compactionPrograms contains all programs after they have been loaded into the kernel.

@@ -60,30 +60,47 @@ type latencyThreadCounts struct {
 	Comm       [16]int8
 }
 
+type latencyThreadStall struct {
+	_  structs.HostLayout
+	Ns [9]uint64
+}
+
+type latencyTimedReq struct {
+	_       structs.HostLayout
+	StartNs uint64
+	Tid     uint32
+	Pad     uint32
+	StallNs [9]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	latencyMapCounters        = "counters"
-	latencyMapCpuNode         = "cpu_node"
-	latencyMapEvents          = "events"
-	latencyMapHists           = "hists"
-	latencyMapLatEvents       = "lat_events"
-	latencyMapPendings        = "pendings"
-	latencyMapReqStart        = "req_start"
-	latencyMapTargetTgids     = "target_tgids"
-	latencyMapThreadCountsMap = "thread_counts_map"
-	latencyProgRequestEnter   = "request_enter"
-	latencyProgRequestExit    = "request_exit"
-	latencyVarCfgFilterMode   = "cfg_filter_mode"
-	latencyVarCfgFilterTid    = "cfg_filter_tid"
-	latencyVarCfgMigrIter     = "cfg_migr_iter"
-	latencyVarCfgMinEventNs   = "cfg_min_event_ns"
-	latencyVarCfgMinStallNs   = "cfg_min_stall_ns"
-	latencyVarCfgMultiNode    = "cfg_multi_node"
-	latencyVarCfgSelfTgid     = "cfg_self_tgid"
-	latencyVarCfgTargetCgroup = "cfg_target_cgroup"
-	latencyVarCfgWakeupBytes  = "cfg_wakeup_bytes"
+	latencyMapCounters         = "counters"
+	latencyMapCpuNode          = "cpu_node"
+	latencyMapEvents           = "events"
+	latencyMapHists            = "hists"
+	latencyMapLatEvents        = "lat_events"
+	latencyMapPendings         = "pendings"
+	latencyMapReqStart         = "req_start"
+	latencyMapTargetTgids      = "target_tgids"
+	latencyMapThreadCountsMap  = "thread_counts_map"
+	latencyMapThreadStalls     = "thread_stalls"
+	latencyProgRequestEnter    = "request_enter"
+	latencyProgRequestEnterGo  = "request_enter_go"
+	latencyProgRequestExit     = "request_exit"
+	latencyProgRequestExitGo   = "request_exit_go"
+	latencyVarCfgFilterMode    = "cfg_filter_mode"
+	latencyVarCfgFilterTid     = "cfg_filter_tid"
+	latencyVarCfgMigrIter      = "cfg_migr_iter"
+	latencyVarCfgMinEventNs    = "cfg_min_event_ns"
+	latencyVarCfgMinStallNs    = "cfg_min_stall_ns"
+	latencyVarCfgMultiNode     = "cfg_multi_node"
+	latencyVarCfgRequestStalls = "cfg_request_stalls"
+	latencyVarCfgSelfTgid      = "cfg_self_tgid"
+	latencyVarCfgTargetCgroup  = "cfg_target_cgroup"
+	latencyVarCfgWakeupBytes   = "cfg_wakeup_bytes"
 )
 
 // loadLatency returns the embedded CollectionSpec for latency.
@@ -128,8 +145,10 @@ type latencySpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyProgramSpecs struct {
-	RequestEnter *ebpf.ProgramSpec `ebpf:"request_enter"`
-	RequestExit  *ebpf.ProgramSpec `ebpf:"request_exit"`
+	RequestEnter   *ebpf.ProgramSpec `ebpf:"request_enter"`
+	RequestEnterGo *ebpf.ProgramSpec `ebpf:"request_enter_go"`
+	RequestExit    *ebpf.ProgramSpec `ebpf:"request_exit"`
+	RequestExitGo  *ebpf.ProgramSpec `ebpf:"request_exit_go"`
 }
 
 // latencyMapSpecs contains maps before they are loaded into the kernel.
@@ -145,21 +164,23 @@ type latencyMapSpecs struct {
 	ReqStart        *ebpf.MapSpec `ebpf:"req_start"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
 
 // latencyVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyVariableSpecs struct {
-	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // latencyObjects contains all objects after they have been loaded into the kernel.
@@ -191,6 +212,7 @@ type latencyMaps struct {
 	ReqStart        *ebpf.Map `ebpf:"req_start"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
 
 func (m *latencyMaps) Close() error {
@@ -204,6 +226,7 @@ func (m *latencyMaps) Close() error {
 		m.ReqStart,
 		m.TargetTgids,
 		m.ThreadCountsMap,
+		m.ThreadStalls,
 	)
 }
 
@@ -211,29 +234,34 @@ func (m *latencyMaps) Close() error {
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyVariables struct {
-	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // latencyPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyPrograms struct {
-	RequestEnter *ebpf.Program `ebpf:"request_enter"`
-	RequestExit  *ebpf.Program `ebpf:"request_exit"`
+	RequestEnter   *ebpf.Program `ebpf:"request_enter"`
+	RequestEnterGo *ebpf.Program `ebpf:"request_enter_go"`
+	RequestExit    *ebpf.Program `ebpf:"request_exit"`
+	RequestExitGo  *ebpf.Program `ebpf:"request_exit_go"`
 }
 
 func (p *latencyPrograms) Close() error {
 	return _LatencyClose(
 		p.RequestEnter,
+		p.RequestEnterGo,
 		p.RequestExit,
+		p.RequestExitGo,
 	)
 }
 

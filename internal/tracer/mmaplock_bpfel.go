@@ -60,6 +60,11 @@ type mmaplockThreadCounts struct {
 	Comm       [16]int8
 }
 
+type mmaplockThreadStall struct {
+	_  structs.HostLayout
+	Ns [9]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -71,6 +76,7 @@ const (
 	mmaplockMapPendings            = "pendings"
 	mmaplockMapTargetTgids         = "target_tgids"
 	mmaplockMapThreadCountsMap     = "thread_counts_map"
+	mmaplockMapThreadStalls        = "thread_stalls"
 	mmaplockProgKhugepagedCollapse = "khugepaged_collapse"
 	mmaplockProgMmapLockAcquiredW1 = "mmap_lock_acquired_w1"
 	mmaplockProgMmapLockAcquiredW2 = "mmap_lock_acquired_w2"
@@ -81,6 +87,7 @@ const (
 	mmaplockVarCfgMinEventNs       = "cfg_min_event_ns"
 	mmaplockVarCfgMinStallNs       = "cfg_min_stall_ns"
 	mmaplockVarCfgMultiNode        = "cfg_multi_node"
+	mmaplockVarCfgRequestStalls    = "cfg_request_stalls"
 	mmaplockVarCfgSelfTgid         = "cfg_self_tgid"
 	mmaplockVarCfgTargetCgroup     = "cfg_target_cgroup"
 	mmaplockVarCfgWakeupBytes      = "cfg_wakeup_bytes"
@@ -145,21 +152,23 @@ type mmaplockMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
 
 // mmaplockVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockVariableSpecs struct {
-	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // mmaplockObjects contains all objects after they have been loaded into the kernel.
@@ -189,6 +198,7 @@ type mmaplockMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
 
 func (m *mmaplockMaps) Close() error {
@@ -200,6 +210,7 @@ func (m *mmaplockMaps) Close() error {
 		m.Pendings,
 		m.TargetTgids,
 		m.ThreadCountsMap,
+		m.ThreadStalls,
 	)
 }
 
@@ -207,15 +218,16 @@ func (m *mmaplockMaps) Close() error {
 //
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockVariables struct {
-	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // mmaplockPrograms contains all programs after they have been loaded into the kernel.

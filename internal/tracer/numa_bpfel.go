@@ -60,32 +60,39 @@ type numaThreadCounts struct {
 	Comm       [16]int8
 }
 
+type numaThreadStall struct {
+	_  structs.HostLayout
+	Ns [9]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	numaMapCounters        = "counters"
-	numaMapCpuNode         = "cpu_node"
-	numaMapEvents          = "events"
-	numaMapHists           = "hists"
-	numaMapPendings        = "pendings"
-	numaMapTargetTgids     = "target_tgids"
-	numaMapThreadCountsMap = "thread_counts_map"
-	numaProgMigrateEndR6   = "migrate_end_r6"
-	numaProgMigrateEndR7   = "migrate_end_r7"
-	numaProgMigrateStart   = "migrate_start"
-	numaProgNumaMoveTask   = "numa_move_task"
-	numaProgNumaStickTask  = "numa_stick_task"
-	numaProgNumaSwapTask   = "numa_swap_task"
-	numaVarCfgFilterMode   = "cfg_filter_mode"
-	numaVarCfgFilterTid    = "cfg_filter_tid"
-	numaVarCfgMigrIter     = "cfg_migr_iter"
-	numaVarCfgMinEventNs   = "cfg_min_event_ns"
-	numaVarCfgMinStallNs   = "cfg_min_stall_ns"
-	numaVarCfgMultiNode    = "cfg_multi_node"
-	numaVarCfgSelfTgid     = "cfg_self_tgid"
-	numaVarCfgTargetCgroup = "cfg_target_cgroup"
-	numaVarCfgWakeupBytes  = "cfg_wakeup_bytes"
+	numaMapCounters         = "counters"
+	numaMapCpuNode          = "cpu_node"
+	numaMapEvents           = "events"
+	numaMapHists            = "hists"
+	numaMapPendings         = "pendings"
+	numaMapTargetTgids      = "target_tgids"
+	numaMapThreadCountsMap  = "thread_counts_map"
+	numaMapThreadStalls     = "thread_stalls"
+	numaProgMigrateEndR6    = "migrate_end_r6"
+	numaProgMigrateEndR7    = "migrate_end_r7"
+	numaProgMigrateStart    = "migrate_start"
+	numaProgNumaMoveTask    = "numa_move_task"
+	numaProgNumaStickTask   = "numa_stick_task"
+	numaProgNumaSwapTask    = "numa_swap_task"
+	numaVarCfgFilterMode    = "cfg_filter_mode"
+	numaVarCfgFilterTid     = "cfg_filter_tid"
+	numaVarCfgMigrIter      = "cfg_migr_iter"
+	numaVarCfgMinEventNs    = "cfg_min_event_ns"
+	numaVarCfgMinStallNs    = "cfg_min_stall_ns"
+	numaVarCfgMultiNode     = "cfg_multi_node"
+	numaVarCfgRequestStalls = "cfg_request_stalls"
+	numaVarCfgSelfTgid      = "cfg_self_tgid"
+	numaVarCfgTargetCgroup  = "cfg_target_cgroup"
+	numaVarCfgWakeupBytes   = "cfg_wakeup_bytes"
 )
 
 // loadNuma returns the embedded CollectionSpec for numa.
@@ -149,21 +156,23 @@ type numaMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
 
 // numaVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaVariableSpecs struct {
-	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // numaObjects contains all objects after they have been loaded into the kernel.
@@ -193,6 +202,7 @@ type numaMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
 
 func (m *numaMaps) Close() error {
@@ -204,6 +214,7 @@ func (m *numaMaps) Close() error {
 		m.Pendings,
 		m.TargetTgids,
 		m.ThreadCountsMap,
+		m.ThreadStalls,
 	)
 }
 
@@ -211,15 +222,16 @@ func (m *numaMaps) Close() error {
 //
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaVariables struct {
-	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // numaPrograms contains all programs after they have been loaded into the kernel.

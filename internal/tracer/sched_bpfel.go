@@ -60,6 +60,11 @@ type schedThreadCounts struct {
 	Comm       [16]int8
 }
 
+type schedThreadStall struct {
+	_  structs.HostLayout
+	Ns [9]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -71,6 +76,7 @@ const (
 	schedMapPendings          = "pendings"
 	schedMapTargetTgids       = "target_tgids"
 	schedMapThreadCountsMap   = "thread_counts_map"
+	schedMapThreadStalls      = "thread_stalls"
 	schedProgFollowAttach     = "follow_attach"
 	schedProgFollowFork       = "follow_fork"
 	schedProgMigrationsDump   = "migrations_dump"
@@ -83,6 +89,7 @@ const (
 	schedVarCfgMinEventNs     = "cfg_min_event_ns"
 	schedVarCfgMinStallNs     = "cfg_min_stall_ns"
 	schedVarCfgMultiNode      = "cfg_multi_node"
+	schedVarCfgRequestStalls  = "cfg_request_stalls"
 	schedVarCfgSelfTgid       = "cfg_self_tgid"
 	schedVarCfgTargetCgroup   = "cfg_target_cgroup"
 	schedVarCfgWakeupBytes    = "cfg_wakeup_bytes"
@@ -149,21 +156,23 @@ type schedMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
 
 // schedVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
-	CfgFilterMode   *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
 // schedObjects contains all objects after they have been loaded into the kernel.
@@ -193,6 +202,7 @@ type schedMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
 
 func (m *schedMaps) Close() error {
@@ -204,6 +214,7 @@ func (m *schedMaps) Close() error {
 		m.Pendings,
 		m.TargetTgids,
 		m.ThreadCountsMap,
+		m.ThreadStalls,
 	)
 }
 
@@ -211,15 +222,16 @@ func (m *schedMaps) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
-	CfgFilterMode   *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTid    *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter     *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs   *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs   *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode    *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgSelfTgid     *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgTargetCgroup *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgWakeupBytes  *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 
 // schedPrograms contains all programs after they have been loaded into the kernel.

@@ -63,6 +63,10 @@ type Config struct {
 
 	// KernelBTF is the path of the kernel's BTF; "" means /sys/kernel/btf/vmlinux.
 	KernelBTF string
+
+	// RequestStalls keeps each traced thread's stall totals, which a
+	// request timer (AttachLatency) reads as requests start and end.
+	RequestStalls bool
 }
 
 // Tracer owns every BPF object numatrace loaded. Close releases them.
@@ -89,7 +93,7 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
 
 // sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "thread_counts_map", "pendings", "cpu_node", "target_tgids", "counters"}
+var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "pendings", "cpu_node", "target_tgids", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {
@@ -232,15 +236,20 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	if cfg.Topology != nil && len(cfg.Topology.Nodes) > 1 {
 		multi = 1
 	}
+	stalls := uint32(0)
+	if cfg.RequestStalls {
+		stalls = 1
+	}
 	set := map[string]any{
-		"cfg_multi_node":    multi,
-		"cfg_target_cgroup": cfg.CgroupID,
-		"cfg_wakeup_bytes":  uint64(ring / 8),
-		"cfg_filter_mode":   uint32(mode),
-		"cfg_filter_tid":    cfg.TID,
-		"cfg_self_tgid":     selfTgid(cfg),
-		"cfg_min_event_ns":  cfg.MinEventNs,
-		"cfg_min_stall_ns":  cfg.MinStallNs,
+		"cfg_request_stalls": stalls,
+		"cfg_multi_node":     multi,
+		"cfg_target_cgroup":  cfg.CgroupID,
+		"cfg_wakeup_bytes":   uint64(ring / 8),
+		"cfg_filter_mode":    uint32(mode),
+		"cfg_filter_tid":     cfg.TID,
+		"cfg_self_tgid":      selfTgid(cfg),
+		"cfg_min_event_ns":   cfg.MinEventNs,
+		"cfg_min_stall_ns":   cfg.MinStallNs,
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]

@@ -116,12 +116,21 @@ type typesHistKey struct {
 	Cause uint32
 }
 
+type typesLatFlag uint32
+
+const (
+	typesLatFlagLAT_STALLS typesLatFlag = 1
+)
+
 type typesLatSample struct {
-	_     structs.HostLayout
-	TsNs  uint64
-	LatNs uint64
-	Pid   uint32
-	Tid   uint32
+	_       structs.HostLayout
+	TsNs    uint64
+	LatNs   uint64
+	Pid     uint32
+	Tid     uint32
+	Flags   uint32
+	Pad     uint32
+	StallNs [9]uint64
 }
 
 type typesMigrRec struct {
@@ -162,6 +171,11 @@ type typesThreadCounts struct {
 	Comm       [16]int8
 }
 
+type typesThreadStall struct {
+	_  structs.HostLayout
+	Ns [9]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -173,12 +187,14 @@ const (
 	typesMapPendings           = "pendings"
 	typesMapTargetTgids        = "target_tgids"
 	typesMapThreadCountsMap    = "thread_counts_map"
+	typesMapThreadStalls       = "thread_stalls"
 	typesVarCfgFilterMode      = "cfg_filter_mode"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
 	typesVarCfgMigrIter        = "cfg_migr_iter"
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
 	typesVarCfgMinStallNs      = "cfg_min_stall_ns"
 	typesVarCfgMultiNode       = "cfg_multi_node"
+	typesVarCfgRequestStalls   = "cfg_request_stalls"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
 	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
@@ -190,6 +206,7 @@ const (
 	typesVarUnusedHist         = "unused_hist"
 	typesVarUnusedHistKey      = "unused_hist_key"
 	typesVarUnusedKind         = "unused_kind"
+	typesVarUnusedLatFlag      = "unused_lat_flag"
 	typesVarUnusedLatSample    = "unused_lat_sample"
 	typesVarUnusedMigrRec      = "unused_migr_rec"
 	typesVarUnusedThreadCounts = "unused_thread_counts"
@@ -250,6 +267,7 @@ type typesMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
 
 // typesVariableSpecs contains global variables before they are loaded into the kernel.
@@ -262,6 +280,7 @@ type typesVariableSpecs struct {
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgRequestStalls   *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
@@ -273,6 +292,7 @@ type typesVariableSpecs struct {
 	UnusedHist         *ebpf.VariableSpec `ebpf:"unused_hist"`
 	UnusedHistKey      *ebpf.VariableSpec `ebpf:"unused_hist_key"`
 	UnusedKind         *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedLatFlag      *ebpf.VariableSpec `ebpf:"unused_lat_flag"`
 	UnusedLatSample    *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.VariableSpec `ebpf:"unused_migr_rec"`
 	UnusedThreadCounts *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
@@ -305,6 +325,7 @@ type typesMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
+	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
 
 func (m *typesMaps) Close() error {
@@ -316,6 +337,7 @@ func (m *typesMaps) Close() error {
 		m.Pendings,
 		m.TargetTgids,
 		m.ThreadCountsMap,
+		m.ThreadStalls,
 	)
 }
 
@@ -329,6 +351,7 @@ type typesVariables struct {
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgRequestStalls   *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
@@ -340,6 +363,7 @@ type typesVariables struct {
 	UnusedHist         *ebpf.Variable `ebpf:"unused_hist"`
 	UnusedHistKey      *ebpf.Variable `ebpf:"unused_hist_key"`
 	UnusedKind         *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedLatFlag      *ebpf.Variable `ebpf:"unused_lat_flag"`
 	UnusedLatSample    *ebpf.Variable `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.Variable `ebpf:"unused_migr_rec"`
 	UnusedThreadCounts *ebpf.Variable `ebpf:"unused_thread_counts"`

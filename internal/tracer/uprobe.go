@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // LatencyProbe times every call of one function of the service, in the
@@ -23,9 +26,10 @@ type LatencyProbe struct {
 	rd    *ringbuf.Reader
 }
 
-// AttachLatency puts a uprobe and uretprobe on symbol in binary (only in
-// process pid, if not zero). The caller has checked that the binary is
-// not a Go program, whose stacks uretprobes corrupt.
+// AttachLatency times every call of symbol in binary (only in process
+// pid, if not zero): a uprobe at its entry, and a uretprobe, or for a Go
+// program a uprobe on each of its return instructions (see
+// bpf/latency.bpf.c).
 func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe, err error) {
 	spec, err := loadLatency()
 	if err != nil {
@@ -46,17 +50,9 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 	if err != nil {
 		return nil, fmt.Errorf("--latency-uprobe: %w", err)
 	}
-	opts := &link.UprobeOptions{PID: pid}
-	enter, err := ex.Uprobe(symbol, lp.coll.Programs["request_enter"], opts)
-	if err != nil {
-		return nil, fmt.Errorf("uprobe %s:%s: %w", binary, symbol, err)
+	if err := lp.attach(ex, binary, symbol, pid); err != nil {
+		return nil, err
 	}
-	lp.links = append(lp.links, enter)
-	exit, err := ex.Uretprobe(symbol, lp.coll.Programs["request_exit"], opts)
-	if err != nil {
-		return nil, fmt.Errorf("uretprobe %s:%s: %w", binary, symbol, err)
-	}
-	lp.links = append(lp.links, exit)
 	if lp.rd, err = ringbuf.NewReader(lp.coll.Maps["lat_events"]); err != nil {
 		return nil, fmt.Errorf("open latency ring buffer: %w", err)
 	}
@@ -64,9 +60,47 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 	return lp, nil
 }
 
-// Run hands every timed call to emit, as its return time and latency in
-// ns, until the probe is closed. A short record is skipped.
-func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64)) {
+// attach puts the entry and exit probes on symbol.
+func (lp *LatencyProbe) attach(ex *link.Executable, binary, symbol string, pid int) error {
+	f, err := elf.Open(binary)
+	if err != nil {
+		return fmt.Errorf("--latency-uprobe: %w", err)
+	}
+	defer f.Close()
+	enter, exit := lp.coll.Programs["request_enter"], lp.coll.Programs["request_exit"]
+	var rets []uint64
+	if isGo(f) {
+		enter, exit = lp.coll.Programs["request_enter_go"], lp.coll.Programs["request_exit_go"]
+		if rets, err = goReturns(f, symbol); err != nil {
+			return fmt.Errorf("--latency-uprobe: %w", err)
+		}
+	}
+	l, err := ex.Uprobe(symbol, enter, &link.UprobeOptions{PID: pid})
+	if err != nil {
+		return fmt.Errorf("uprobe %s:%s: %w", binary, symbol, err)
+	}
+	lp.links = append(lp.links, l)
+	if rets == nil {
+		if l, err = ex.Uretprobe(symbol, exit, &link.UprobeOptions{PID: pid}); err != nil {
+			return fmt.Errorf("uretprobe %s:%s: %w", binary, symbol, err)
+		}
+		lp.links = append(lp.links, l)
+		return nil
+	}
+	for _, off := range rets {
+		if l, err = ex.Uprobe(symbol, exit, &link.UprobeOptions{PID: pid, Offset: off}); err != nil {
+			return fmt.Errorf("uprobe %s:%s+%#x (a return): %w", binary, symbol, off, err)
+		}
+		lp.links = append(lp.links, l)
+	}
+	return nil
+}
+
+// Run hands every timed call to emit until the probe is closed: when it
+// returned, its latency, the thread it returned on, and the thread's
+// stall time inside it when it began and ended on that thread. A short
+// record is skipped.
+func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall)) {
 	size := int(unsafe.Sizeof(typesLatSample{}))
 	lp.mu.Lock()
 	rd := lp.rd
@@ -79,7 +113,12 @@ func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64)) {
 			return
 		}
 		s := (*typesLatSample)(unsafe.Pointer(&raw[0]))
-		emit(s.TsNs, s.LatNs)
+		var st *stall.RequestStall
+		if typesLatFlag(s.Flags)&typesLatFlagLAT_STALLS != 0 {
+			st = &stall.RequestStall{FreezeNs: s.StallNs[stall.NumCauses]}
+			copy(st.ByCause[:], s.StallNs[:stall.NumCauses])
+		}
+		emit(s.TsNs, s.LatNs, s.Tid, st)
 	}, nil)
 }
 

@@ -1,0 +1,234 @@
+package correlate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Detector finds spikes one window at a time, as they close: the live
+// loop uses it to trigger a flight-recorder dump, Analyze over a whole run.
+// Only normal windows enter the baseline, so an incident cannot raise its
+// own baseline; with an SLO there is no baseline to raise.
+type Detector struct {
+	cfg     Config
+	history []uint64 // latency of recent normal windows
+	active  bool     // a request has completed
+	gap     bool     // since the last completion, a window had none
+}
+
+// NewDetector starts with no history.
+func NewDetector(cfg Config) *Detector {
+	cfg.defaults()
+	return &Detector{cfg: cfg}
+}
+
+// baseline is what the next window is judged against: the SLO, or the
+// median of the recent normal windows (0 until there are enough).
+func (d *Detector) baseline() uint64 {
+	if d.cfg.SLONs > 0 {
+		return d.cfg.SLONs
+	}
+	if len(d.history) < d.cfg.MinHist {
+		return 0
+	}
+	return median(d.history)
+}
+
+// Observe takes the next window with requests and says whether it is a
+// spike, with what it was judged against. Gap says that windows without
+// any completion came before it: those were spikes.
+func (d *Detector) Observe(l Latency) (spike bool, baseline uint64) {
+	spike, baseline, _ = d.observe(l)
+	return spike, baseline
+}
+
+// ObserveGap is Observe, and whether windows without completions just
+// ended: spikes too.
+func (d *Detector) ObserveGap(l Latency) (spike bool, gap bool) {
+	spike, _, gap = d.observe(l)
+	return spike, gap
+}
+
+func (d *Detector) observe(l Latency) (spike bool, baseline uint64, gap bool) {
+	if l.Count == 0 {
+		d.ObserveEmpty()
+		return false, 0, false
+	}
+	d.active = true
+	gap, d.gap = d.gap, false
+	v := d.cfg.On.of(&l)
+	baseline = d.baseline()
+	switch {
+	case d.cfg.SLONs > 0:
+		spike = v > d.cfg.SLONs
+	case baseline > 0:
+		spike = float64(v) > d.cfg.K*float64(baseline) && v > d.cfg.FloorNs
+	}
+	if !spike {
+		d.history = append(d.history, v)
+		if len(d.history) > d.cfg.History {
+			d.history = d.history[1:]
+		}
+	}
+	return spike, baseline, gap
+}
+
+// ObserveEmpty takes a window in which no request completed. It is a
+// spike only if requests complete before and after it: the end of the
+// load looks the same until then. So it is reported with the next window
+// in which requests complete (Observe's gap).
+func (d *Detector) ObserveEmpty() { d.gap = d.gap || d.active }
+
+func median(v []uint64) uint64 {
+	s := append([]uint64(nil), v...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// exposure is the longest one thread was frozen by c in w or the window
+// before it: requests completing in w waited behind either.
+func exposure(w, prev *Window, c stall.Cause) uint64 {
+	return max(w.hit(c).WorstNs, prev.hit(c).WorstNs)
+}
+
+func stallNs(w *Window, c stall.Cause) uint64 {
+	if w == nil {
+		return 0
+	}
+	return w.StallNs[c]
+}
+
+// coverage is the share of the spike cause c accounts for: of the slow
+// requests' time when they were timed in the kernel, else of the excess.
+func coverage(w *Window, ci *CauseInSpike, excess uint64) float64 {
+	if r := w.Latency; r != nil && r.Requests != nil && r.Requests.SlowNs > 0 {
+		return min(1, float64(ci.InSlowRequestsNs)/float64(r.Requests.SlowNs))
+	}
+	if excess == 0 {
+		return 0
+	}
+	return min(1, float64(ci.ExposureNs)/float64(excess))
+}
+
+func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config) Spike {
+	sp := Spike{Index: w.Index, StartNs: w.StartNs, LatencyNs: value, Percentile: string(cfg.On), BaselineNs: base,
+		SLO: cfg.SLONs > 0, NoCompletion: empty}
+	if value > base {
+		sp.ExcessNs = value - base
+	}
+	if l := w.Latency; l != nil {
+		sp.P99Ns, sp.Requests = l.P99Ns, l.Count
+	}
+	for _, c := range stall.AllCauses() {
+		if !c.Timed() {
+			continue
+		}
+		h := w.hit(c)
+		ci := CauseInSpike{Cause: c.String(), StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
+			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process,
+			ExposureNs: exposure(w, prev, c)}
+		if l := w.Latency; l != nil && l.Requests != nil {
+			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c.String()]
+		}
+		ci.Coverage = coverage(w, &ci, sp.ExcessNs)
+		sp.Causes = append(sp.Causes, ci)
+	}
+	sort.SliceStable(sp.Causes, func(i, j int) bool {
+		a, b := sp.Causes[i], sp.Causes[j]
+		if a.Coverage != b.Coverage {
+			return a.Coverage > b.Coverage
+		}
+		return a.StallNs > b.StallNs
+	})
+	sp.Verdict = verdict(sp, cfg)
+	return sp
+}
+
+func fmtDur(ns uint64) string {
+	switch {
+	case ns == 0:
+		return "0"
+	case ns < 1e6:
+		return fmt.Sprintf("%.0f µs", float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%.0f ms", float64(ns)/1e6)
+}
+
+// covers says how much of the spike a cause accounts for, in words.
+func covers(ci CauseInSpike, sp Spike) string {
+	pct := fmt.Sprintf("%.0f%%", ci.Coverage*100)
+	if ci.InSlowRequestsNs > 0 {
+		return pct + " of the slow requests' time"
+	}
+	if ci.Coverage >= 1 {
+		return "all of the excess"
+	}
+	return pct + " of the " + fmtDur(sp.ExcessNs) + " excess"
+}
+
+// verdict is the spike's one-line explanation, e.g.
+// "P99 41 ms at 12:00:03 (SLO 5 ms, 36 ms over): memcg_reclaim 38 ms
+// across 1 thread of redis-server (worst tid 1234: 38 ms) covers all of
+// the excess; compaction 0; ...", and when no stall covers half of it,
+// where to look instead.
+func verdict(sp Spike, cfg Config) string {
+	when := fmt.Sprintf("+%s", time.Duration(sp.StartNs-cfg.StartNs).Round(time.Second))
+	if cfg.WallAt != nil {
+		when = cfg.WallAt(sp.StartNs).Format("15:04:05")
+	}
+	ref := "baseline " + fmtDur(sp.BaselineNs)
+	if sp.SLO {
+		ref = "SLO " + fmtDur(sp.BaselineNs)
+	}
+	head := fmt.Sprintf("%s %s at %s (%s, %s over)", cfg.On.label(), fmtDur(sp.LatencyNs), when, ref, fmtDur(sp.ExcessNs))
+	if sp.NoCompletion {
+		head = fmt.Sprintf("No request completed for %s at %s (%s)", time.Duration(cfg.WindowNs), when, ref)
+	}
+	var parts []string
+	for _, c := range sp.Causes {
+		if c.StallNs == 0 && c.ExposureNs == 0 {
+			parts = append(parts, c.Cause+" 0")
+			continue
+		}
+		s := fmt.Sprintf("%s %s across %d thread", c.Cause, fmtDur(c.StallNs), c.Threads)
+		if c.Threads != 1 {
+			s += "s"
+		}
+		if c.Process != "" {
+			s += " of " + c.Process
+		}
+		if c.WorstTID != 0 {
+			s += fmt.Sprintf(" (worst tid %d: %s)", c.WorstTID, fmtDur(c.WorstNs))
+		}
+		if c.ExposureNs > c.WorstNs {
+			s += fmt.Sprintf(", %s in one thread the window before,", fmtDur(c.ExposureNs))
+		}
+		parts = append(parts, s+" covers "+covers(c, sp))
+	}
+	out := head + ": " + strings.Join(parts, "; ")
+	if len(sp.Causes) == 0 || sp.Causes[0].Coverage < explainCoverage {
+		top := "no stall"
+		if len(sp.Causes) > 0 && sp.Causes[0].Coverage > 0 {
+			top = "the stalls"
+		}
+		out += fmt.Sprintf(". %s cover%s less than half of it: look elsewhere for the rest", capital(top), plural(top))
+	}
+	return out
+}
+
+func capital(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+func plural(s string) string {
+	if strings.HasSuffix(s, "stalls") {
+		return ""
+	}
+	return "s"
+}
