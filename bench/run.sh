@@ -35,6 +35,7 @@ need bpftool bpftool
 need bpftrace bpftrace
 need stress-ng stress-ng
 need perf linux-perf
+need gcc gcc
 need trace-cmd trace-cmd
 command -v go >/dev/null 2>&1 || { echo "bench: needs the Go toolchain (go.mod's version) on PATH" >&2; exit 1; }
 
@@ -76,10 +77,12 @@ WORK=$(mktemp -d /var/tmp/nt-bench.XXXXXX)
 echo "bench: building numatrace and the benchmark helpers" >&2
 go build -o "$WORK/numatrace" ./cmd/numatrace
 go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/threads ./bench/runner
+gcc -O1 -o "$WORK/cserver" cmd/numatrace/testdata/cserver.c
 
 # shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
 "$WORK/runner" \
 	-numatrace "$WORK/numatrace" -floor "$WORK/floor" -flip "$WORK/flip" -mmaploop "$WORK/mmaploop" -threads "$WORK/threads" \
+	-cserver "$WORK/cserver" \
 	-bpftrace-script "$ROOT/bench/equivalent.bt" -workdir "$WORK" -out "$ROOT/BENCHMARKS.md" \
 	-rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}
 

@@ -253,7 +253,7 @@ static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, b
 			return;
 	}
 	ts->ns[cause] += ns;
-	if (!nested)
+	if (!nested && cause != CAUSE_RUNQ_WAIT) /* the freeze total is memory management's */
 		ts->ns[CAUSE_MAX] += ns;
 }
 

@@ -20,8 +20,14 @@ struct timed_req {
 	__u64 stall_ns[CAUSE_MAX + 1]; /* the thread's totals at the start */
 };
 
+/*
+ * A plain preallocated hash: an LRU's bookkeeping costs hundreds of ns a
+ * request. Every request's entry is deleted at its return; one that never
+ * returns (a Go panic) stays, and a full map stops timing new requests,
+ * which the loss count shows.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* a Go request that panics never returns */
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
 	__type(value, struct timed_req);
@@ -35,11 +41,12 @@ struct {
 static __always_inline void request_begin(__u64 key, __u32 tid, __u64 now)
 {
 	struct timed_req r = { .start_ns = now, .tid = tid };
-	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+	struct thread_stall *ts = cfg_request_stalls ? bpf_map_lookup_elem(&thread_stalls, &tid) : NULL;
 
 	if (ts)
 		__builtin_memcpy(r.stall_ns, ts->ns, sizeof(r.stall_ns));
-	bpf_map_update_elem(&req_start, &key, &r, BPF_ANY);
+	if (bpf_map_update_elem(&req_start, &key, &r, BPF_ANY))
+		counter_add(COUNTER_LOST_EVENTS, 1); /* full: this request goes untimed */
 }
 
 static __always_inline void request_end(__u64 key, __u64 now)
@@ -62,13 +69,19 @@ static __always_inline void request_end(__u64 key, __u64 now)
 	s->tid = tid;
 	s->flags = 0;
 	s->_pad = 0;
-	struct thread_stall *ts = r->tid == tid ? bpf_map_lookup_elem(&thread_stalls, &tid) : NULL;
+	struct thread_stall *ts = NULL;
+
+	if (cfg_request_stalls && r->tid == tid) {
+		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+		s->flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
+	}
 #pragma unroll
 	for (int i = 0; i <= CAUSE_MAX; i++)
 		s->stall_ns[i] = ts ? ts->ns[i] - r->stall_ns[i] : 0;
-	if (r->tid == tid)
-		s->flags = LAT_STALLS;
-	bpf_ringbuf_submit(s, 0);
+	/* As event_submit: a wakeup costs microseconds on a VM; the reader polls. */
+	__u64 waiting = bpf_ringbuf_query(&lat_events, BPF_RB_AVAIL_DATA);
+
+	bpf_ringbuf_submit(s, waiting >= (512 << 10) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	bpf_map_delete_elem(&req_start, &key);
 }
 

@@ -17,7 +17,8 @@ enum cause {
 	CAUSE_NUMA_TASK_MOVE = 5,
 	CAUSE_TASK_MIGRATION = 6,
 	CAUSE_MMAP_LOCK = 7,
-	CAUSE_MAX = 8,
+	CAUSE_RUNQ_WAIT = 8, /* not memory: waiting for a CPU (only with a latency source) */
+	CAUSE_MAX = 9,
 };
 
 /* What a ring-buffer record is. */

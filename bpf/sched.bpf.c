@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Scheduler: task migrations (the hot path: counted in the kernel, never
- * streamed), thread exits (for names and process-exit handling) and forks
- * (so --cgroup follows new processes).
+ * streamed), thread exits (for names and process-exit handling), forks
+ * (so --cgroup follows new processes), and, only while a latency source
+ * runs, the traced threads' run-queue wait: the usual cause of a latency
+ * spike that memory management does not explain.
  */
 #include "common.h"
 
@@ -168,5 +170,70 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	if (bpf_map_update_elem(&target_tgids, &ctgid, &one, BPF_ANY))
 		counter_add(COUNTER_TARGETS_FULL, 1);
+	return 0;
+}
+
+/* When each traced thread became runnable: woken, or preempted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} runq_since SEC(".maps");
+
+static __always_inline void runq_enqueue(struct task_struct *p, __u64 now)
+{
+	__u32 tid = p->pid;
+
+	if (wanted(p->tgid, tid))
+		bpf_map_update_elem(&runq_since, &tid, &now, BPF_ANY);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(runq_wakeup, struct task_struct *p)
+{
+	runq_enqueue(p, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(runq_wakeup_new, struct task_struct *p)
+{
+	runq_enqueue(p, bpf_ktime_get_ns());
+	return 0;
+}
+
+/*
+ * sched_switch(bool preempt, struct task_struct *prev, struct task_struct
+ * *next, ...): next's wait ends; a preempted prev is runnable again.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = next->pid;
+	__u64 *since = bpf_map_lookup_elem(&runq_since, &tid);
+
+	if (preempt)
+		runq_enqueue(prev, now);
+	if (!since)
+		return 0;
+	__u64 dur = now - *since;
+	__u32 tgid = next->tgid;
+
+	bpf_map_delete_elem(&runq_since, &tid);
+	if (dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])
+		return 0;
+	struct hist *h = hist_get(tgid, tid, CAUSE_RUNQ_WAIT, next);
+	if (h)
+		hist_grow(h, 0, dur, true, false);
+	thread_stall_add(tid, CAUSE_RUNQ_WAIT, dur, false);
+	if (!stream_wanted(CAUSE_RUNQ_WAIT, dur))
+		return 0;
+	struct event *e = event_reserve(tgid, tid, CAUSE_RUNQ_WAIT, now, dur);
+	if (!e)
+		return 0;
+	comm_of(e->comm, next);
+	event_submit(e);
 	return 0;
 }

@@ -39,6 +39,8 @@ type config struct {
 	cgroupName                       string
 
 	threads        string // bench/threads binary
+	cserver        string // cmd/numatrace/testdata/cserver.c, built
+	requestDur     time.Duration
 	overheadRounds int
 	stressDur      time.Duration
 	rssThreads     int
@@ -63,6 +65,8 @@ func main() {
 	flag.IntVar(&c.attachRuns, "attach-runs", 5, "attach-time runs (the median is reported)")
 	flag.StringVar(&c.cgroupName, "cgroup", "nt-bench", "memory cgroup to create for the memcg workload")
 	flag.StringVar(&c.threads, "threads", "", "bench/threads binary")
+	flag.StringVar(&c.cserver, "cserver", "", "the C server of the --latency-uprobe tests, built (cmd/numatrace/testdata/cserver.c)")
+	flag.DurationVar(&c.requestDur, "request-duration", 5*time.Second, "how long the request timer's cost is measured")
 	flag.IntVar(&c.overheadRounds, "overhead-rounds", 5, "rounds of the throughput comparison")
 	flag.DurationVar(&c.stressDur, "stress-duration", 3*time.Second, "stress-ng run per stressor and phase")
 	flag.IntVar(&c.rssThreads, "rss-threads", 10000, "threads tracked for the memory figure")
@@ -194,6 +198,9 @@ func run(ctx context.Context, c *config) (err error) {
 		}
 	}
 	ex := &extra{}
+	if err := measureRequestTimer(ctx, c, ex); err != nil {
+		return fmt.Errorf("request timer: %w", err)
+	}
 	if err := measureThroughput(ctx, c, w, ex); err != nil {
 		return err
 	}

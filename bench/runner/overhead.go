@@ -45,6 +45,8 @@ type extra struct {
 	rssThreads       int
 	rssTracked       int
 	rssKB, rssPeakKB uint64
+
+	request requestTimer
 }
 
 type recSize struct {

@@ -290,6 +290,7 @@ func (r *results) write(path string, ex *extra) []string {
 	fmt.Fprintf(&b, "- Attach time: %d runs before the rounds, each stopped with SIGINT once ready; the median is the figure.\n", len(r.attach))
 
 	ex.render(&b)
+	ex.renderRequestTimer(&b)
 
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {

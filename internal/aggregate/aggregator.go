@@ -191,7 +191,7 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		}
 		for c, h := range th.Hists {
 			ts.Stalls[c.String()] = summarize(h)
-			if c.Timed() {
+			if d := c.Desc(); d.Timed && !d.NotMemory { // a thread's stall time is memory management's
 				ts.StallNs += h.FreezeNs()
 			}
 			if ph[c] == nil {

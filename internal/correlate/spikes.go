@@ -198,14 +198,15 @@ func verdict(sp Spike, cfg Config) string {
 			parts = append(parts, c.Cause+" 0")
 			continue
 		}
-		s := fmt.Sprintf("%s %s across %d thread", c.Cause, fmtDur(c.StallNs), c.Threads)
-		if c.Threads != 1 {
-			s += "s"
-		}
-		if c.Process != "" {
-			s += " of " + c.Process
-		}
-		if c.WorstTID != 0 {
+		s := c.Cause + " 0 in the window"
+		if c.StallNs > 0 {
+			s = fmt.Sprintf("%s %s across %d thread", c.Cause, fmtDur(c.StallNs), c.Threads)
+			if c.Threads != 1 {
+				s += "s"
+			}
+			if c.Process != "" {
+				s += " of " + c.Process
+			}
 			s += fmt.Sprintf(" (worst tid %d: %s)", c.WorstTID, fmtDur(c.WorstNs))
 		}
 		if c.ExposureNs > c.WorstNs {

@@ -213,11 +213,11 @@ func (r *Result) judge(spikes int, cfg Config) string {
 			if cc.Spearman != nil {
 				rho = fmt.Sprintf(", and its length tracks %s (rank correlation %.2f)", cfg.On, *cc.Spearman)
 			}
-			why = append(why, fmt.Sprintf("%s (it covers at least half of %d of the %d spikes%s%s)",
-				c, n, spikes, rho, inSlow(cc)))
+			why = append(why, fmt.Sprintf("%s (%sit covers at least half of %d of the %d spikes%s%s)",
+				c, notMemory(c), n, spikes, rho, inSlow(cc)))
 		case cc.Covered >= partlyShare:
 			r.Partly = append(r.Partly, c.String())
-			partly = append(partly, fmt.Sprintf("%s (covers at least half of %d of the %d spikes%s)", c, n, spikes, inSlow(cc)))
+			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %d of the %d spikes%s)", c, notMemory(c), n, spikes, inSlow(cc)))
 		}
 	}
 	head := fmt.Sprintf("%d spikes in %d windows", spikes, r.Windows)
@@ -245,4 +245,12 @@ func inSlow(cc CauseCorrelation) string {
 		return ""
 	}
 	return fmt.Sprintf("; %.0f%% of the slow requests' time was this stall", *cc.InSlowRequests*100)
+}
+
+// notMemory says so of a wait that is not memory management's.
+func notMemory(c stall.Cause) string {
+	if c.Desc().NotMemory {
+		return "not memory management: the serving threads waited for a CPU; "
+	}
+	return ""
 }

@@ -59,7 +59,7 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (tracer.Config, error) {
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
 		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
-		RequestStalls: a.Latency.Uprobe != ""}
+		RequestStalls: a.Latency.Uprobe != "" && a.RequestStalls, RunqWait: a.Latency.Set()}
 	switch tgt.Kind {
 	case target.Process:
 		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}

@@ -36,10 +36,11 @@ func IsBadInput(err error) bool {
 
 // Every page fault and mmap takes the mmap_lock. An acquisition under a
 // microsecond did not wait (the tracing itself costs a few hundred ns), so
-// it is not a stall; waits under 10µs are counted but not streamed.
+// it is not a stall; waits under 10µs are counted but not streamed. A
+// run-queue wait under 10µs is the scheduler working as it should.
 const (
-	DefaultMinStall = "mmap_lock=1us"
-	DefaultMinEvent = "mmap_lock=10us"
+	DefaultMinStall = "mmap_lock=1us,runq_wait=10us"
+	DefaultMinEvent = "mmap_lock=10us,runq_wait=1ms"
 )
 
 // Trace is what attach, record and serve share: what the kernel counts
@@ -93,6 +94,9 @@ type Attach struct {
 	SpikeFloor time.Duration
 	SLO        time.Duration // a window over it is a spike; 0: judged against the recent normal windows
 	SpikeOn    string        // p99, p999 or max
+	// RequestStalls breaks each request timed in the kernel down by the
+	// stalls inside it (--latency-uprobe).
+	RequestStalls bool
 
 	RecordTo    string // attach --record, record -o
 	Flight      string // record --flight-recorder: a size or a duration

@@ -14,7 +14,8 @@ import (
 	"github.com/numatrace/numatrace/internal/tracer"
 )
 
-// Probes loads every probe once, including the cgroup-only ones, and says
+// Probes loads every probe once, including those only a cgroup target or
+// a latency source attaches, and says
 // which attach on this kernel and why the others do not, with the
 // optional kernel features.
 func Probes(btfPath string, asJSON bool, stdout io.Writer) error {
@@ -22,7 +23,8 @@ func Probes(btfPath string, asJSON bool, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tr, err := tracer.Open(tracer.Config{Filter: tracer.FilterPIDs, FollowForks: true, Topology: topo, KernelBTF: btfPath})
+	tr, err := tracer.Open(tracer.Config{Filter: tracer.FilterPIDs, FollowForks: true, RunqWait: true,
+		Topology: topo, KernelBTF: btfPath})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ const (
 	NUMATaskMove
 	TaskMigration
 	MmapLock
+	RunqWait
 	NumCauses
 )
 
@@ -38,6 +39,10 @@ type Descriptor struct {
 	// Timed causes have a duration. Counted ones (numa_task_move,
 	// task_migration) say where a thread went, not how long it waited.
 	Timed bool
+	// NotMemory marks a wait that is not memory management's (run-queue
+	// wait): it is weighed against latency spikes like the stalls, but
+	// left out of a thread's stall (freeze) time.
+	NotMemory bool
 	// Fields are the stall's details beyond who, when and how long, in
 	// the order NDJSON and Perfetto print them.
 	Fields []Field
@@ -65,6 +70,8 @@ var descriptors = [NumCauses]Descriptor{
 		Fields: fields(), Words: func(*Event) []string { return nil }},
 	MmapLock: {Name: "mmap_lock", Short: "mmap", Letter: 'L', Colour: "15", Timed: true,
 		Fields: fields(fieldWrite, fieldAcquired), Words: mmapLockWords},
+	RunqWait: {Name: "runq_wait", Short: "runq", Letter: 'Q', Colour: "208", Timed: true, NotMemory: true,
+		Fields: fields(), Words: func(*Event) []string { return []string{"waited for a CPU"} }},
 }
 
 // Desc returns the cause's descriptor; an unknown cause gets a bare one.

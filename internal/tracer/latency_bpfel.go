@@ -62,7 +62,7 @@ type latencyThreadCounts struct {
 
 type latencyThreadStall struct {
 	_  structs.HostLayout
-	Ns [9]uint64
+	Ns [10]uint64
 }
 
 type latencyTimedReq struct {
@@ -70,7 +70,7 @@ type latencyTimedReq struct {
 	StartNs uint64
 	Tid     uint32
 	Pad     uint32
-	StallNs [9]uint64
+	StallNs [10]uint64
 }
 
 // Names of all BPF objects in the ELF.

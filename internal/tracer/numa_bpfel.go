@@ -62,7 +62,7 @@ type numaThreadCounts struct {
 
 type numaThreadStall struct {
 	_  structs.HostLayout
-	Ns [9]uint64
+	Ns [10]uint64
 }
 
 // Names of all BPF objects in the ELF.

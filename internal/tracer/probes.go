@@ -31,6 +31,7 @@ type probeDef struct {
 	hooks       []hook
 	description string
 	cgroupOnly  bool // attached only when following a cgroup
+	latencyOnly bool // attached only with a latency source
 }
 
 func one(program string, nargs int, names map[int]string) []variant {
@@ -102,6 +103,14 @@ var probeDefs = []probeDef{
 				{program: "mmap_lock_acquired_w1", nargs: 3, names: map[int]string{1: "write", 2: "success"}},
 				{program: "mmap_lock_acquired_w2", nargs: 4, names: map[int]string{2: "write", 3: "success"}},
 			}},
+		}},
+	{name: "runq_wait", cause: stall.RunqWait.String(), object: "sched", latencyOnly: true,
+		description: "time a traced thread waited for a CPU once woken or preempted (only with a latency source)",
+		hooks: []hook{
+			{"sched_wakeup", one("runq_wakeup", 1, nil)},
+			{"sched_wakeup_new", one("runq_wakeup_new", 1, nil)},
+			{"sched_switch", []variant{ // prev_state came fourth in 5.18; the program reads the first three
+				{program: "runq_switch", nargs: 4}, {program: "runq_switch", nargs: 3}}},
 		}},
 	{name: "kswapd_wakeup", object: "reclaim",
 		description: "kswapd wakeups, system-wide",

@@ -62,7 +62,7 @@ type schedThreadCounts struct {
 
 type schedThreadStall struct {
 	_  structs.HostLayout
-	Ns [9]uint64
+	Ns [10]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -74,12 +74,16 @@ const (
 	schedMapEvents            = "events"
 	schedMapHists             = "hists"
 	schedMapPendings          = "pendings"
+	schedMapRunqSince         = "runq_since"
 	schedMapTargetTgids       = "target_tgids"
 	schedMapThreadCountsMap   = "thread_counts_map"
 	schedMapThreadStalls      = "thread_stalls"
 	schedProgFollowAttach     = "follow_attach"
 	schedProgFollowFork       = "follow_fork"
 	schedProgMigrationsDump   = "migrations_dump"
+	schedProgRunqSwitch       = "runq_switch"
+	schedProgRunqWakeup       = "runq_wakeup"
+	schedProgRunqWakeupNew    = "runq_wakeup_new"
 	schedProgTaskMigrate      = "task_migrate"
 	schedProgTaskMigrateCount = "task_migrate_count"
 	schedProgThreadExit       = "thread_exit"
@@ -140,6 +144,9 @@ type schedProgramSpecs struct {
 	FollowAttach     *ebpf.ProgramSpec `ebpf:"follow_attach"`
 	FollowFork       *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.ProgramSpec `ebpf:"migrations_dump"`
+	RunqSwitch       *ebpf.ProgramSpec `ebpf:"runq_switch"`
+	RunqWakeup       *ebpf.ProgramSpec `ebpf:"runq_wakeup"`
+	RunqWakeupNew    *ebpf.ProgramSpec `ebpf:"runq_wakeup_new"`
 	TaskMigrate      *ebpf.ProgramSpec `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.ProgramSpec `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
@@ -154,6 +161,7 @@ type schedMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -200,6 +208,7 @@ type schedMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -212,6 +221,7 @@ func (m *schedMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -241,6 +251,9 @@ type schedPrograms struct {
 	FollowAttach     *ebpf.Program `ebpf:"follow_attach"`
 	FollowFork       *ebpf.Program `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.Program `ebpf:"migrations_dump"`
+	RunqSwitch       *ebpf.Program `ebpf:"runq_switch"`
+	RunqWakeup       *ebpf.Program `ebpf:"runq_wakeup"`
+	RunqWakeupNew    *ebpf.Program `ebpf:"runq_wakeup_new"`
 	TaskMigrate      *ebpf.Program `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.Program `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
@@ -251,6 +264,9 @@ func (p *schedPrograms) Close() error {
 		p.FollowAttach,
 		p.FollowFork,
 		p.MigrationsDump,
+		p.RunqSwitch,
+		p.RunqWakeup,
+		p.RunqWakeupNew,
 		p.TaskMigrate,
 		p.TaskMigrateCount,
 		p.ThreadExit,

@@ -67,6 +67,9 @@ type Config struct {
 	// RequestStalls keeps each traced thread's stall totals, which a
 	// request timer (AttachLatency) reads as requests start and end.
 	RequestStalls bool
+	// RunqWait attaches the run-queue wait probe: with a latency source,
+	// what memory management does not explain is often waiting for a CPU.
+	RunqWait bool
 }
 
 // Tracer owns every BPF object numatrace loaded. Close releases them.
@@ -188,7 +191,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	}
 	attached := 0
 	for _, def := range probeDefs {
-		if def.cgroupOnly && !cfg.FollowForks {
+		if (def.cgroupOnly && !cfg.FollowForks) || (def.latencyOnly && !cfg.RunqWait) {
 			continue
 		}
 		if def.name == "task_migration" && t.migrIter == nil {

@@ -24,7 +24,8 @@ const (
 	typesCauseCAUSE_NUMA_TASK_MOVE typesCause = 5
 	typesCauseCAUSE_TASK_MIGRATION typesCause = 6
 	typesCauseCAUSE_MMAP_LOCK      typesCause = 7
-	typesCauseCAUSE_MAX            typesCause = 8
+	typesCauseCAUSE_RUNQ_WAIT      typesCause = 8
+	typesCauseCAUSE_MAX            typesCause = 9
 )
 
 type typesCounterId uint32
@@ -130,7 +131,7 @@ type typesLatSample struct {
 	Tid     uint32
 	Flags   uint32
 	Pad     uint32
-	StallNs [9]uint64
+	StallNs [10]uint64
 }
 
 type typesMigrRec struct {
@@ -173,7 +174,7 @@ type typesThreadCounts struct {
 
 type typesThreadStall struct {
 	_  structs.HostLayout
-	Ns [9]uint64
+	Ns [10]uint64
 }
 
 // Names of all BPF objects in the ELF.

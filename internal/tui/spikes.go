@@ -2,10 +2,12 @@ package tui
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/output"
 )
 
@@ -57,7 +59,7 @@ func (s *spikesScreen) View() []string {
 	if len(c.Spikes) == 0 {
 		return lines
 	}
-	lines = append(lines, styleHead.Render(fmt.Sprintf("%-10s %8s %8s  %s", "WINDOW", "P99", "BASE", "TOP CAUSE")))
+	lines = append(lines, styleHead.Render(fmt.Sprintf("%-10s %8s %8s  %s", "WINDOW", strings.ToUpper(sp0(c)), "VS", "COVERED BY")))
 	avail := s.height - 3 - len(lines) - 4
 	s.selected = min(s.selected, len(c.Spikes)-1)
 	start := 0
@@ -67,14 +69,14 @@ func (s *spikesScreen) View() []string {
 	for i := start; i < len(c.Spikes) && i < start+max(1, avail); i++ {
 		sp := c.Spikes[i]
 		top := "none"
-		if len(sp.Causes) > 0 && sp.Causes[0].StallNs > 0 {
+		if len(sp.Causes) > 0 && sp.Causes[0].Coverage > 0 {
 			tc := sp.Causes[0]
-			top = fmt.Sprintf("%s %s · %s (tid %d)", tc.Cause, output.Dur(tc.StallNs), tc.Process, tc.WorstTID)
+			top = fmt.Sprintf("%s %.0f%% · %s", tc.Cause, tc.Coverage*100, tc.Process)
 			if tc.Threads > 1 {
-				top = fmt.Sprintf("%s %s · %d threads of %s", tc.Cause, output.Dur(tc.StallNs), tc.Threads, tc.Process)
+				top = fmt.Sprintf("%s %.0f%% · %d threads of %s", tc.Cause, tc.Coverage*100, tc.Threads, tc.Process)
 			}
 		}
-		line := fmt.Sprintf("%-10s %8s %8s  %s", s.windowClock(sp.Index), output.Dur(sp.P99Ns), output.Dur(sp.BaselineNs), top)
+		line := fmt.Sprintf("%-10s %8s %8s  %s", s.windowClock(sp.Index), output.Dur(sp.LatencyNs), output.Dur(sp.BaselineNs), top)
 		if i == s.selected {
 			line = styleSel.Render(padTo(line, s.width))
 		}
@@ -82,4 +84,12 @@ func (s *spikesScreen) View() []string {
 	}
 	lines = append(lines, "")
 	return append(lines, wrap(c.Spikes[s.selected].Verdict, s.width)...)
+}
+
+// sp0 is the percentile the run's spikes are judged on.
+func sp0(c *correlate.Result) string {
+	if len(c.Spikes) > 0 && c.Spikes[0].Percentile != "" {
+		return c.Spikes[0].Percentile
+	}
+	return "p99"
 }
