@@ -66,7 +66,7 @@ func main() {
 	flag.StringVar(&c.cgroupName, "cgroup", "nt-bench", "memory cgroup to create for the memcg workload")
 	flag.StringVar(&c.threads, "threads", "", "bench/threads binary")
 	flag.StringVar(&c.cserver, "cserver", "", "the C server of the --latency-uprobe tests, built (cmd/numatrace/testdata/cserver.c)")
-	flag.DurationVar(&c.requestDur, "request-duration", 5*time.Second, "how long the request timer's cost is measured")
+	flag.DurationVar(&c.requestDur, "request-duration", 3*time.Second, "how long the request timer's cost is measured, per round")
 	flag.IntVar(&c.overheadRounds, "overhead-rounds", 5, "rounds of the throughput comparison")
 	flag.DurationVar(&c.stressDur, "stress-duration", 3*time.Second, "stress-ng run per stressor and phase")
 	flag.IntVar(&c.rssThreads, "rss-threads", 10000, "threads tracked for the memory figure")

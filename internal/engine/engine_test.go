@@ -173,3 +173,40 @@ func TestReportFromHeaderAndEnd(t *testing.T) {
 		t.Errorf("thresholds %v, threads %d", rep.MinEventNs, len(rep.Summary.Threads))
 	}
 }
+
+// A window in which nothing completed counts as a spike once requests
+// complete again (the flight recorder dumps then); the end of the load,
+// with nothing after it, does not.
+func TestGapIsASpikeWhenLoadResumes(t *testing.T) {
+	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2}, Options{})
+	load := func(i uint64) {
+		for j := uint64(0); j < 20; j++ {
+			e.Latency(latency.Reading{Sample: latency.Sample{TsNs: start + i*sec + j*ms, LatencyNs: ms}})
+		}
+	}
+	spikesAt := func(i uint64) int {
+		_, n := e.Close(start + (i+1)*sec)
+		return n
+	}
+	for i := uint64(0); i < 6; i++ {
+		load(i)
+		if n := spikesAt(i); n != 0 {
+			t.Fatalf("window %d: %d spikes", i, n)
+		}
+	}
+	if n := spikesAt(6); n != 0 { // nothing completed: maybe the load stopped
+		t.Fatalf("the empty window itself: %d spikes", n)
+	}
+	load(7)
+	if n := spikesAt(7); n != 1 {
+		t.Fatalf("load resumed after a gap: %d spikes, want 1", n)
+	}
+	if n := spikesAt(8) + spikesAt(9); n != 0 {
+		t.Fatalf("the load stopped: %d spikes", n)
+	}
+	e.Finish(start + 10*sec)
+	a := e.Analysis()
+	if len(a.Spikes) != 1 || !a.Spikes[0].NoCompletion || a.Spikes[0].Index != 6 {
+		t.Fatalf("analysis spikes %+v", a.Spikes)
+	}
+}

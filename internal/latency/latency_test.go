@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 func TestSummarizeNearestRank(t *testing.T) {
@@ -143,5 +145,35 @@ func TestFollowReturnsWhileAReadBlocks(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("Follow did not return while its read blocked")
+	}
+}
+
+// A window's requests timed in the kernel: the slow ones are those over
+// the SLO (or, without one, at or above the window's p99), and the stall
+// time inside them is summed per cause.
+func TestSummarizeSamplesBreaksSlowRequestsDown(t *testing.T) {
+	var v []Sample
+	for i := uint64(1); i <= 100; i++ {
+		st := &stall.RequestStall{}
+		if i > 95 { // the five slowest froze in memcg reclaim
+			st.ByCause[stall.MemcgReclaim] = 8e6
+			st.FreezeNs = 8e6
+		}
+		v = append(v, Sample{TsNs: i, LatencyNs: i * 1e5, TID: uint32(10 + i%2), Stall: st})
+	}
+	v = append(v, Sample{TsNs: 101, LatencyNs: 1}) // from a source that knows no stalls
+	st := SummarizeSamples(4, v, 9.5e6)
+	r := st.Requests
+	if st.Count != 101 || r == nil || r.Slow != 5 || r.SlowNs != (96+97+98+99+100)*1e5 {
+		t.Fatalf("%+v %+v", st, r)
+	}
+	if r.SlowStallNs["memcg_reclaim"] != 40e6 || r.FreezeNs != 40e6 || len(r.TIDs) != 2 || r.TIDs[0] != 10 {
+		t.Errorf("%+v", r)
+	}
+	if st := SummarizeSamples(4, v, 0); st.Requests.Slow != 2 || st.P999Ns != 100*1e5 {
+		t.Errorf("without an SLO: %d slow (p99 %d), p999 %d", st.Requests.Slow, st.P99Ns, st.P999Ns)
+	}
+	if st := SummarizeSamples(4, []Sample{{TsNs: 1, LatencyNs: 5}}, 0); st.Requests != nil {
+		t.Errorf("a source without stalls gave %+v", st.Requests)
 	}
 }

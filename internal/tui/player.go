@@ -75,7 +75,7 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 // header; the live view builds the same header for its recording.
 func InfoFromHeader(h record.Header) Info {
 	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
-		WindowNs: h.WindowNs, Started: h.Started, SpikeK: h.SpikeK, SpikeFloorNs: h.SpikeFloorNs,
+		WindowNs: h.WindowNs, Started: h.Started,
 		ProbesAttached: stall.Attached(h.Probes), ProbesTotal: len(h.Probes)}
 	if len(h.Doctor) > 0 {
 		var rep doctor.Report

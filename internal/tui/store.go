@@ -27,8 +27,6 @@ type Info struct {
 	StartNs        uint64    // CLOCK_MONOTONIC at the start
 	WindowNs       uint64    // window length
 	Started        time.Time // wall clock at StartNs
-	SpikeK         float64
-	SpikeFloorNs   uint64
 	// Findings are doctor's, when it ran.
 	Findings []string
 }
