@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,6 +67,7 @@ func measureRequestTimer(ctx context.Context, c *config, ex *extra) error {
 // ns per request and the requests timed.
 func timeRequests(ctx context.Context, c *config, pid int, stalls bool, round int) (float64, uint64, error) {
 	ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-request-ready-%d-%v", round, stalls))
+	os.Remove(ready) // left by an earlier run: not this one's
 	nt, err := startProc("numatrace", filepath.Join(c.workdir, "numatrace-request.log"), io.Discard,
 		c.numatrace, "attach", "--no-tui", "--duration", "10m", "--ready-file", ready,
 		"--pid", strconv.Itoa(pid), "--latency-uprobe", c.cserver+":handle_request",

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -624,7 +625,10 @@ func TestReplayBadInput(t *testing.T) {
 }
 
 // --latency-file end to end: a latency spike while a process does memcg
-// reclaim is flagged and charged to that process's thread.
+// reclaim is flagged and charged to that process's thread. The "service"
+// is slowed by about what the reclaim costs the process in a window (a
+// few ms in 200 ms): a verdict by dose charges it, where a 50 ms spike
+// over a 3 ms stall would rightly be charged to nothing.
 func TestLatencyFileSpikeChargedToMemcgReclaim(t *testing.T) {
 	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-lat", true)
 	latFile := filepath.Join(t.TempDir(), "latency.log")
@@ -642,15 +646,16 @@ func TestLatencyFileSpikeChargedToMemcgReclaim(t *testing.T) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			lat := 2 * time.Millisecond
+			lat := time.Millisecond
 			if slow.Load() {
-				lat = 50 * time.Millisecond
+				lat = 3 * time.Millisecond
 			}
 			fmt.Fprintf(f, "{\"ts_ns\":%d,\"latency_ns\":%d}\n", time.Now().UnixNano(), lat)
 		}
 	}()
-	nt := startAttach(t, "--json", "--window", "200ms", "--latency-file", latFile, "--duration", "60s")
-	time.Sleep(2500 * time.Millisecond) // a baseline of about 12 windows
+	nt := startAttach(t, "--pid", strconv.Itoa(wl.PID()), "--json", "--window", "200ms", "--latency-file", latFile,
+		"--slo", "2ms", "--duration", "60s")
+	time.Sleep(2500 * time.Millisecond) // quiet windows first
 	slow.Store(true)
 	wl.Release(t)
 	slow.Store(false)

@@ -35,6 +35,9 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 	if err != nil {
 		return nil, fmt.Errorf("parse BPF object: %w", err)
 	}
+	if err := configure(spec, t.cfg); err != nil { // cfg_request_stalls, above all
+		return nil, fmt.Errorf("configure the request timer: %w", err)
+	}
 	lp = &LatencyProbe{}
 	defer func() {
 		if err != nil {
