@@ -109,6 +109,14 @@ struct {
 	__type(value, struct thread_stall);
 } thread_stalls SEC(".maps");
 
+/* When each traced thread became runnable, for run-queue wait (runq_wait). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} runq_since SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_CPUS);

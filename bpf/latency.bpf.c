@@ -8,8 +8,9 @@
  * Go: uretprobes rewrite the return address, which Go's moving stacks do
  * not survive, so the loader puts a uprobe on each return instruction
  * instead; a goroutine can move between threads, so requests are keyed by
- * the goroutine (its g, in R14 on amd64), and the stall breakdown is kept
- * only when the request ended on the thread it began on.
+ * the goroutine (its g, in R14 on amd64). Goroutines share threads, so a
+ * thread's stall while a request waits need not be that request's: a Go
+ * request carries no stall breakdown.
  */
 #include "common.h"
 
@@ -49,7 +50,8 @@ static __always_inline void request_begin(__u64 key, __u32 tid, __u64 now)
 		counter_add(COUNTER_LOST_EVENTS, 1); /* full: this request goes untimed */
 }
 
-static __always_inline void request_end(__u64 key, __u64 now)
+/* breakdown: keep the request's stall breakdown (same thread, not Go). */
+static __always_inline void request_end(__u64 key, __u64 now, bool breakdown)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -71,13 +73,19 @@ static __always_inline void request_end(__u64 key, __u64 now)
 	s->_pad = 0;
 	struct thread_stall *ts = NULL;
 
-	if (cfg_request_stalls && r->tid == tid) {
+	if (breakdown && cfg_request_stalls && r->tid == tid) {
 		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
 		s->flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
 	}
 #pragma unroll
-	for (int i = 0; i <= CAUSE_MAX; i++)
-		s->stall_ns[i] = ts ? ts->ns[i] - r->stall_ns[i] : 0;
+	for (int i = 0; i <= CAUSE_MAX; i++) {
+		__u64 now_ns = ts ? ts->ns[i] : 0;
+
+		/* Totals that went back: the entry was evicted and begun again. */
+		if (ts && now_ns < r->stall_ns[i])
+			s->flags = 0;
+		s->stall_ns[i] = ts && now_ns >= r->stall_ns[i] ? now_ns - r->stall_ns[i] : 0;
+	}
 	/* As event_submit: a wakeup costs microseconds on a VM; the reader polls. */
 	__u64 waiting = bpf_ringbuf_query(&lat_events, BPF_RB_AVAIL_DATA);
 
@@ -100,7 +108,7 @@ int request_exit(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 
-	request_end((__u32)bpf_get_current_pid_tgid(), now);
+	request_end((__u32)bpf_get_current_pid_tgid(), now, true);
 	return 0;
 }
 
@@ -120,6 +128,6 @@ int request_exit_go(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 
-	request_end(ctx->r14, now);
+	request_end(ctx->r14, now, false);
 	return 0;
 }

@@ -99,6 +99,7 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 
 	if (!current_wanted(&tgid, &tid))
 		return 0;
+	bpf_map_delete_elem(&runq_since, &tid);
 	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0);
 	if (!e)
 		return 0;
@@ -173,20 +174,25 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* When each traced thread became runnable: woken, or preempted. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} runq_since SEC(".maps");
-
 static __always_inline void runq_enqueue(struct task_struct *p, __u64 now)
 {
 	__u32 tid = p->pid;
 
 	if (wanted(p->tgid, tid))
 		bpf_map_update_elem(&runq_since, &tid, &now, BPF_ANY);
+}
+
+/* task_struct::state, before 5.14 renamed it __state. */
+struct task_struct___state_long {
+	long state;
+} __attribute__((preserve_access_index));
+
+/* Whether t is still runnable as it leaves its CPU (preempted, yielded). */
+static __always_inline bool still_runnable(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state) == 0; /* TASK_RUNNING */
+	return BPF_CORE_READ((struct task_struct___state_long *)t, state) == 0;
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -214,8 +220,18 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	__u32 tid = next->pid;
 	__u64 *since = bpf_map_lookup_elem(&runq_since, &tid);
 
-	if (preempt)
+	/* A thread that leaves runnable waits from now; one that sleeps has
+	 * no wait open (a wakeup that found it running left one behind). */
+	if (preempt || still_runnable(prev)) {
 		runq_enqueue(prev, now);
+	} else {
+		__u32 ptid = prev->pid;
+
+		/* Look first: a lookup takes no lock, a delete does, and few
+		 * sleepers have a wait open. */
+		if (bpf_map_lookup_elem(&runq_since, &ptid))
+			bpf_map_delete_elem(&runq_since, &ptid);
+	}
 	if (!since)
 		return 0;
 	__u64 dur = now - *since;

@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -387,24 +388,27 @@ func TestRealServerQuietWithoutTheHog(t *testing.T) {
 		t.Errorf("only %d windows had latency samples", run.Correlation.Windows)
 	}
 	// Nothing may be charged to memory management. This shared VM also
-	// delays the server now and then with nothing stalled in the kernel
-	// (p99 of 6-15 ms in 2 of about 10 runs, with nothing else of ours
-	// running); such a spike must carry no stall time, and the report must
-	// say that no cause explains it. More than a few of them means the
-	// machine is too noisy for this test to mean anything.
+	// delays the server now and then with nothing stalled in memory
+	// management (p99 of 6-15 ms in 2 of about 10 runs, with nothing else
+	// of ours running); such a spike must carry no memory stall time (a
+	// run-queue wait, which is no memory stall, may explain it), and the
+	// report must blame no memory cause. More than a few of them means
+	// the machine is too noisy for this test to mean anything.
 	for _, sp := range run.Spikes {
 		for _, c := range sp.Causes {
-			if c.StallNs > 0 {
+			if cause, err := stall.ParseCause(c.Cause); err == nil && !cause.Desc().NotMemory && c.StallNs > 0 {
 				t.Errorf("spike with the hog off charged to %s: %s", c.Cause, sp.Verdict)
 			}
 		}
-		t.Logf("spike with the hog off, no stall in it: %s", sp.Verdict)
+		t.Logf("spike with the hog off, no memory stall in it: %s", sp.Verdict)
 	}
 	if len(run.Spikes) > run.Correlation.Windows/10 {
 		t.Errorf("%d spikes in %d windows with the hog off: the machine is too noisy", len(run.Spikes), run.Correlation.Windows)
 	}
-	if len(run.Correlation.ExplainedBy) > 0 {
-		t.Errorf("with the hog off, the report blames %v: %s", run.Correlation.ExplainedBy, run.Correlation.Conclusion)
+	for _, c := range run.Correlation.ExplainedBy {
+		if cause, err := stall.ParseCause(c); err != nil || !cause.Desc().NotMemory {
+			t.Errorf("with the hog off, the report blames %s: %s", c, run.Correlation.Conclusion)
+		}
 	}
 	for _, th := range run.Threads {
 		if n := th.Stalls["memcg_reclaim"].Count; n > 0 {
@@ -412,7 +416,10 @@ func TestRealServerQuietWithoutTheHog(t *testing.T) {
 		}
 	}
 	want := "No latency spikes"
-	if len(run.Spikes) > 0 {
+	switch {
+	case len(run.Correlation.ExplainedBy) > 0:
+		want = "explained by " + run.Correlation.ExplainedBy[0] // not memory's, as checked above
+	case len(run.Spikes) > 0:
 		want = "no stall cause explains them"
 	}
 	if !strings.Contains(run.report, want) {
@@ -432,7 +439,7 @@ func monotonicNs() uint64 {
 // baseline from. With an SLO, every window over it in which redis's main
 // thread was frozen in memcg reclaim for 10 ms or more must be a spike
 // charged to memcg_reclaim (at least 90% of them), and the verdict must
-// name it: five runs, the same verdict each time.
+// name it: five runs, the same memory verdict each time.
 func TestRealServerIncidentUnderWay(t *testing.T) {
 	const slo = 5 * uint64(time.Millisecond)
 	var verdicts []string
@@ -461,7 +468,17 @@ func TestRealServerIncidentUnderWay(t *testing.T) {
 		if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.report, "explained by memcg_reclaim") {
 			t.Errorf("run %d: the verdict does not name memcg_reclaim: %s", i, run.Correlation.Conclusion)
 		}
-		verdicts = append(verdicts, strings.Join(run.Correlation.ExplainedBy, ","))
+		// The memory verdict must not move. Run-queue wait is reported
+		// beside it, and it does vary: the load generator shares redis's
+		// CPU on this 2-CPU machine, so how long redis waits for a CPU
+		// differs from run to run.
+		var memory []string
+		for _, name := range run.Correlation.ExplainedBy {
+			if c, err := stall.ParseCause(name); err != nil || !c.Desc().NotMemory {
+				memory = append(memory, name)
+			}
+		}
+		verdicts = append(verdicts, strings.Join(memory, ","))
 	}
 	for _, v := range verdicts[1:] {
 		if v != verdicts[0] {

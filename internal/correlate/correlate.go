@@ -44,6 +44,8 @@ type Config struct {
 	// Function names the timed function, for a source that times one in
 	// the kernel: the verdict says when stalls fall outside it.
 	Function string
+	// Untraced causes had no probe attached: no verdict lists them as 0.
+	Untraced [stall.NumCauses]bool
 	WallAt   func(monoNs uint64) time.Time // for verdict lines; nil prints offsets
 	StartNs  uint64
 }
@@ -230,8 +232,8 @@ type CauseInSpike struct {
 	// this window or the one before it (whose backlog this one drains).
 	ExposureNs uint64 `json:"exposure_ns"`
 	// Coverage is the share of the spike the stall accounts for, 0 to 1:
-	// of the slow requests' own time when requests were timed in the
-	// kernel, else of the excess over the reference.
+	// of the slow requests' own excess over the reference when requests
+	// were timed in the kernel, else of the window's.
 	Coverage float64 `json:"coverage"`
 	// InSlowRequestsNs is the cause's stall time inside the slow requests,
 	// when requests were timed in the kernel.
@@ -256,6 +258,8 @@ type Spike struct {
 	Requests     uint64         `json:"requests"`
 	Causes       []CauseInSpike `json:"causes"`
 	Verdict      string         `json:"verdict"`
+
+	timed bool // coverage is of the slow requests' excess, timed in the kernel
 }
 
 // CauseCorrelation is one cause's relation to the spikes over the run.
@@ -276,7 +280,9 @@ type CauseCorrelation struct {
 
 // Result is the whole analysis.
 type Result struct {
-	Windows     int                         `json:"windows"` // windows with latency data
+	// Windows counts the windows with requests, and those between them in
+	// which none completed when such a gap counts as a spike.
+	Windows     int                         `json:"windows"`
 	Spikes      []Spike                     `json:"spikes"`
 	Correlation map[string]CauseCorrelation `json:"correlation"`
 	Explained   []string                    `json:"explained_by"`        // causes that explain the spikes
@@ -298,13 +304,14 @@ func Analyze(ws []Window, cfg Config) *Result {
 	cfg.defaults()
 	res := &Result{Correlation: map[string]CauseCorrelation{}, Spikes: []Spike{}, Explained: []string{}, Partly: []string{}}
 	first, last := activeSpan(ws)
+	gaps := gapsCount(ws, first, last, cfg)
 	det := NewDetector(cfg)
 	var seen []*Window
 	for i := range ws {
 		w := &ws[i]
 		empty := w.Latency == nil || w.Latency.Count == 0
-		if empty && (i <= first || i >= last) {
-			continue // before the load started, or after it stopped
+		if empty && (i <= first || i >= last || !gaps) {
+			continue // before the load started, after it stopped, or too sparse a load to tell
 		}
 		seen = append(seen, w)
 		var prev, next *Window
@@ -328,6 +335,28 @@ func Analyze(ws []Window, cfg Config) *Result {
 	res.outside(ws)
 	res.conclude(cfg)
 	return res
+}
+
+// gapMinRequests is the median count of requests per window from which a
+// window without any is a stall, not chance: at 20 a window, an empty
+// one by chance is a two-in-a-billion event.
+const gapMinRequests = 20
+
+// gapsCount reports whether windows without completions count as spikes
+// in this run: the load is dense enough that an empty window means the
+// service stopped completing requests, and a window is longer than the
+// SLO (else an empty one need not be over it).
+func gapsCount(ws []Window, first, last int, cfg Config) bool {
+	if first < 0 || (cfg.SLONs > 0 && cfg.WindowNs <= cfg.SLONs) {
+		return false
+	}
+	var counts []uint64
+	for i := first; i <= last; i++ {
+		if l := ws[i].Latency; l != nil && l.Count > 0 {
+			counts = append(counts, l.Count)
+		}
+	}
+	return median(counts) >= gapMinRequests
 }
 
 // activeSpan is where the source was active: the first and the last

@@ -16,7 +16,7 @@ import (
 type Detector struct {
 	cfg     Config
 	history []uint64 // latency of recent normal windows
-	active  bool     // a request has completed
+	counts  []uint64 // requests in recent windows with any
 	gap     bool     // since the last completion, a window had none
 }
 
@@ -58,7 +58,10 @@ func (d *Detector) observe(l Latency) (spike bool, baseline uint64, gap bool) {
 		d.ObserveEmpty()
 		return false, 0, false
 	}
-	d.active = true
+	d.counts = append(d.counts, l.Count)
+	if len(d.counts) > d.cfg.History {
+		d.counts = d.counts[1:]
+	}
 	gap, d.gap = d.gap, false
 	v := d.cfg.On.of(&l)
 	baseline = d.baseline()
@@ -81,7 +84,10 @@ func (d *Detector) observe(l Latency) (spike bool, baseline uint64, gap bool) {
 // spike only if requests complete before and after it: the end of the
 // load looks the same until then. So it is reported with the next window
 // in which requests complete (Observe's gap).
-func (d *Detector) ObserveEmpty() { d.gap = d.gap || d.active }
+func (d *Detector) ObserveEmpty() {
+	dense := len(d.counts) > 0 && median(d.counts) >= gapMinRequests
+	d.gap = d.gap || (dense && (d.cfg.SLONs == 0 || d.cfg.WindowNs > d.cfg.SLONs))
+}
 
 func median(v []uint64) uint64 {
 	s := append([]uint64(nil), v...)
@@ -106,11 +112,25 @@ func stallNs(w *Window, c stall.Cause) uint64 {
 	return w.StallNs[c]
 }
 
-// coverage is the share of the spike cause c accounts for: of the slow
-// requests' time when they were timed in the kernel, else of the excess.
-func coverage(w *Window, ci *CauseInSpike, excess uint64) float64 {
-	if r := w.Latency; r != nil && r.Requests != nil && r.Requests.SlowNs > 0 {
-		return min(1, float64(ci.InSlowRequestsNs)/float64(r.Requests.SlowNs))
+// slowExcess is the slow requests' summed latency over the reference,
+// when requests were timed in the kernel; 0 without that breakdown.
+func slowExcess(w *Window, ref uint64) uint64 {
+	r := w.Latency
+	if r == nil || r.Requests == nil || r.Requests.Slow == 0 {
+		return 0
+	}
+	if floor := r.Requests.Slow * ref; r.Requests.SlowNs > floor {
+		return r.Requests.SlowNs - floor
+	}
+	return 0
+}
+
+// coverage is the share of the spike's excess cause c accounts for: of
+// the slow requests' own excess when they were timed in the kernel,
+// else of the window's.
+func coverage(ci *CauseInSpike, excess, slow uint64) float64 {
+	if slow > 0 {
+		return min(1, float64(ci.InSlowRequestsNs)/float64(slow))
 	}
 	if excess == 0 {
 		return 0
@@ -127,19 +147,32 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 	if l := w.Latency; l != nil {
 		sp.P99Ns, sp.Requests = l.P99Ns, l.Count
 	}
+	slow := slowExcess(w, base)
+	sp.timed = slow > 0
 	for _, c := range stall.AllCauses() {
-		if !c.Timed() {
+		if !c.Timed() || cfg.Untraced[c] {
 			continue
 		}
 		h := w.hit(c)
 		ci := CauseInSpike{Cause: c.String(), StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
-			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process,
-			ExposureNs: exposure(w, prev, c)}
+			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, ExposureNs: h.WorstNs}
 		if l := w.Latency; l != nil && l.Requests != nil {
 			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c.String()]
 		}
-		ci.Coverage = coverage(w, &ci, sp.ExcessNs)
+		ci.Coverage = coverage(&ci, sp.ExcessNs, slow)
 		sp.Causes = append(sp.Causes, ci)
+	}
+	// A backlog: when no stall in the window itself covers half of the
+	// spike, the freeze of the window before, whose queued requests
+	// complete in this one, may. Only then, so that one stall is not
+	// charged with the next spike when that one has its own.
+	if !sp.timed && topCoverage(sp.Causes) < explainCoverage {
+		for i := range sp.Causes {
+			ci := &sp.Causes[i]
+			c, _ := stall.ParseCause(ci.Cause)
+			ci.ExposureNs = exposure(w, prev, c)
+			ci.Coverage = coverage(ci, sp.ExcessNs, 0)
+		}
 	}
 	sort.SliceStable(sp.Causes, func(i, j int) bool {
 		a, b := sp.Causes[i], sp.Causes[j]
@@ -165,8 +198,8 @@ func fmtDur(ns uint64) string {
 // covers says how much of the spike a cause accounts for, in words.
 func covers(ci CauseInSpike, sp Spike) string {
 	pct := fmt.Sprintf("%.0f%%", ci.Coverage*100)
-	if ci.InSlowRequestsNs > 0 {
-		return pct + " of the slow requests' time"
+	if sp.timed {
+		return pct + " of the slow requests' excess"
 	}
 	if ci.Coverage >= 1 {
 		return "all of the excess"
@@ -215,21 +248,20 @@ func verdict(sp Spike, cfg Config) string {
 		parts = append(parts, s+" covers "+covers(c, sp))
 	}
 	out := head + ": " + strings.Join(parts, "; ")
-	if len(sp.Causes) == 0 || sp.Causes[0].Coverage < explainCoverage {
-		top := "no stall"
-		if len(sp.Causes) > 0 && sp.Causes[0].Coverage > 0 {
-			top = "the stalls"
-		}
-		out += fmt.Sprintf(". %s cover%s less than half of it: look elsewhere for the rest", capital(top), plural(top))
+	switch top := topCoverage(sp.Causes); {
+	case top == 0:
+		out += ". No stall in it: look elsewhere"
+	case top < explainCoverage:
+		out += ". The stalls cover less than half of it: look elsewhere for the rest"
 	}
 	return out
 }
 
-func capital(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
-
-func plural(s string) string {
-	if strings.HasSuffix(s, "stalls") {
-		return ""
+// topCoverage is the highest coverage of any cause.
+func topCoverage(cs []CauseInSpike) float64 {
+	top := 0.0
+	for _, c := range cs {
+		top = max(top, c.Coverage)
 	}
-	return "s"
+	return top
 }

@@ -16,12 +16,14 @@ import (
 // a cause still explains it when its stall time rises and falls with the
 // latency; present in every spike but covering a sliver of each, it does
 // not. A cause that covers at least half of a fifth of the spikes
-// explains them in part.
+// explains them in part. "Tracks" means a rank correlation above 0.3: a
+// weak one (0.1) is what a cause that is merely always there shows, such
+// as run-queue wait on a busy machine.
 const (
 	explainCoverage = 0.5
 	explainShare    = 0.5
 	partlyShare     = 0.2
-	explainSpearman = 0.0
+	explainSpearman = 0.3
 )
 
 // outsideShown is the stall time of the serving threads, over the run,
@@ -35,7 +37,7 @@ func (r *Result) weigh(seen []*Window, cfg Config) {
 		spike[r.Spikes[i].Index] = &r.Spikes[i]
 	}
 	for _, c := range stall.AllCauses() {
-		if !c.Timed() {
+		if !c.Timed() || cfg.Untraced[c] {
 			continue
 		}
 		r.Correlation[c.String()] = weighCause(c, seen, spike, cfg)
@@ -233,8 +235,11 @@ func (r *Result) judge(spikes int, cfg Config) string {
 		}
 		return s + "."
 	case len(partly) > 0:
-		return fmt.Sprintf("%s, explained only in part by %s. No stall covers half of %d of them: %s for the rest.",
-			head, strings.Join(partly, "; "), r.Uncovered, elsewhere)
+		s := fmt.Sprintf("%s, explained only in part by %s", head, strings.Join(partly, "; "))
+		if r.Uncovered > 0 {
+			s += fmt.Sprintf(". No stall covers half of %d of them: %s for those", r.Uncovered, elsewhere)
+		}
+		return s + "."
 	}
 	return fmt.Sprintf("%s, and no stall cause explains them: %s.", head, elsewhere)
 }

@@ -112,6 +112,7 @@ func New(h record.Header, opt Options) *Engine {
 		cfg.Function = h.LatencyFunction
 	}
 	cfg.WindowNs = h.WindowNs
+	cfg.Untraced = stall.Untraced(h.Probes)
 	if cfg.StartNs == 0 {
 		cfg.StartNs = h.StartNs
 	}

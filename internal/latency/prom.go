@@ -132,7 +132,7 @@ func Delta(index uint64, prev, cur *Histogram, metric string) *Stats {
 		return 0
 	}
 	st.Count = uint64(total)
-	st.P50Ns, st.P99Ns = quantile(0.5), quantile(0.99)
+	st.P50Ns, st.P99Ns, st.P999Ns = quantile(0.5), quantile(0.99), quantile(0.999)
 	for i := len(d) - 1; i >= 0; i-- {
 		below := 0.0
 		if i > 0 {

@@ -16,7 +16,7 @@ type blockEncoder struct {
 	records uint32
 	threads map[uint32]threadInfo
 	strings map[string]uint64
-	lastTs  uint64
+	lastTs  [2]uint64 // per timestamp chain: recEvent, recLaterEvent
 }
 
 type threadInfo struct {
@@ -35,7 +35,7 @@ func (e *blockEncoder) reset() {
 	e.records = 0
 	e.threads = map[uint32]threadInfo{}
 	e.strings = map[string]uint64{}
-	e.lastTs = 0
+	e.lastTs = [2]uint64{}
 }
 
 func (e *blockEncoder) size() int { return len(e.buf) }
@@ -143,11 +143,15 @@ func (e *blockEncoder) event(ev *stall.Event) {
 	opt(fPass, ev.Pass != 0, uint64(ev.Pass))
 	opt(fAttempt, ev.AttemptNs != 0, ev.AttemptNs)
 
+	typ, chain := byte(recEvent), 0
+	if ev.Kind == stall.KindStall && ev.Cause >= firstLaterCause {
+		typ, chain = recLaterEvent, 1
+	}
 	body := make([]byte, 0, 32)
 	body = append(body, byte(ev.Kind)<<4|byte(ev.Cause)&0x0f)
 	body = binary.AppendUvarint(body, flags)
-	body = binary.AppendUvarint(body, zigzag(int64(ev.TsNs-e.lastTs)))
-	e.lastTs = ev.TsNs
+	body = binary.AppendUvarint(body, zigzag(int64(ev.TsNs-e.lastTs[chain])))
+	e.lastTs[chain] = ev.TsNs
 	body = binary.AppendUvarint(body, ev.DurNs)
 	body = binary.AppendUvarint(body, uint64(ev.TID))
 	body = binary.AppendUvarint(body, uint64(ev.CPU))
@@ -155,7 +159,7 @@ func (e *blockEncoder) event(ev *stall.Event) {
 	for _, v := range fields {
 		body = binary.AppendUvarint(body, v)
 	}
-	e.record(recEvent, body)
+	e.record(typ, body)
 }
 
 func (e *blockEncoder) lost(l Lost) {
@@ -169,10 +173,15 @@ type blockDecoder struct {
 	buf     []byte
 	threads map[uint32]threadInfo
 	strings map[uint64]string
-	lastTs  uint64
+	lastTs  [2]uint64 // per timestamp chain: recEvent, recLaterEvent
 }
 
 var errCorrupt = errors.New("corrupt record")
+
+// errNewerEvent marks a well-formed event of a kind or cause this reader
+// does not know: a newer minor version wrote it. The reader skips it and
+// keeps the rest of the block.
+var errNewerEvent = errors.New("event of a newer version")
 
 func newBlockDecoder(raw []byte) *blockDecoder {
 	return &blockDecoder{buf: raw, threads: map[uint32]threadInfo{}, strings: map[uint64]string{}}
@@ -245,19 +254,17 @@ func (d *blockDecoder) str(body []byte) error {
 	return nil
 }
 
-func (d *blockDecoder) event(body []byte) (stall.Event, error) {
+// event decodes a recEvent (chain 0) or recLaterEvent (chain 1) body.
+func (d *blockDecoder) event(body []byte, chain int) (stall.Event, error) {
 	if len(body) < 1 {
 		return stall.Event{}, fmt.Errorf("%w: empty event", errCorrupt)
 	}
 	ev := stall.Event{Kind: stall.Kind(body[0] >> 4), Cause: stall.Cause(body[0] & 0x0f),
 		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
-	if ev.Kind > stall.KindExit || ev.Cause >= stall.NumCauses {
-		return stall.Event{}, fmt.Errorf("%w: kind %d cause %d", errCorrupt, ev.Kind, ev.Cause)
-	}
 	u := uvarints{b: body[1:]}
 	flags := u.next()
-	d.lastTs += uint64(unzigzag(u.next()))
-	ev.TsNs = d.lastTs
+	d.lastTs[chain] += uint64(unzigzag(u.next()))
+	ev.TsNs = d.lastTs[chain]
 	ev.DurNs = u.next()
 	ev.TID = uint32(u.next())
 	ev.CPU = uint32(u.next())
@@ -311,6 +318,11 @@ func (d *blockDecoder) event(body []byte) (stall.Event, error) {
 	}
 	if u.err != nil {
 		return stall.Event{}, u.err
+	}
+	if ev.Kind > stall.KindExit || ev.Cause >= stall.NumCauses {
+		// Checked after the fields are read, so a corrupt body is still
+		// called corrupt.
+		return stall.Event{}, fmt.Errorf("%w: kind %d cause %d", errNewerEvent, ev.Kind, ev.Cause)
 	}
 	t, ok := d.threads[ev.TID]
 	if !ok {

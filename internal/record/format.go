@@ -7,6 +7,8 @@ package record
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // Magic opens every recording. As in PNG, the 0x1a byte stops `type` on
@@ -46,7 +48,16 @@ const (
 	recLost     = 6 // uvarint mono ns, uvarint lost events total, uvarint recorder drops total
 	recEnd      = 7 // JSON: how the run ended; only in a complete recording
 	recLatency  = 8 // JSON: one window's request latency (since 1.1)
+	// recLaterEvent is an event of a cause added after 1.2 (runq_wait and
+	// on). Same body as recEvent, but its own timestamp chain: a 1.2
+	// reader skips the type without upsetting the deltas of the events it
+	// does read, where a new cause in a type-3 record would make it drop
+	// the rest of the block as corrupt.
+	recLaterEvent = 9
 )
+
+// firstLaterCause is the first cause written as recLaterEvent.
+const firstLaterCause = stall.RunqWait
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -59,6 +59,7 @@ type Reader struct {
 	blocks   int
 	warnings []string
 	cut      bool
+	newer    int    // events of a newer kind or cause, skipped
 	pending  []byte // bytes read ahead by a resync, served before r.r
 }
 
@@ -152,6 +153,10 @@ func (r *Reader) Header() Header { return r.header }
 // Warnings lists the damage found so far, one line each.
 func (r *Reader) Warnings() []string { return r.warnings }
 
+// NewerSkipped is the number of events skipped because a newer version
+// wrote a kind or cause this one does not know.
+func (r *Reader) NewerSkipped() int { return r.newer }
+
 // Truncated reports whether the file ended inside a block.
 func (r *Reader) Truncated() bool { return r.cut }
 
@@ -195,6 +200,13 @@ func (r *Reader) Next() (Item, error) {
 			continue
 		}
 		it, ok, err := r.decode(typ, body)
+		if errors.Is(err, errNewerEvent) {
+			if r.newer == 0 {
+				r.warn("block %d: %v; such events are skipped (a newer numatrace reads them)", r.blocks, err)
+			}
+			r.newer++
+			continue
+		}
 		if err != nil {
 			r.warn("block %d: %v; rest of the block skipped", r.blocks, err)
 			r.cur = nil
@@ -212,8 +224,12 @@ func (r *Reader) decode(typ byte, body []byte) (Item, bool, error) {
 		return Item{}, false, r.cur.thread(body)
 	case recString:
 		return Item{}, false, r.cur.str(body)
-	case recEvent:
-		ev, err := r.cur.event(body)
+	case recEvent, recLaterEvent:
+		chain := 0
+		if typ == recLaterEvent {
+			chain = 1
+		}
+		ev, err := r.cur.event(body, chain)
 		return Item{Kind: ItemEvent, Event: ev}, err == nil, err
 	case recSnapshot:
 		s, err := decodeJSON[Snapshot](body, "snapshot")

@@ -231,6 +231,143 @@ func TestCorruptBlockIsSkipped(t *testing.T) {
 	}
 }
 
+// runq_wait events (new in 1.3) go in their own record type with their
+// own timestamp chain, so a 1.2 reader, which skips unknown record types,
+// reads every other event of the block with its right timestamp. The
+// reader here is a 1.2 reader: it decodes type 3 only.
+func TestLaterCausesAreInvisibleToOlderReaders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(11))
+	var all, old []stall.Event
+	for i := 0; i < 3000; i++ {
+		ev := randomEvent(rng, uint64(1e6+i*1000+rng.Intn(900)))
+		if i%4 == 0 {
+			ev.Kind, ev.Cause = stall.KindStall, stall.RunqWait
+		} else if ev.Cause >= firstLaterCause {
+			ev.Cause = stall.MmapLock
+		}
+		w.Event(&ev)
+		all = append(all, ev)
+		if ev.Cause < firstLaterCause || ev.Kind != stall.KindStall {
+			old = append(old, ev)
+		}
+	}
+	if err := w.Close(End{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []stall.Event
+	for {
+		if r.cur == nil {
+			if err := r.nextBlock(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		typ, body, done, err := r.cur.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			r.cur = nil
+			continue
+		}
+		switch typ {
+		case recThread:
+			err = r.cur.thread(body)
+		case recString:
+			err = r.cur.str(body)
+		case recEvent:
+			var ev stall.Event
+			ev, err = r.cur.event(body, 0)
+			got = append(got, ev)
+		}
+		if err != nil {
+			t.Fatalf("a 1.2 reader would call this corrupt: %v", err)
+		}
+	}
+	if len(got) != len(old) {
+		t.Fatalf("a 1.2 reader reads %d events, want %d", len(got), len(old))
+	}
+	for i := range old {
+		if got[i].TsNs != old[i].TsNs || got[i].Cause != old[i].Cause || got[i].DurNs != old[i].DurNs {
+			t.Fatalf("event %d: a 1.2 reader reads %+v, want %+v", i, got[i], old[i])
+		}
+	}
+	// And today's reader reads them all, in order.
+	r2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	evs, _, _ := readAll(t, r2)
+	if len(evs) != len(all) {
+		t.Fatalf("read %d events, want %d", len(evs), len(all))
+	}
+	for i := range all {
+		if evs[i].TsNs != all[i].TsNs || evs[i].Cause != all[i].Cause {
+			t.Fatalf("event %d: %+v, want %+v", i, evs[i], all[i])
+		}
+	}
+}
+
+// An event of a cause a newer minor version added is skipped on its own:
+// the events around it in the same block are still read.
+func TestNewerCauseIsSkippedNotCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(9))
+	var want []stall.Event
+	for i := 0; i < 30; i++ {
+		ev := randomEvent(rng, uint64(1000+i*1000))
+		if i%3 == 1 {
+			ev.Cause = stall.NumCauses + 2 // a cause from the future
+		} else {
+			want = append(want, ev)
+		}
+		w.Event(&ev)
+	}
+	if err := w.Close(End{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := readAll(t, r)
+	if len(got) != len(want) {
+		t.Fatalf("read %d events, want %d (warnings %v)", len(got), len(want), r.Warnings())
+	}
+	for i := range want {
+		if got[i].TsNs != want[i].TsNs || got[i].Cause != want[i].Cause {
+			t.Errorf("event %d: got %+v want %+v", i, got[i], want[i])
+		}
+	}
+	if r.NewerSkipped() != 10 {
+		t.Errorf("skipped %d, want 10", r.NewerSkipped())
+	}
+	if ws := r.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "newer numatrace") {
+		t.Errorf("warnings %q, want one that names a newer numatrace", ws)
+	}
+}
+
 func TestNewerMajorIsRefused(t *testing.T) {
 	w := writeRecording(t, 10, 5)
 	b, _ := os.ReadFile(w.path)

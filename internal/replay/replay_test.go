@@ -58,10 +58,18 @@ func TestShippedRecordings(t *testing.T) {
 			}
 			// Its 203 ms window had 3.8 ms of memcg reclaim (12.5 ms the
 			// window before): mostly not explained, and said so.
+			found := false
 			for _, sp := range rep.Correlation.Spikes {
-				if sp.Index == 40 && (sp.Causes[0].Coverage > 0.1 || !strings.Contains(sp.Verdict, "look elsewhere")) {
+				if sp.Index != 40 {
+					continue
+				}
+				found = true
+				if sp.LatencyNs/1e6 != 203 || sp.Causes[0].Coverage > 0.1 || !strings.Contains(sp.Verdict, "look elsewhere") {
 					t.Errorf("%s: the 203 ms window: %s", f, sp.Verdict)
 				}
+			}
+			if !found {
+				t.Errorf("%s: the 203 ms window (40) is no spike", f)
 			}
 		}
 		if cause == "" {

@@ -236,3 +236,22 @@ func TestParseDurationsErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestUntraced(t *testing.T) {
+	if u := Untraced(nil); u != ([NumCauses]bool{}) {
+		t.Errorf("no probe list: %v, want nothing marked", u)
+	}
+	u := Untraced([]ProbeStatus{
+		{Name: "memcg_reclaim", Attached: true},                          // before 1.3: named after the cause
+		{Name: "memcg_softlimit_reclaim", Cause: "memcg_reclaim"},        // failed, but its sibling attached
+		{Name: "compaction_begin", Cause: "compaction", Attached: false}, // failed
+		{Name: "runq_switch", Cause: "runq_wait", Attached: true},        // 1.3: names its cause
+		{Name: "kswapd_wakeup", Attached: true},                          // no cause
+	})
+	for c := Cause(0); c < NumCauses; c++ {
+		want := c != MemcgReclaim && c != RunqWait
+		if u[c] != want {
+			t.Errorf("%s: untraced %v, want %v", c, u[c], want)
+		}
+	}
+}

@@ -13,6 +13,28 @@ type ProbeStatus struct {
 	Error       string   `json:"error,omitempty"`
 }
 
+// Untraced marks the causes no attached probe fed. Probes that do not name
+// their cause (recordings before 1.3) are named after it. With no probe
+// list at all, nothing is marked: the source did not say.
+func Untraced(probes []ProbeStatus) (untraced [NumCauses]bool) {
+	if len(probes) == 0 {
+		return untraced
+	}
+	for i := range untraced {
+		untraced[i] = true
+	}
+	for _, p := range probes {
+		name := p.Cause
+		if name == "" {
+			name = p.Name
+		}
+		if c, err := ParseCause(name); err == nil && p.Attached {
+			untraced[c] = false
+		}
+	}
+	return untraced
+}
+
 // Attached counts the probes that attached.
 func Attached(probes []ProbeStatus) int {
 	n := 0

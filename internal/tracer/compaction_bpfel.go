@@ -74,6 +74,7 @@ const (
 	compactionMapEvents             = "events"
 	compactionMapHists              = "hists"
 	compactionMapPendings           = "pendings"
+	compactionMapRunqSince          = "runq_since"
 	compactionMapTargetTgids        = "target_tgids"
 	compactionMapThreadCountsMap    = "thread_counts_map"
 	compactionMapThreadStalls       = "thread_stalls"
@@ -150,6 +151,7 @@ type compactionMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -196,6 +198,7 @@ type compactionMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -208,6 +211,7 @@ func (m *compactionMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

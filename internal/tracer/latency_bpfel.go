@@ -84,6 +84,7 @@ const (
 	latencyMapLatEvents        = "lat_events"
 	latencyMapPendings         = "pendings"
 	latencyMapReqStart         = "req_start"
+	latencyMapRunqSince        = "runq_since"
 	latencyMapTargetTgids      = "target_tgids"
 	latencyMapThreadCountsMap  = "thread_counts_map"
 	latencyMapThreadStalls     = "thread_stalls"
@@ -162,6 +163,7 @@ type latencyMapSpecs struct {
 	LatEvents       *ebpf.MapSpec `ebpf:"lat_events"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	ReqStart        *ebpf.MapSpec `ebpf:"req_start"`
+	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -210,6 +212,7 @@ type latencyMaps struct {
 	LatEvents       *ebpf.Map `ebpf:"lat_events"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	ReqStart        *ebpf.Map `ebpf:"req_start"`
+	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -224,6 +227,7 @@ func (m *latencyMaps) Close() error {
 		m.LatEvents,
 		m.Pendings,
 		m.ReqStart,
+		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

@@ -74,6 +74,7 @@ const (
 	mmaplockMapEvents              = "events"
 	mmaplockMapHists               = "hists"
 	mmaplockMapPendings            = "pendings"
+	mmaplockMapRunqSince           = "runq_since"
 	mmaplockMapTargetTgids         = "target_tgids"
 	mmaplockMapThreadCountsMap     = "thread_counts_map"
 	mmaplockMapThreadStalls        = "thread_stalls"
@@ -150,6 +151,7 @@ type mmaplockMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -196,6 +198,7 @@ type mmaplockMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -208,6 +211,7 @@ func (m *mmaplockMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

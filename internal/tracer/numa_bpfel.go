@@ -74,6 +74,7 @@ const (
 	numaMapEvents           = "events"
 	numaMapHists            = "hists"
 	numaMapPendings         = "pendings"
+	numaMapRunqSince        = "runq_since"
 	numaMapTargetTgids      = "target_tgids"
 	numaMapThreadCountsMap  = "thread_counts_map"
 	numaMapThreadStalls     = "thread_stalls"
@@ -154,6 +155,7 @@ type numaMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -200,6 +202,7 @@ type numaMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -212,6 +215,7 @@ func (m *numaMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

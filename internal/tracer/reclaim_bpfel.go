@@ -74,6 +74,7 @@ const (
 	reclaimMapEvents               = "events"
 	reclaimMapHists                = "hists"
 	reclaimMapPendings             = "pendings"
+	reclaimMapRunqSince            = "runq_since"
 	reclaimMapTargetTgids          = "target_tgids"
 	reclaimMapThreadCountsMap      = "thread_counts_map"
 	reclaimMapThreadStalls         = "thread_stalls"
@@ -160,6 +161,7 @@ type reclaimMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -206,6 +208,7 @@ type reclaimMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -218,6 +221,7 @@ func (m *reclaimMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

@@ -96,7 +96,7 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
 
 // sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "pendings", "cpu_node", "target_tgids", "counters"}
+var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "runq_since", "pendings", "cpu_node", "target_tgids", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {
@@ -224,6 +224,9 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	if ev, ok := spec.Maps["events"]; ok && cfg.RingBufBytes > 0 {
 		ev.MaxEntries = uint32(cfg.RingBufBytes)
 	}
+	if ts, ok := spec.Maps["thread_stalls"]; ok && !cfg.RequestStalls {
+		ts.MaxEntries = 1 // as createMaps made it
+	}
 	mode := typesFilterModeFILTER_NONE
 	switch cfg.Filter {
 	case FilterPIDs:
@@ -282,6 +285,9 @@ func (t *Tracer) createMaps(cfg Config) error {
 		ms = ms.Copy()
 		if name == "events" && cfg.RingBufBytes > 0 {
 			ms.MaxEntries = uint32(cfg.RingBufBytes)
+		}
+		if name == "thread_stalls" && !cfg.RequestStalls {
+			ms.MaxEntries = 1 // never written: no request timer reads it
 		}
 		m, err := ebpf.NewMap(ms)
 		if err != nil {

@@ -186,6 +186,7 @@ const (
 	typesMapEvents             = "events"
 	typesMapHists              = "hists"
 	typesMapPendings           = "pendings"
+	typesMapRunqSince          = "runq_since"
 	typesMapTargetTgids        = "target_tgids"
 	typesMapThreadCountsMap    = "thread_counts_map"
 	typesMapThreadStalls       = "thread_stalls"
@@ -266,6 +267,7 @@ type typesMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -324,6 +326,7 @@ type typesMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -336,6 +339,7 @@ func (m *typesMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

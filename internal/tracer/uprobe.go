@@ -45,15 +45,25 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 			lp = nil
 		}
 	}()
-	lp.coll, err = ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: t.maps})
+	f, err := elf.Open(binary)
 	if err != nil {
+		return nil, fmt.Errorf("--latency-uprobe: %w", err)
+	}
+	defer f.Close()
+	// Only the pair this binary needs: the Go pair reads a register only
+	// amd64 has.
+	progs := []string{"request_enter", "request_exit"}
+	if isGo(f) {
+		progs = []string{"request_enter_go", "request_exit_go"}
+	}
+	if lp.coll, err = t.loadPrograms(spec, t.kspec, progs...); err != nil {
 		return nil, wrapLoadErr(fmt.Errorf("load latency probe: %w", err))
 	}
 	ex, err := link.OpenExecutable(binary)
 	if err != nil {
 		return nil, fmt.Errorf("--latency-uprobe: %w", err)
 	}
-	if err := lp.attach(ex, binary, symbol, pid); err != nil {
+	if err := lp.attach(ex, f, binary, symbol, pid, progs); err != nil {
 		return nil, err
 	}
 	if lp.rd, err = ringbuf.NewReader(lp.coll.Maps["lat_events"]); err != nil {
@@ -63,17 +73,12 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 	return lp, nil
 }
 
-// attach puts the entry and exit probes on symbol.
-func (lp *LatencyProbe) attach(ex *link.Executable, binary, symbol string, pid int) error {
-	f, err := elf.Open(binary)
-	if err != nil {
-		return fmt.Errorf("--latency-uprobe: %w", err)
-	}
-	defer f.Close()
-	enter, exit := lp.coll.Programs["request_enter"], lp.coll.Programs["request_exit"]
+// attach puts the entry and exit probes (progs) on symbol.
+func (lp *LatencyProbe) attach(ex *link.Executable, f *elf.File, binary, symbol string, pid int, progs []string) error {
+	enter, exit := lp.coll.Programs[progs[0]], lp.coll.Programs[progs[1]]
 	var rets []uint64
 	if isGo(f) {
-		enter, exit = lp.coll.Programs["request_enter_go"], lp.coll.Programs["request_exit_go"]
+		var err error
 		if rets, err = goReturns(f, symbol); err != nil {
 			return fmt.Errorf("--latency-uprobe: %w", err)
 		}
