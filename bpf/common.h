@@ -20,6 +20,10 @@
 /* Set by the loader before load; the verifier sees them as constants. */
 const volatile __u32 cfg_filter_mode = FILTER_NONE;
 const volatile __u32 cfg_filter_tid = 0;
+/* FILTER_TGIDS with exactly one process that never grows (--pid): compared
+ * directly, so the programs on every context switch filter without a map
+ * lookup. */
+const volatile __u32 cfg_filter_tgid = 0;
 /* numatrace itself, left out of system-wide traces. */
 const volatile __u32 cfg_self_tgid = 0;
 /* --cgroup: the kernfs id (inode) of the target directory, 0 if none. */
@@ -109,14 +113,6 @@ struct {
 	__type(value, struct thread_stall);
 } thread_stalls SEC(".maps");
 
-/* When each traced thread became runnable, for run-queue wait (runq_wait). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} runq_since SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_CPUS);
@@ -153,6 +149,8 @@ static __always_inline bool wanted(__u32 tgid, __u32 tid)
 		return tgid != cfg_self_tgid;
 	if (cfg_filter_mode == FILTER_TID)
 		return tid == cfg_filter_tid;
+	if (cfg_filter_tgid)
+		return tgid == cfg_filter_tgid;
 	return bpf_map_lookup_elem(&target_tgids, &tgid) != NULL;
 }
 

@@ -99,7 +99,6 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 
 	if (!current_wanted(&tgid, &tid))
 		return 0;
-	bpf_map_delete_elem(&runq_since, &tid);
 	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0);
 	if (!e)
 		return 0;
@@ -174,70 +173,33 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-static __always_inline void runq_enqueue(struct task_struct *p, __u64 now)
-{
-	__u32 tid = p->pid;
-
-	if (wanted(p->tgid, tid))
-		bpf_map_update_elem(&runq_since, &tid, &now, BPF_ANY);
-}
-
-/* task_struct::state, before 5.14 renamed it __state. */
-struct task_struct___state_long {
-	long state;
-} __attribute__((preserve_access_index));
-
-/* Whether t is still runnable as it leaves its CPU (preempted, yielded). */
-static __always_inline bool still_runnable(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state) == 0; /* TASK_RUNNING */
-	return BPF_CORE_READ((struct task_struct___state_long *)t, state) == 0;
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(runq_wakeup, struct task_struct *p)
-{
-	runq_enqueue(p, bpf_ktime_get_ns());
-	return 0;
-}
-
-SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(runq_wakeup_new, struct task_struct *p)
-{
-	runq_enqueue(p, bpf_ktime_get_ns());
-	return 0;
-}
-
 /*
- * sched_switch(bool preempt, struct task_struct *prev, struct task_struct
- * *next, ...): next's wait ends; a preempted prev is runnable again.
+ * Run-queue wait without a program on wakeups and without a map: the
+ * scheduler already notes when a task was queued (sched_info.last_queued,
+ * in its runqueue's clock, for a woken and for a preempted task alike) and
+ * adds the wait to its run_delay as the task gets the CPU, just after this
+ * tracepoint. So the wait is that runqueue clock, already updated for this
+ * switch, minus last_queued: the same figure as /proc/PID/schedstat's.
  */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = next->pid;
-	__u64 *since = bpf_map_lookup_elem(&runq_since, &tid);
-
-	/* A thread that leaves runnable waits from now; one that sleeps has
-	 * no wait open (a wakeup that found it running left one behind). */
-	if (preempt || still_runnable(prev)) {
-		runq_enqueue(prev, now);
-	} else {
-		__u32 ptid = prev->pid;
-
-		/* Look first: a lookup takes no lock, a delete does, and few
-		 * sleepers have a wait open. */
-		if (bpf_map_lookup_elem(&runq_since, &ptid))
-			bpf_map_delete_elem(&runq_since, &ptid);
-	}
-	if (!since)
-		return 0;
-	__u64 dur = now - *since;
 	__u32 tgid = next->tgid;
 
-	bpf_map_delete_elem(&runq_since, &tid);
+	/* The filter first: this runs on every switch of every thread, and
+	 * for a --pid target it is a compare, not a map lookup. */
+	if (!wanted(tgid, tid))
+		return 0;
+	__u64 queued = BPF_CORE_READ(next, sched_info.last_queued);
+	struct cfs_rq *cfs = BPF_CORE_READ(next, se.cfs_rq);
+	__u64 clock = cfs ? BPF_CORE_READ(cfs, rq, clock) : 0;
+
+	if (!queued || clock <= queued)
+		return 0;
+	__u64 dur = clock - queued;
+	__u64 now = bpf_ktime_get_ns();
+
 	if (dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])
 		return 0;
 	struct hist *h = hist_get(tgid, tid, CAUSE_RUNQ_WAIT, next);

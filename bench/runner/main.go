@@ -204,6 +204,9 @@ func run(ctx context.Context, c *config) (err error) {
 	if err := measureThroughput(ctx, c, w, ex); err != nil {
 		return err
 	}
+	if err := measureRunq(ctx, c, ex); err != nil {
+		return fmt.Errorf("run-queue tracing: %w", err)
+	}
 	if err := measureRecordingSize(ctx, c, w, ex); err != nil {
 		return fmt.Errorf("recording size: %w", err)
 	}

@@ -47,6 +47,7 @@ type extra struct {
 	rssKB, rssPeakKB uint64
 
 	request requestTimer
+	runq    runqCost
 }
 
 type recSize struct {
@@ -64,7 +65,13 @@ func stressNG(ctx context.Context, stressor string, d time.Duration) (float64, e
 	if err != nil {
 		return 0, fmt.Errorf("stress-ng --%s: %v: %s", stressor, err, out)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
+	return parseStressNG(stressor, string(out))
+}
+
+// parseStressNG reads the bogo ops per second (real time) that
+// --metrics-brief printed.
+func parseStressNG(stressor, out string) (float64, error) {
+	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		// "stress-ng: metrc: [pid] affinity  341718  2.01  0.35  2.15  170365.11  137109.22"
 		if len(f) >= 10 && f[3] == stressor {

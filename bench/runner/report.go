@@ -291,6 +291,7 @@ func (r *results) write(path string, ex *extra) []string {
 
 	ex.render(&b)
 	ex.renderRequestTimer(&b)
+	ex.renderRunq(&b)
 
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {

@@ -133,11 +133,16 @@ func attachTime(ctx context.Context, c *config, i int) (time.Duration, error) {
 }
 
 func startFloor(ctx context.Context, c *config, round int) (*session, error) {
+	return startFloorOn(ctx, c, round)
+}
+
+// startFloorOn starts bench/floor with these flags.
+func startFloorOn(ctx context.Context, c *config, round int, args ...string) (*session, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc("floor", filepath.Join(c.workdir, fmt.Sprintf("floor-%d.log", round)), pw, c.floor)
+	p, err := startProc("floor", filepath.Join(c.workdir, fmt.Sprintf("floor-%d.log", round)), pw, append([]string{c.floor}, args...)...)
 	pw.Close()
 	if err != nil {
 		pr.Close()

@@ -47,6 +47,9 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if a.Latency.Set() && a.RunqWait && !cfg.RunqWait {
+		fmt.Fprintln(stderr, "numatrace: run-queue wait (runq_wait) is traced only for a target: give --pid or --cgroup to weigh it against the latency")
+	}
 	tr, err := tracer.Open(cfg)
 	if err != nil {
 		return err
@@ -55,11 +58,20 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 	return a.trace(tr, tgt, topo, stdout, stderr)
 }
 
+// runqWait says whether the target's run-queue wait is traced: with a
+// latency source and a target. System-wide it would time every thread's
+// every context switch (BENCHMARKS.md has the cost), and the waits of
+// threads that serve nothing would be weighed against the service's
+// latency.
+func (a *Attach) runqWait(tgt *target.Target) bool {
+	return a.RunqWait && a.Latency.Set() && tgt.Kind != target.System
+}
+
 // tracerConfig says what the kernel side traces.
 func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (tracer.Config, error) {
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
 		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
-		RequestStalls: a.Latency.Uprobe != "" && a.RequestStalls, RunqWait: a.Latency.Set()}
+		RequestStalls: a.Latency.Uprobe != "" && a.RequestStalls, RunqWait: a.runqWait(tgt)}
 	switch tgt.Kind {
 	case target.Process:
 		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}

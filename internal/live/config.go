@@ -99,6 +99,9 @@ type Attach struct {
 	// RequestStalls breaks each request timed in the kernel down by the
 	// stalls inside it (--latency-uprobe).
 	RequestStalls bool
+	// RunqWait times the target's run-queue waits while a latency source
+	// is set (runq_wait); it needs a target.
+	RunqWait bool
 
 	RecordTo    string // attach --record, record -o
 	Flight      string // record --flight-recorder: a size or a duration

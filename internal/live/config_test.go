@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/target"
 )
 
 // The defaults in the flag sets must parse and keep only mmap_lock.
@@ -88,5 +89,32 @@ func TestParseFlightSpec(t *testing.T) {
 		if _, _, err := parseFlightSpec(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// Run-queue wait needs a latency source and a target: system-wide it
+// would time every context switch on the machine.
+func TestRunqWaitNeedsATarget(t *testing.T) {
+	for _, c := range []struct {
+		latency string
+		kind    target.Kind
+		want    bool
+	}{
+		{"", target.Process, false},
+		{"requests.log", target.System, false},
+		{"requests.log", target.Process, true},
+		{"requests.log", target.Cgroup, true},
+		{"requests.log", target.Thread, true},
+	} {
+		a := &Attach{RunqWait: true}
+		a.Latency.File = c.latency
+		if got := a.runqWait(&target.Target{Kind: c.kind}); got != c.want {
+			t.Errorf("latency %q, target kind %d: runq_wait %v, want %v", c.latency, c.kind, got, c.want)
+		}
+	}
+	off := &Attach{}
+	off.Latency.File = "requests.log"
+	if off.runqWait(&target.Target{Kind: target.Process}) {
+		t.Error("--runq-wait=false still traces it")
 	}
 }

@@ -74,7 +74,6 @@ const (
 	compactionMapEvents             = "events"
 	compactionMapHists              = "hists"
 	compactionMapPendings           = "pendings"
-	compactionMapRunqSince          = "runq_since"
 	compactionMapTargetTgids        = "target_tgids"
 	compactionMapThreadCountsMap    = "thread_counts_map"
 	compactionMapThreadStalls       = "thread_stalls"
@@ -83,6 +82,7 @@ const (
 	compactionProgCompactPassEndCc  = "compact_pass_end_cc"
 	compactionProgCompactPassEndPfn = "compact_pass_end_pfn"
 	compactionVarCfgFilterMode      = "cfg_filter_mode"
+	compactionVarCfgFilterTgid      = "cfg_filter_tgid"
 	compactionVarCfgFilterTid       = "cfg_filter_tid"
 	compactionVarCfgMigrIter        = "cfg_migr_iter"
 	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
@@ -151,7 +151,6 @@ type compactionMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
-	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -162,6 +161,7 @@ type compactionMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionVariableSpecs struct {
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
@@ -198,7 +198,6 @@ type compactionMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
-	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -211,7 +210,6 @@ func (m *compactionMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
-		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -223,6 +221,7 @@ func (m *compactionMaps) Close() error {
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionVariables struct {
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`

@@ -84,7 +84,6 @@ const (
 	latencyMapLatEvents        = "lat_events"
 	latencyMapPendings         = "pendings"
 	latencyMapReqStart         = "req_start"
-	latencyMapRunqSince        = "runq_since"
 	latencyMapTargetTgids      = "target_tgids"
 	latencyMapThreadCountsMap  = "thread_counts_map"
 	latencyMapThreadStalls     = "thread_stalls"
@@ -93,6 +92,7 @@ const (
 	latencyProgRequestExit     = "request_exit"
 	latencyProgRequestExitGo   = "request_exit_go"
 	latencyVarCfgFilterMode    = "cfg_filter_mode"
+	latencyVarCfgFilterTgid    = "cfg_filter_tgid"
 	latencyVarCfgFilterTid     = "cfg_filter_tid"
 	latencyVarCfgMigrIter      = "cfg_migr_iter"
 	latencyVarCfgMinEventNs    = "cfg_min_event_ns"
@@ -163,7 +163,6 @@ type latencyMapSpecs struct {
 	LatEvents       *ebpf.MapSpec `ebpf:"lat_events"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	ReqStart        *ebpf.MapSpec `ebpf:"req_start"`
-	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -174,6 +173,7 @@ type latencyMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyVariableSpecs struct {
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
@@ -212,7 +212,6 @@ type latencyMaps struct {
 	LatEvents       *ebpf.Map `ebpf:"lat_events"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	ReqStart        *ebpf.Map `ebpf:"req_start"`
-	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -227,7 +226,6 @@ func (m *latencyMaps) Close() error {
 		m.LatEvents,
 		m.Pendings,
 		m.ReqStart,
-		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -239,6 +237,7 @@ func (m *latencyMaps) Close() error {
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyVariables struct {
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`

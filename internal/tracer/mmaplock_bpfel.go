@@ -74,7 +74,6 @@ const (
 	mmaplockMapEvents              = "events"
 	mmaplockMapHists               = "hists"
 	mmaplockMapPendings            = "pendings"
-	mmaplockMapRunqSince           = "runq_since"
 	mmaplockMapTargetTgids         = "target_tgids"
 	mmaplockMapThreadCountsMap     = "thread_counts_map"
 	mmaplockMapThreadStalls        = "thread_stalls"
@@ -83,6 +82,7 @@ const (
 	mmaplockProgMmapLockAcquiredW2 = "mmap_lock_acquired_w2"
 	mmaplockProgMmapLockStart      = "mmap_lock_start"
 	mmaplockVarCfgFilterMode       = "cfg_filter_mode"
+	mmaplockVarCfgFilterTgid       = "cfg_filter_tgid"
 	mmaplockVarCfgFilterTid        = "cfg_filter_tid"
 	mmaplockVarCfgMigrIter         = "cfg_migr_iter"
 	mmaplockVarCfgMinEventNs       = "cfg_min_event_ns"
@@ -151,7 +151,6 @@ type mmaplockMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
-	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -162,6 +161,7 @@ type mmaplockMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockVariableSpecs struct {
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
@@ -198,7 +198,6 @@ type mmaplockMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
-	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -211,7 +210,6 @@ func (m *mmaplockMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
-		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -223,6 +221,7 @@ func (m *mmaplockMaps) Close() error {
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockVariables struct {
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`

@@ -74,7 +74,6 @@ const (
 	numaMapEvents           = "events"
 	numaMapHists            = "hists"
 	numaMapPendings         = "pendings"
-	numaMapRunqSince        = "runq_since"
 	numaMapTargetTgids      = "target_tgids"
 	numaMapThreadCountsMap  = "thread_counts_map"
 	numaMapThreadStalls     = "thread_stalls"
@@ -85,6 +84,7 @@ const (
 	numaProgNumaStickTask   = "numa_stick_task"
 	numaProgNumaSwapTask    = "numa_swap_task"
 	numaVarCfgFilterMode    = "cfg_filter_mode"
+	numaVarCfgFilterTgid    = "cfg_filter_tgid"
 	numaVarCfgFilterTid     = "cfg_filter_tid"
 	numaVarCfgMigrIter      = "cfg_migr_iter"
 	numaVarCfgMinEventNs    = "cfg_min_event_ns"
@@ -155,7 +155,6 @@ type numaMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
-	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -166,6 +165,7 @@ type numaMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaVariableSpecs struct {
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
@@ -202,7 +202,6 @@ type numaMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
-	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -215,7 +214,6 @@ func (m *numaMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
-		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -227,6 +225,7 @@ func (m *numaMaps) Close() error {
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaVariables struct {
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`

@@ -32,6 +32,8 @@ type probeDef struct {
 	description string
 	cgroupOnly  bool // attached only when following a cgroup
 	latencyOnly bool // attached only with a latency source
+	// requires, if set, says why this kernel cannot feed the probe.
+	requires func() error
 }
 
 func one(program string, nargs int, names map[int]string) []variant {
@@ -105,10 +107,9 @@ var probeDefs = []probeDef{
 			}},
 		}},
 	{name: "runq_wait", cause: stall.RunqWait.String(), object: "sched", latencyOnly: true,
-		description: "time a traced thread waited for a CPU once woken or preempted (only with a latency source)",
+		description: "time a traced thread waited for a CPU once woken or preempted, from the scheduler's own run-queue times (only with a latency source and a target)",
+		requires:    schedInfoOn,
 		hooks: []hook{
-			{"sched_wakeup", one("runq_wakeup", 1, nil)},
-			{"sched_wakeup_new", one("runq_wakeup_new", 1, nil)},
 			{"sched_switch", []variant{ // prev_state came fourth in 5.18; the program reads the first three
 				{program: "runq_switch", nargs: 4}, {program: "runq_switch", nargs: 3}}},
 		}},

@@ -74,7 +74,6 @@ const (
 	reclaimMapEvents               = "events"
 	reclaimMapHists                = "hists"
 	reclaimMapPendings             = "pendings"
-	reclaimMapRunqSince            = "runq_since"
 	reclaimMapTargetTgids          = "target_tgids"
 	reclaimMapThreadCountsMap      = "thread_counts_map"
 	reclaimMapThreadStalls         = "thread_stalls"
@@ -88,6 +87,7 @@ const (
 	reclaimProgNodeReclaimBegin    = "node_reclaim_begin"
 	reclaimProgNodeReclaimEnd      = "node_reclaim_end"
 	reclaimVarCfgFilterMode        = "cfg_filter_mode"
+	reclaimVarCfgFilterTgid        = "cfg_filter_tgid"
 	reclaimVarCfgFilterTid         = "cfg_filter_tid"
 	reclaimVarCfgMigrIter          = "cfg_migr_iter"
 	reclaimVarCfgMinEventNs        = "cfg_min_event_ns"
@@ -161,7 +161,6 @@ type reclaimMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
-	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -172,6 +171,7 @@ type reclaimMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type reclaimVariableSpecs struct {
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
@@ -208,7 +208,6 @@ type reclaimMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
-	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -221,7 +220,6 @@ func (m *reclaimMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
-		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -233,6 +231,7 @@ func (m *reclaimMaps) Close() error {
 // It can be passed to loadReclaimObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reclaimVariables struct {
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`

@@ -74,7 +74,6 @@ const (
 	schedMapEvents            = "events"
 	schedMapHists             = "hists"
 	schedMapPendings          = "pendings"
-	schedMapRunqSince         = "runq_since"
 	schedMapTargetTgids       = "target_tgids"
 	schedMapThreadCountsMap   = "thread_counts_map"
 	schedMapThreadStalls      = "thread_stalls"
@@ -82,12 +81,11 @@ const (
 	schedProgFollowFork       = "follow_fork"
 	schedProgMigrationsDump   = "migrations_dump"
 	schedProgRunqSwitch       = "runq_switch"
-	schedProgRunqWakeup       = "runq_wakeup"
-	schedProgRunqWakeupNew    = "runq_wakeup_new"
 	schedProgTaskMigrate      = "task_migrate"
 	schedProgTaskMigrateCount = "task_migrate_count"
 	schedProgThreadExit       = "thread_exit"
 	schedVarCfgFilterMode     = "cfg_filter_mode"
+	schedVarCfgFilterTgid     = "cfg_filter_tgid"
 	schedVarCfgFilterTid      = "cfg_filter_tid"
 	schedVarCfgMigrIter       = "cfg_migr_iter"
 	schedVarCfgMinEventNs     = "cfg_min_event_ns"
@@ -145,8 +143,6 @@ type schedProgramSpecs struct {
 	FollowFork       *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.ProgramSpec `ebpf:"migrations_dump"`
 	RunqSwitch       *ebpf.ProgramSpec `ebpf:"runq_switch"`
-	RunqWakeup       *ebpf.ProgramSpec `ebpf:"runq_wakeup"`
-	RunqWakeupNew    *ebpf.ProgramSpec `ebpf:"runq_wakeup_new"`
 	TaskMigrate      *ebpf.ProgramSpec `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.ProgramSpec `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
@@ -161,7 +157,6 @@ type schedMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
-	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -172,6 +167,7 @@ type schedMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
@@ -208,7 +204,6 @@ type schedMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
-	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -221,7 +216,6 @@ func (m *schedMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
-		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -233,6 +227,7 @@ func (m *schedMaps) Close() error {
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
@@ -252,8 +247,6 @@ type schedPrograms struct {
 	FollowFork       *ebpf.Program `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.Program `ebpf:"migrations_dump"`
 	RunqSwitch       *ebpf.Program `ebpf:"runq_switch"`
-	RunqWakeup       *ebpf.Program `ebpf:"runq_wakeup"`
-	RunqWakeupNew    *ebpf.Program `ebpf:"runq_wakeup_new"`
 	TaskMigrate      *ebpf.Program `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.Program `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
@@ -265,8 +258,6 @@ func (p *schedPrograms) Close() error {
 		p.FollowFork,
 		p.MigrationsDump,
 		p.RunqSwitch,
-		p.RunqWakeup,
-		p.RunqWakeupNew,
 		p.TaskMigrate,
 		p.TaskMigrateCount,
 		p.ThreadExit,

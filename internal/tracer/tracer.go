@@ -96,7 +96,7 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
 
 // sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "runq_since", "pendings", "cpu_node", "target_tgids", "counters"}
+var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "pendings", "cpu_node", "target_tgids", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {
@@ -253,6 +253,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		"cfg_wakeup_bytes":   uint64(ring / 8),
 		"cfg_filter_mode":    uint32(mode),
 		"cfg_filter_tid":     cfg.TID,
+		"cfg_filter_tgid":    singleTgid(cfg),
 		"cfg_self_tgid":      selfTgid(cfg),
 		"cfg_min_event_ns":   cfg.MinEventNs,
 		"cfg_min_stall_ns":   cfg.MinStallNs,
@@ -317,10 +318,22 @@ func (t *Tracer) fillCPUNodes(topo *topology.Topology) error {
 	return nil
 }
 
+// singleTgid is the one process of a target set that never grows (--pid),
+// which the programs then compare with directly; 0 otherwise.
+func singleTgid(cfg Config) uint32 {
+	if cfg.Filter == FilterPIDs && len(cfg.PIDs) == 1 && !cfg.FollowForks {
+		return cfg.PIDs[0]
+	}
+	return 0
+}
+
 // AddPIDs adds processes to the kernel-side target set (FilterPIDs).
 func (t *Tracer) AddPIDs(pids []uint32) error {
 	m := t.maps["target_tgids"]
 	for _, pid := range pids {
+		if one := singleTgid(t.cfg); one != 0 && pid != one {
+			return fmt.Errorf("add target pid %d: the target is process %d alone (its filter has no set to grow)", pid, one)
+		}
 		if err := m.Put(pid, uint8(1)); err != nil {
 			return fmt.Errorf("add target pid %d: %w", pid, err)
 		}
@@ -346,6 +359,11 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 		st.Error = err.Error()
 		st.Programs = nil
 		return st
+	}
+	if def.requires != nil {
+		if err := def.requires(); err != nil {
+			return fail(err)
+		}
 	}
 	for _, h := range def.hooks {
 		sig, err := tracepointSignature(kspec, h.tracepoint)

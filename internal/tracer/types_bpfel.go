@@ -186,11 +186,11 @@ const (
 	typesMapEvents             = "events"
 	typesMapHists              = "hists"
 	typesMapPendings           = "pendings"
-	typesMapRunqSince          = "runq_since"
 	typesMapTargetTgids        = "target_tgids"
 	typesMapThreadCountsMap    = "thread_counts_map"
 	typesMapThreadStalls       = "thread_stalls"
 	typesVarCfgFilterMode      = "cfg_filter_mode"
+	typesVarCfgFilterTgid      = "cfg_filter_tgid"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
 	typesVarCfgMigrIter        = "cfg_migr_iter"
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
@@ -267,7 +267,6 @@ type typesMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
-	RunqSince       *ebpf.MapSpec `ebpf:"runq_since"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -278,6 +277,7 @@ type typesMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type typesVariableSpecs struct {
 	CfgFilterMode      *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid      *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid       *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
 	CfgMigrIter        *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
@@ -326,7 +326,6 @@ type typesMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
-	RunqSince       *ebpf.Map `ebpf:"runq_since"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -339,7 +338,6 @@ func (m *typesMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
-		m.RunqSince,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
@@ -351,6 +349,7 @@ func (m *typesMaps) Close() error {
 // It can be passed to loadTypesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type typesVariables struct {
 	CfgFilterMode      *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid      *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid       *ebpf.Variable `ebpf:"cfg_filter_tid"`
 	CfgMigrIter        *ebpf.Variable `ebpf:"cfg_migr_iter"`
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
