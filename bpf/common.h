@@ -113,6 +113,16 @@ struct {
 	__type(value, struct thread_stall);
 } thread_stalls SEC(".maps");
 
+/* run_delay of each traced thread as its last switch-in left it
+ * (runq_wait): what it gains beyond that before the next one is a wait
+ * spent on another CPU's queue before a migration. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} runq_delay SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_CPUS);

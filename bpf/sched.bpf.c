@@ -99,6 +99,7 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 
 	if (!current_wanted(&tgid, &tid))
 		return 0;
+	bpf_map_delete_elem(&runq_delay, &tid);
 	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0);
 	if (!e)
 		return 0;
@@ -174,12 +175,17 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
 }
 
 /*
- * Run-queue wait without a program on wakeups and without a map: the
- * scheduler already notes when a task was queued (sched_info.last_queued,
- * in its runqueue's clock, for a woken and for a preempted task alike) and
- * adds the wait to its run_delay as the task gets the CPU, just after this
- * tracepoint. So the wait is that runqueue clock, already updated for this
- * switch, minus last_queued: the same figure as /proc/PID/schedstat's.
+ * Run-queue wait without a program on wakeups: the scheduler already notes
+ * when a task was queued (sched_info.last_queued, in its runqueue's clock,
+ * for a woken and for a preempted task alike) and adds the wait to its
+ * run_delay as the task gets the CPU, just after this tracepoint. So the
+ * wait is that runqueue clock, already updated for this switch, minus
+ * last_queued; plus whatever run_delay gained since the thread last got
+ * a CPU, which is the part of the wait spent queued on another CPU before
+ * a migration (a dequeue adds it to run_delay and restarts last_queued).
+ * The total is /proc/PID/schedstat's figure. What run_delay will read once
+ * this switch is done is known here, so it is kept for the next one: one
+ * lookup per switch of a traced thread, and nothing on its switch-out.
  */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
@@ -194,10 +200,20 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	__u64 queued = BPF_CORE_READ(next, sched_info.last_queued);
 	struct cfs_rq *cfs = BPF_CORE_READ(next, se.cfs_rq);
 	__u64 clock = cfs ? BPF_CORE_READ(cfs, rq, clock) : 0;
+	__u64 dur = queued && clock > queued ? clock - queued : 0;
+	__u64 delay = BPF_CORE_READ(next, sched_info.run_delay);
+	__u64 after = delay + dur; /* run_delay once the scheduler adds this wait */
+	__u64 *seen = bpf_map_lookup_elem(&runq_delay, &tid);
 
-	if (!queued || clock <= queued)
+	if (seen) {
+		if (delay > *seen)
+			dur += delay - *seen;
+		*seen = after;
+	} else {
+		bpf_map_update_elem(&runq_delay, &tid, &after, BPF_ANY);
+	}
+	if (!dur)
 		return 0;
-	__u64 dur = clock - queued;
 	__u64 now = bpf_ktime_get_ns();
 
 	if (dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])

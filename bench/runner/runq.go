@@ -31,7 +31,7 @@ const (
 	runqPlain    = "--cgroup T, the storm in T, no latency source"
 	runqTarget   = "--cgroup T --latency-file, the storm in T"
 	runqOthers   = "--pid P --latency-file, the storm elsewhere"
-	runqFloor    = "empty programs on the same tracepoints (floor)"
+	runqFloor    = "an empty program on sched_switch (floor)"
 )
 
 var runqPhases = []string{runqBaseline, runqPlain, runqTarget, runqOthers, runqFloor}
@@ -127,7 +127,8 @@ func runqPhase(ctx context.Context, c *config, cg, latFile, phase string, n int)
 	if err := holder.Start(); err != nil {
 		return 0, err
 	}
-	defer func() { goLine.Close(); holder.Process.Kill(); holder.Wait() }()
+	// The whole group: the storm's workers too, or T could not be removed.
+	defer func() { goLine.Close(); syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); holder.Wait() }()
 	for i := 0; inT; i++ {
 		if b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs")); strings.TrimSpace(string(b)) != "" {
 			break
@@ -220,7 +221,7 @@ func (ex *extra) renderRunq(w io.Writer) {
 		p("| %s | %.0f | %s | %s | %s | %s |", phase, mean(v), ratio, strings.Join(formatRatios(ratios), ", "), target, result)
 	}
 	p("")
-	p("The storm in T with a latency source is the worst case: each of its switches also updates a histogram and the thread's running stall totals. That is why run-queue tracing needs a target and is never system-wide, and why `--runq-wait=false` turns it off for a service that switches this often. Everyone else pays the filter: for a `--pid` target a compare of the thread's process id, with no map lookup and no clock read, on top of the floor, the kernel's cost of running any program on every switch.")
+	p("The storm in T with a latency source is the worst case: each of its switches also looks up the thread's last run_delay and updates a histogram and the thread's running stall totals. That is why run-queue tracing needs a target and is never system-wide, and why `--runq-wait=false` turns it off for a service that switches this often. Everyone else pays the filter: for a `--pid` target a compare of the thread's process id, with no map lookup and no clock read, on top of the floor, the kernel's cost of running any program on every switch.")
 }
 
 // floorRatios are the floor phase's throughputs over the baseline's.

@@ -238,6 +238,9 @@ type CauseInSpike struct {
 	// InSlowRequestsNs is the cause's stall time inside the slow requests,
 	// when requests were timed in the kernel.
 	InSlowRequestsNs uint64 `json:"in_slow_requests_ns,omitempty"`
+	// inSlowExcessNs is the same, each request's counted up to its own
+	// excess: what coverage is measured with.
+	inSlowExcessNs uint64
 }
 
 // Spike is one window whose latency jumped.

@@ -130,7 +130,7 @@ func slowExcess(w *Window, ref uint64) uint64 {
 // else of the window's.
 func coverage(ci *CauseInSpike, excess, slow uint64) float64 {
 	if slow > 0 {
-		return min(1, float64(ci.InSlowRequestsNs)/float64(slow))
+		return min(1, float64(ci.inSlowExcessNs)/float64(slow))
 	}
 	if excess == 0 {
 		return 0
@@ -158,6 +158,10 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, ExposureNs: h.WorstNs}
 		if l := w.Latency; l != nil && l.Requests != nil {
 			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c.String()]
+			ci.inSlowExcessNs = l.Requests.SlowExcessStallNs[c.String()]
+			if l.Requests.SlowExcessStallNs == nil { // written before the field
+				ci.inSlowExcessNs = ci.InSlowRequestsNs
+			}
 		}
 		ci.Coverage = coverage(&ci, sp.ExcessNs, slow)
 		sp.Causes = append(sp.Causes, ci)

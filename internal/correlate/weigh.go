@@ -56,13 +56,21 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 	ys := make([]float64, 0, len(seen))
 	for _, w := range seen {
 		ns := stallNs(w, c)
+		dose := float64(w.hit(c).WorstNs) // the window's own
 		if sp := spike[w.Index]; sp != nil {
 			spikes++
 			if ns > 0 {
 				inSpike++
 			}
 			for _, ci := range sp.Causes {
-				if ci.Cause == c.String() && ci.Coverage >= explainCoverage {
+				if ci.Cause != c.String() {
+					continue
+				}
+				// The dose the spike was judged by, which may be the
+				// window before's (a backlog): the rank correlation
+				// must agree with the coverage.
+				dose = float64(ci.ExposureNs)
+				if ci.Coverage >= explainCoverage {
 					covered++
 				}
 			}
@@ -80,7 +88,7 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 				slowStallNs += rq.SlowStallNs[c.String()]
 			}
 		}
-		xs = append(xs, float64(w.hit(c).WorstNs)) // the window's own dose
+		xs = append(xs, dose)
 
 		ys = append(ys, y)
 	}

@@ -43,6 +43,11 @@ type Requests struct {
 	Slow        uint64            `json:"slow"`
 	SlowNs      uint64            `json:"slow_ns"`
 	SlowStallNs map[string]uint64 `json:"slow_stall_ns,omitempty"`
+	// SlowExcessStallNs is the same with each request's stall counted up
+	// to its latency over the slow threshold: what of the excess a cause
+	// can account for, so that a routine stall in requests just over the
+	// SLO does not cover them all.
+	SlowExcessStallNs map[string]uint64 `json:"slow_excess_stall_ns,omitempty"`
 	// FreezeNs is the stall time inside all of the window's requests.
 	FreezeNs uint64 `json:"freeze_ns"`
 	// TIDs are the threads that completed requests in the window.
@@ -149,7 +154,7 @@ func SummarizeSamples(index uint64, v []Sample, sloNs uint64) *Stats {
 			continue
 		}
 		if r == nil {
-			r = &Requests{SlowStallNs: map[string]uint64{}}
+			r = &Requests{SlowStallNs: map[string]uint64{}, SlowExcessStallNs: map[string]uint64{}}
 		}
 		r.FreezeNs += s.Stall.FreezeNs
 		if s.TID != 0 && !tids[s.TID] {
@@ -159,9 +164,11 @@ func SummarizeSamples(index uint64, v []Sample, sloNs uint64) *Stats {
 		if (sloNs > 0 && s.LatencyNs > slow) || (sloNs == 0 && s.LatencyNs >= slow) {
 			r.Slow++
 			r.SlowNs += s.LatencyNs
+			over := s.LatencyNs - slow // >= 0: the request is slow
 			for c, ns := range s.Stall.ByCause {
 				if ns > 0 {
 					r.SlowStallNs[stall.Cause(c).String()] += ns
+					r.SlowExcessStallNs[stall.Cause(c).String()] += min(ns, over)
 				}
 			}
 		}

@@ -48,7 +48,7 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 		return err
 	}
 	if a.Latency.Set() && a.RunqWait && !cfg.RunqWait {
-		fmt.Fprintln(stderr, "numatrace: run-queue wait (runq_wait) is traced only for a target: give --pid or --cgroup to weigh it against the latency")
+		fmt.Fprintln(stderr, "numatrace: run-queue wait (runq_wait) is traced only for a target: give --pid, --tid or --cgroup to weigh it against the latency")
 	}
 	tr, err := tracer.Open(cfg)
 	if err != nil {

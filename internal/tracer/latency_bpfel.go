@@ -84,6 +84,7 @@ const (
 	latencyMapLatEvents        = "lat_events"
 	latencyMapPendings         = "pendings"
 	latencyMapReqStart         = "req_start"
+	latencyMapRunqDelay        = "runq_delay"
 	latencyMapTargetTgids      = "target_tgids"
 	latencyMapThreadCountsMap  = "thread_counts_map"
 	latencyMapThreadStalls     = "thread_stalls"
@@ -163,6 +164,7 @@ type latencyMapSpecs struct {
 	LatEvents       *ebpf.MapSpec `ebpf:"lat_events"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	ReqStart        *ebpf.MapSpec `ebpf:"req_start"`
+	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -212,6 +214,7 @@ type latencyMaps struct {
 	LatEvents       *ebpf.Map `ebpf:"lat_events"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	ReqStart        *ebpf.Map `ebpf:"req_start"`
+	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -226,6 +229,7 @@ func (m *latencyMaps) Close() error {
 		m.LatEvents,
 		m.Pendings,
 		m.ReqStart,
+		m.RunqDelay,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

@@ -74,6 +74,7 @@ const (
 	mmaplockMapEvents              = "events"
 	mmaplockMapHists               = "hists"
 	mmaplockMapPendings            = "pendings"
+	mmaplockMapRunqDelay           = "runq_delay"
 	mmaplockMapTargetTgids         = "target_tgids"
 	mmaplockMapThreadCountsMap     = "thread_counts_map"
 	mmaplockMapThreadStalls        = "thread_stalls"
@@ -151,6 +152,7 @@ type mmaplockMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -198,6 +200,7 @@ type mmaplockMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -210,6 +213,7 @@ func (m *mmaplockMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqDelay,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

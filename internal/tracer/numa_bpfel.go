@@ -74,6 +74,7 @@ const (
 	numaMapEvents           = "events"
 	numaMapHists            = "hists"
 	numaMapPendings         = "pendings"
+	numaMapRunqDelay        = "runq_delay"
 	numaMapTargetTgids      = "target_tgids"
 	numaMapThreadCountsMap  = "thread_counts_map"
 	numaMapThreadStalls     = "thread_stalls"
@@ -155,6 +156,7 @@ type numaMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -202,6 +204,7 @@ type numaMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -214,6 +217,7 @@ func (m *numaMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqDelay,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

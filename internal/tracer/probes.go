@@ -5,6 +5,8 @@ package tracer
 import (
 	"fmt"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -33,7 +35,7 @@ type probeDef struct {
 	cgroupOnly  bool // attached only when following a cgroup
 	latencyOnly bool // attached only with a latency source
 	// requires, if set, says why this kernel cannot feed the probe.
-	requires func() error
+	requires func(kspec *btf.Spec) error
 }
 
 func one(program string, nargs int, names map[int]string) []variant {

@@ -74,6 +74,7 @@ const (
 	reclaimMapEvents               = "events"
 	reclaimMapHists                = "hists"
 	reclaimMapPendings             = "pendings"
+	reclaimMapRunqDelay            = "runq_delay"
 	reclaimMapTargetTgids          = "target_tgids"
 	reclaimMapThreadCountsMap      = "thread_counts_map"
 	reclaimMapThreadStalls         = "thread_stalls"
@@ -161,6 +162,7 @@ type reclaimMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -208,6 +210,7 @@ type reclaimMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -220,6 +223,7 @@ func (m *reclaimMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqDelay,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

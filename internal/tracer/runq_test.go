@@ -3,13 +3,18 @@
 package tracer
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
@@ -35,10 +40,10 @@ func runDelay(t *testing.T, pid int) uint64 {
 	return v
 }
 
-// pinned runs a shell loop on CPU 0.
-func pinned(t *testing.T, loop string) *exec.Cmd {
+// pinned runs a shell loop on these CPUs.
+func pinned(t *testing.T, cpus, loop string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("taskset", "-c", "0", "sh", "-c", loop)
+	cmd := exec.Command("taskset", "-c", cpus, "sh", "-c", loop)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -53,21 +58,46 @@ const spin = "while :; do :; done"
 // (it waits for a child each turn), its run-queue wait in numatrace must
 // match the kernel's own run_delay over the same second; the spinner, not
 // a target, must have none. The target is a --pid target, whose filter is
-// a compare.
+// a compare. In "moved", each CPU has a spinner of its own and the target
+// is moved from one to the other every millisecond, often while it waits:
+// a wait begun on one CPU's queue and ended on the other's must count
+// whole.
 func TestRunqWaitMatchesSchedstat(t *testing.T) {
 	testutil.RequireRoot(t)
-	if err := schedInfoOn(); err != nil {
+	if err := schedInfoOn(nil); err != nil {
 		testutil.RequireFeature(t, false, err.Error())
 	}
 	for _, c := range []struct {
-		name, loop string
-		least      uint64 // the set-up is wrong below this much waiting
+		name, cpus, loop string
+		least            uint64 // the set-up is wrong below this much waiting
 	}{
-		{"preempted", spin, 200e6},
-		{"woken", "while :; do /bin/true; done", 5e6},
+		{"preempted", "0", spin, 200e6},
+		{"woken", "0", "while :; do /bin/true; done", 5e6},
+		{"moved", "0", spin, 100e6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			target, other := pinned(t, c.loop), pinned(t, spin)
+			moved := c.name == "moved"
+			testutil.RequireFeature(t, !moved || runtime.NumCPU() >= 2, "needs two CPUs")
+			target, other := pinned(t, c.cpus, c.loop), pinned(t, c.cpus, spin)
+			if moved {
+				pinned(t, "1", spin)
+				stop := make(chan struct{})
+				done := make(chan struct{})
+				defer func() { close(stop); <-done }()
+				go func() {
+					defer close(done)
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						case <-time.After(time.Millisecond):
+						}
+						var set unix.CPUSet
+						set.Set(i % 2)
+						unix.SchedSetaffinity(target.Process.Pid, &set)
+					}
+				}()
+			}
 			time.Sleep(200 * time.Millisecond)
 			pid := target.Process.Pid
 			topo, _ := topology.Read("/sys")
@@ -110,10 +140,38 @@ func TestSchedInfoOn(t *testing.T) {
 	if err := schedInfoFrom([]byte("12345 6789 42\n"), nil); err != nil {
 		t.Errorf("a kernel with run-queue times: %v", err)
 	}
-	if err := schedInfoFrom([]byte("0 0 0\n"), nil); err == nil || !strings.Contains(err.Error(), "sched_schedstats") {
+	if err := schedInfoFrom([]byte("0 0 0\n"), nil); err == nil || !strings.Contains(err.Error(), "delayacct") {
 		t.Errorf("all zeros: %v", err)
 	}
 	if err := schedInfoFrom(nil, os.ErrNotExist); err == nil || !strings.Contains(err.Error(), "CONFIG_SCHED_INFO") {
 		t.Errorf("no file: %v", err)
+	}
+}
+
+// This kernel's BTF leads from a task's cfs_rq to its runqueue; a BTF
+// whose cfs_rq lacks the pointer is refused with the reason.
+func TestSchedInfoNeedsTheRunqueuePointer(t *testing.T) {
+	testutil.RequireRoot(t)
+	kspec, err := loadKernelBTF("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schedInfoOn(kspec); err != nil {
+		t.Fatalf("this kernel: %v", err)
+	}
+	var empty btf.Builder
+	if _, err := empty.Add(&btf.Struct{Name: "cfs_rq", Members: []btf.Member{{Name: "nr_running", Type: &btf.Int{Name: "int", Size: 4}}}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := empty.Marshal(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schedInfoOn(spec); err == nil || !strings.Contains(err.Error(), "CONFIG_FAIR_GROUP_SCHED") {
+		t.Errorf("a cfs_rq without rq: %v", err)
 	}
 }

@@ -74,6 +74,7 @@ const (
 	schedMapEvents            = "events"
 	schedMapHists             = "hists"
 	schedMapPendings          = "pendings"
+	schedMapRunqDelay         = "runq_delay"
 	schedMapTargetTgids       = "target_tgids"
 	schedMapThreadCountsMap   = "thread_counts_map"
 	schedMapThreadStalls      = "thread_stalls"
@@ -157,6 +158,7 @@ type schedMapSpecs struct {
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
+	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
@@ -204,6 +206,7 @@ type schedMaps struct {
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
+	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
@@ -216,6 +219,7 @@ func (m *schedMaps) Close() error {
 		m.Events,
 		m.Hists,
 		m.Pendings,
+		m.RunqDelay,
 		m.TargetTgids,
 		m.ThreadCountsMap,
 		m.ThreadStalls,

@@ -96,7 +96,7 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
 
 // sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "pendings", "cpu_node", "target_tgids", "counters"}
+var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "cpu_node", "target_tgids", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {
@@ -361,7 +361,7 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 		return st
 	}
 	if def.requires != nil {
-		if err := def.requires(); err != nil {
+		if err := def.requires(kspec); err != nil {
 			return fail(err)
 		}
 	}
