@@ -210,8 +210,9 @@ END { clear(@s); }
 `
 
 type bpftraceRun struct {
-	cmd *exec.Cmd
-	out bytes.Buffer
+	cmd  *exec.Cmd
+	out  bytes.Buffer  // written by the reader until done closes
+	done chan struct{} // the reader has read all of stdout
 }
 
 func startBpftrace(t *testing.T, script string) *bpftraceRun {
@@ -219,7 +220,7 @@ func startBpftrace(t *testing.T, script string) *bpftraceRun {
 	_, err := exec.LookPath("bpftrace")
 	testutil.RequireFeature(t, err == nil, "bpftrace not installed (make deps installs it)")
 	mountTracefs(t)
-	b := &bpftraceRun{cmd: exec.Command("bpftrace", "-f", "json", "-e", script)}
+	b := &bpftraceRun{cmd: exec.Command("bpftrace", "-f", "json", "-e", script), done: make(chan struct{})}
 	pipe, err := b.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +232,7 @@ func startBpftrace(t *testing.T, script string) *bpftraceRun {
 	t.Cleanup(func() { b.cmd.Process.Kill(); b.cmd.Wait() })
 	attached := make(chan struct{})
 	go func() {
+		defer close(b.done)
 		sc := bufio.NewScanner(pipe)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -253,6 +255,12 @@ func startBpftrace(t *testing.T, script string) *bpftraceRun {
 func (b *bpftraceRun) stop(t *testing.T) map[string]float64 {
 	t.Helper()
 	b.cmd.Process.Signal(syscall.SIGINT)
+	// Wait closes the pipe: read bpftrace's last words (its maps) first.
+	select {
+	case <-b.done:
+	case <-time.After(30 * time.Second):
+		t.Error("bpftrace did not exit on SIGINT")
+	}
 	b.cmd.Wait()
 	maps := map[string]float64{}
 	for _, line := range strings.Split(b.out.String(), "\n") {
@@ -671,9 +679,10 @@ func TestLatencyFileSpikeChargedToMemcgReclaim(t *testing.T) {
 			Index   int    `json:"index"`
 			Verdict string `json:"verdict"`
 			Causes  []struct {
-				Cause    string `json:"cause"`
-				StallNs  uint64 `json:"stall_ns"`
-				WorstTID int    `json:"worst_tid"`
+				Cause    string  `json:"cause"`
+				StallNs  uint64  `json:"stall_ns"`
+				WorstTID int     `json:"worst_tid"`
+				Coverage float64 `json:"coverage"`
 			} `json:"causes"`
 		} `json:"spikes"`
 		Correlation struct {
@@ -685,11 +694,16 @@ func TestLatencyFileSpikeChargedToMemcgReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("conclusion: %s", sum.Correlation.Conclusion)
+	// Charged: the workload's memcg reclaim covers at least half of the
+	// spike's excess. It need not rank first: when the machine is busy the
+	// workload's run-queue wait can cover all of it too, and is longer.
 	charged := 0
 	for _, sp := range sum.Spikes {
 		t.Logf("spike: %s", sp.Verdict)
-		if c := sp.Causes[0]; c.Cause == "memcg_reclaim" && c.WorstTID == wl.PID() && c.StallNs > 0 {
-			charged++
+		for _, c := range sp.Causes {
+			if c.Cause == "memcg_reclaim" && c.WorstTID == wl.PID() && c.StallNs > 0 && c.Coverage >= 0.5 {
+				charged++
+			}
 		}
 	}
 	if len(sum.Spikes) == 0 || charged == 0 {
