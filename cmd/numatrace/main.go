@@ -36,7 +36,7 @@ usage:
   numatrace replay FILE [--speed X | --fast] [--json]
   numatrace report FILE [--json]
   numatrace export --format perfetto FILE -o trace.json
-  numatrace doctor [--pid PID [--numastat]] [--json]
+  numatrace doctor [--pid PID [--numastat]] [--interval D | --root DIR [--root-later DIR]] [--json]
   numatrace serve [--listen 127.0.0.1:9464] [--cgroup-limit N] [--comm NAME,...]
   numatrace probes [--json]
   numatrace version

@@ -50,13 +50,18 @@ type Finding struct {
 
 // Options say what to examine.
 type Options struct {
-	// Root is where /proc and /sys are found: "/" live, a fixture tree in
-	// tests.
+	// Root is where /proc and /sys are found: "/" live, a fixture tree or
+	// a copy of another machine.
 	Root string
+	// Later, if set, is a second copy of the same machine taken some
+	// seconds after Root: the counters whose growth is evidence are read
+	// from both, and the time between them is the difference of their
+	// /proc/uptime (or Interval when a copy lacks it).
+	Later string
 	// PID, if set, adds the per-process checks and the numastat table.
 	PID int
-	// Interval separates the two readings of counters whose growth is the
-	// evidence (compact_stall, zone_reclaim_failed, CPU time). 0 reads once.
+	// Interval separates the two readings of a live machine. 0 reads once,
+	// and rates are then reported as not measured.
 	Interval time.Duration
 	// Sleep waits for Interval; tests pass a fake.
 	Sleep func(time.Duration)
@@ -67,10 +72,12 @@ type Report struct {
 	Nodes    int       `json:"nodes"`
 	PID      int       `json:"pid,omitempty"`
 	Comm     string    `json:"comm,omitempty"`
-	Findings []Finding `json:"findings"`
+	Findings []Finding `json:"findings"` // never null: [] when nothing is found
 	Numastat *Numastat `json:"numastat,omitempty"`
 	Skipped  []string  `json:"skipped,omitempty"` // checks that could not run, and why
-	Interval string    `json:"interval"`
+	// Interval is the time between the two readings rates are measured
+	// over ("1.002s"), or "not measured" when there was one reading.
+	Interval string `json:"interval"`
 }
 
 // Worst is the highest severity found, Info when there is nothing.
@@ -100,24 +107,24 @@ func Run(opt Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	if opt.Interval > 0 {
-		opt.Sleep(opt.Interval)
-		m.second()
-		if p != nil {
-			p.second()
-		}
+	if m.span, err = readSpan(opt); err != nil {
+		return nil, err
 	}
-	r := &Report{Nodes: len(m.nodes), PID: opt.PID, Interval: opt.Interval.String()}
+	r := &Report{Nodes: len(m.nodes), PID: opt.PID, Findings: []Finding{}, Interval: "not measured"}
+	if m.span.measured() {
+		r.Interval = m.span.d.Round(time.Millisecond).String()
+	}
 	if p != nil {
 		r.Comm = p.comm
 	}
 	for _, c := range checks {
-		fs, skip := c.run(m, p, opt.Interval)
+		fs, skip := c.run(m, p)
 		if skip != "" {
 			r.Skipped = append(r.Skipped, c.name+": "+skip)
 		}
 		for _, f := range fs {
 			f.Check = c.name
+			adviseForContainers(m, p, &f)
 			r.Findings = append(r.Findings, f)
 		}
 	}
@@ -128,24 +135,73 @@ func Run(opt Options) (*Report, error) {
 	return r, nil
 }
 
-type check struct {
-	name string
-	run  func(m *machine, p *process, interval time.Duration) ([]Finding, string)
+// readSpan takes the first reading and, when asked, the later one.
+func readSpan(opt Options) (span, error) {
+	var s span
+	var err error
+	if s.first, err = readReading(opt.Root, opt.PID); err != nil {
+		return s, err
+	}
+	switch {
+	case opt.Later != "":
+		if s.later, err = readReading(opt.Later, opt.PID); err != nil {
+			return s, fmt.Errorf("doctor: the later copy: %w", err)
+		}
+		s.d = time.Duration((s.later.uptime - s.first.uptime) * float64(time.Second))
+		if s.first.uptime == 0 || s.later.uptime == 0 {
+			s.d = opt.Interval
+		}
+		if s.d <= 0 {
+			return s, fmt.Errorf("doctor: cannot tell how far apart the copies are (proc/uptime %.2f then %.2f): copy proc/uptime with them, or pass --interval",
+				s.first.uptime, s.later.uptime)
+		}
+	case opt.Interval > 0:
+		opt.Sleep(opt.Interval)
+		if s.later, err = readReading(opt.Root, opt.PID); err != nil {
+			return s, err
+		}
+		s.d = opt.Interval
+		if s.first.uptime > 0 && s.later.uptime > s.first.uptime {
+			s.d = time.Duration((s.later.uptime - s.first.uptime) * float64(time.Second))
+		}
+	}
+	return s, nil
 }
 
-// checks run in this order; findings are then sorted by severity.
+type check struct {
+	name string
+	run  func(m *machine, p *process) ([]Finding, string)
+}
+
+// checks run in this order; findings are then sorted by severity. The
+// seed reports each one answers are in docs/DOCTOR.md.
 var checks = []check{
 	{"zone_reclaim_mode", checkZoneReclaim},
 	{"thp_defrag", checkTHP},
-	{"numa_balancing", checkNumaBalancing},
+	{"cross_node_alloc", checkCrossNodeAlloc},
+	{"remote_memory", checkRemoteMemory},
 	{"binding", checkBinding},
+	{"node_saturation", checkNodeSaturation},
+	{"numa_balancing", checkNumaBalancing},
+	{"numa_balancing_thrash", checkBalancingThrash},
 	{"interleave", checkInterleave},
-	{"node_imbalance", checkNodeImbalance},
-	{"hugepage_reservation", checkHugepages},
-	{"watermarks", checkWatermarks},
+	{"node_pressure", checkNodePressure},
+	{"hugepage_reservation", checkHugepageUnused},
+	{"hugepage_starvation", checkHugepageStarvation},
+	{"watermark_scale_factor", checkWatermarkScale},
+	{"min_free_kbytes", checkMinFree},
 	{"nic_irq_affinity", checkIRQs},
 	{"container", checkContainer},
 	{"psi_memory", checkPSI},
+}
+
+// Checks lists the checks' names, in the order they run.
+func Checks() []string {
+	var out []string
+	for _, c := range checks {
+		out = append(out, c.name)
+	}
+	return out
 }
 
 func ev(path string, v any) string { return fmt.Sprintf("%s = %v", path, v) }

@@ -1,9 +1,7 @@
 package doctor
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,19 +28,21 @@ type machine struct {
 	thpEnabled    string // the bracketed choice, "" if THP is absent
 	thpDefrag     string
 
-	vmstat, vmstat2 map[string]int64         // /proc/vmstat at the two readings
-	nodeMem         map[int]map[string]int64 // per node: numastat and meminfo
-	meminfo         procfs.Meminfo
-	zones           []procfs.Zoneinfo
-	psi             *procfs.PSIStats
-	container       []string // why this looks like a container
+	span      span
+	nodeMem   map[int]map[string]int64 // per node: numastat and meminfo
+	meminfo   procfs.Meminfo
+	zones     map[int][]zone // per node, in zone-index order
+	psi       *procfs.PSIStats
+	container container
 }
 
-type nic struct {
-	name     string
-	node     int // -1 unknown
-	irqs     []int
-	irqNodes map[int]bool // nodes of the CPUs its IRQs may run on
+// zone is one zone of /proc/zoneinfo. Its index within the node is the
+// index into every zone's protection array (lowmem_reserve).
+type zone struct {
+	name                 string
+	free, min, low, high int64
+	managed              int64
+	protection           []int64
 }
 
 func (m *machine) path(p ...string) string { return filepath.Join(append([]string{m.root}, p...)...) }
@@ -77,7 +77,6 @@ func readMachine(root string) (*machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
-	m.vmstat, m.vmstat2 = snap.Vmstat, snap.Vmstat
 	m.nodeMem = map[int]map[string]int64{}
 	for name, v := range snap.Nodes {
 		if n, err := strconv.Atoi(strings.TrimPrefix(name, "node")); err == nil {
@@ -87,23 +86,41 @@ func readMachine(root string) (*machine, error) {
 	if m.meminfo, err = m.proc.Meminfo(); err != nil {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
-	m.zones, _ = m.proc.Zoneinfo() // absent without CONFIG_NUMA's zoneinfo: the check says so
+	if zs, err := m.proc.Zoneinfo(); err == nil { // absent without it: the checks say so
+		m.zones = zonesByNode(zs)
+	}
 	if psi, err := m.proc.PSIStatsForResource("memory"); err == nil {
 		m.psi = &psi
 	}
-	m.container = containerSigns(m)
+	m.container = detectContainer(m)
 	return m, nil
 }
 
-// second takes the later reading of the counters that must grow.
-func (m *machine) second() {
-	if vm, err := procsnap.Vmstat(m.path("proc", "vmstat")); err == nil {
-		m.vmstat2 = vm
+func zonesByNode(zs []procfs.Zoneinfo) map[int][]zone {
+	out := map[int][]zone{}
+	val := func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
 	}
+	for _, z := range zs {
+		n, err := strconv.Atoi(z.Node)
+		if err != nil {
+			continue
+		}
+		zz := zone{name: z.Zone, free: val(z.NrFreePages), min: val(z.Min), low: val(z.Low), high: val(z.High), managed: val(z.Managed)}
+		for _, p := range z.Protection {
+			zz.protection = append(zz.protection, val(p))
+		}
+		out[n] = append(out[n], zz)
+	}
+	return out
 }
 
-// grew is how much a vmstat counter grew between the readings.
-func (m *machine) grew(key string) int64 { return m.vmstat2[key] - m.vmstat[key] }
+// memKB is a node's meminfo value in kB (procsnap keeps the "Node N"
+// meminfo keys without their prefix).
+func (m *machine) memKB(node int, key string) int64 { return m.nodeMem[node][key] }
 
 // bracketed reads a sysfs choice file, "always [madvise] never", and
 // returns the chosen one.
@@ -129,28 +146,6 @@ func readInt(path string) (int64, bool) {
 	return v, err == nil
 }
 
-// containerSigns lists why this looks like a container: the runtimes'
-// marker files, or init's cgroup naming a container manager.
-func containerSigns(m *machine) []string {
-	var why []string
-	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
-		if _, err := os.Stat(m.path(f)); err == nil {
-			why = append(why, f+" exists")
-		}
-	}
-	if b, err := os.ReadFile(m.path("proc/1/cgroup")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			for _, mark := range []string{"kubepods", "docker", "containerd", "libpod", "lxc"} {
-				if strings.Contains(line, mark) {
-					why = append(why, "/proc/1/cgroup: "+strings.TrimSpace(line))
-					return why
-				}
-			}
-		}
-	}
-	return why
-}
-
 func running(m *machine, comm string) bool {
 	procs, err := m.proc.AllProcs()
 	if err != nil {
@@ -162,49 +157,4 @@ func running(m *machine, comm string) bool {
 		}
 	}
 	return false
-}
-
-// readNICs finds physical network interfaces (those with a device), their
-// node, and the CPUs their MSI interrupts may run on.
-func readNICs(m *machine) []nic {
-	ents, err := os.ReadDir(m.path("sys/class/net"))
-	if err != nil {
-		return nil
-	}
-	var out []nic
-	for _, e := range ents {
-		dev := m.path("sys/class/net", e.Name(), "device")
-		if _, err := os.Stat(dev); err != nil {
-			continue // virtual: lo, bridges, veth
-		}
-		n := nic{name: e.Name(), node: -1, irqNodes: map[int]bool{}}
-		if v, ok := readInt(filepath.Join(dev, "numa_node")); ok {
-			n.node = int(v)
-		}
-		irqs, err := os.ReadDir(filepath.Join(dev, "msi_irqs"))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		for _, irq := range irqs {
-			num, err := strconv.Atoi(irq.Name())
-			if err != nil {
-				continue
-			}
-			n.irqs = append(n.irqs, num)
-			b, err := os.ReadFile(m.path("proc/irq", irq.Name(), "smp_affinity_list"))
-			if err != nil {
-				continue
-			}
-			cpus, err := topology.ParseList(strings.TrimSpace(string(b)))
-			if err != nil {
-				continue
-			}
-			for _, c := range cpus {
-				n.irqNodes[m.cpuNode[c]] = true
-			}
-		}
-		sort.Ints(n.irqs)
-		out = append(out, n)
-	}
-	return out
 }

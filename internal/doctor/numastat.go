@@ -8,17 +8,23 @@ import (
 	"text/tabwriter"
 
 	"github.com/numatrace/numatrace/internal/numamaps"
+	"github.com/numatrace/numatrace/internal/topology"
 )
 
 // Numastat is a process's memory per node by kind, in MiB: the numastat -p
-// table, with the share that is remote to the CPUs it may run on.
+// table, with the share of its accesses that are remote.
 type Numastat struct {
 	Nodes  []int                         `json:"nodes"`
 	Rows   map[string]map[string]float64 `json:"mib"` // kind → "N0".. → MiB
 	Total  map[string]float64            `json:"total_mib"`
 	Remote float64                       `json:"remote_share"`
-	// CPUNodes are the nodes of Cpus_allowed_list: "remote" is relative to them.
+	// CPUNodes are the nodes of Cpus_allowed_list.
 	CPUNodes []int `json:"cpu_nodes"`
+	// ThreadNodes is the share of the process's CPU time per node its
+	// threads ran on; Remote weighs the pages per node by it, so for an
+	// unbound process it is not 0 by definition.
+	ThreadNodes map[string]float64 `json:"thread_nodes,omitempty"`
+	Basis       string             `json:"remote_basis"`
 }
 
 const pagesPerMiB = 1024 / numamaps.BasePageKB
@@ -38,7 +44,15 @@ func numastat(m *machine, p *process) *Numastat {
 		}
 		ns.Rows[k.String()] = row
 	}
-	ns.Remote, _, _ = p.remoteShare()
+	threads, basis := threadNodes(m, p, m.span)
+	ns.Remote, _ = remoteEstimate(p, threads)
+	ns.Basis = "pages per node weighed by " + basis + " per node, assuming every thread uses all of the memory alike"
+	if len(threads) > 0 {
+		ns.ThreadNodes = map[string]float64{}
+		for n, w := range threads {
+			ns.ThreadNodes[fmt.Sprintf("N%d", n)] = w
+		}
+	}
 	for n := range p.cpuNodes {
 		ns.CPUNodes = append(ns.CPUNodes, n)
 	}
@@ -72,9 +86,16 @@ func (ns *Numastat) Write(w io.Writer, pid int, comm string) {
 	}
 	row("Total", ns.Total)
 	tw.Flush()
-	var cpu []string
-	for _, n := range ns.CPUNodes {
-		cpu = append(cpu, fmt.Sprint(n))
+	var where []string
+	for _, n := range ns.Nodes {
+		if share, ok := ns.ThreadNodes[fmt.Sprintf("N%d", n)]; ok && share > 0 {
+			where = append(where, fmt.Sprintf("node %d %.0f%%", n, 100*share))
+		}
 	}
-	fmt.Fprintf(w, "Remote to its CPUs' node(s) %s: %.1f%%\n", strings.Join(cpu, ","), ns.Remote*100)
+	if len(where) == 0 {
+		fmt.Fprintln(w, "Remote accesses: not known (no thread could be read)")
+		return
+	}
+	fmt.Fprintf(w, "Threads' CPU time: %s (CPUs allowed on node(s) %s)\n", strings.Join(where, ", "), topology.FormatList(ns.CPUNodes))
+	fmt.Fprintf(w, "Remote accesses, estimated: %.1f%%\n", ns.Remote*100)
 }

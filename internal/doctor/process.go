@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/prometheus/procfs"
@@ -24,9 +25,7 @@ type process struct {
 	mems       []int        // Mems_allowed_list
 	cpuNodes   map[int]bool // nodes of the allowed CPUs
 	maps       []numamaps.Mapping
-	cgroup     string  // the cgroup v2 path, "" if none
-	cpuSeconds float64 // user+system at the first reading
-	cpuSecond2 float64
+	cgroupPath string // the cgroup v2 path, or the first v1 path naming a container manager
 }
 
 // ErrNoProcess is returned for a PID that does not exist.
@@ -69,21 +68,13 @@ func readProcess(pid int, m *machine) (*process, error) {
 	if cgs, err := pr.Cgroups(); err == nil {
 		for _, cg := range cgs {
 			if cg.HierarchyID == 0 {
-				p.cgroup = cg.Path
+				p.cgroupPath = cg.Path
+			} else if p.cgroupPath == "" && cgroupMark(cg.Path) != "" {
+				p.cgroupPath = cg.Path
 			}
 		}
 	}
-	if stat, err := pr.Stat(); err == nil {
-		p.cpuSeconds = stat.CPUTime()
-		p.cpuSecond2 = p.cpuSeconds
-	}
 	return p, nil
-}
-
-func (p *process) second() {
-	if stat, err := p.proc.Stat(); err == nil {
-		p.cpuSecond2 = stat.CPUTime()
-	}
 }
 
 func memsAndThreads(path string) (mems []int, threads int, err error) {
@@ -114,17 +105,103 @@ func memsAndThreads(path string) (mems []int, threads int, err error) {
 // pagesOn sums the process's pages per node.
 func (p *process) pagesOn() map[int]int64 { return numamaps.PerNode(p.maps) }
 
-// remoteShare is the share of the process's pages on nodes its CPUs are
-// not on.
-func (p *process) remoteShare() (share float64, remote, total int64) {
-	for n, pages := range p.pagesOn() {
-		total += pages
-		if !p.cpuNodes[n] {
-			remote += pages
+func (p *process) totalPages() int64 {
+	var t int64
+	for _, n := range p.pagesOn() {
+		t += n
+	}
+	return t
+}
+
+// cpuBound tells whether the process's CPUs leave out some node.
+func (p *process) cpuBound(m *machine) bool { return len(p.cpuNodes) < len(m.nodes) }
+
+// memBound tells whether its memory may only come from some nodes: a
+// cpuset's mems, or a bind policy (numactl --membind sets the task's
+// policy, which numa_maps shows on every mapping without its own).
+func (p *process) memBound(m *machine) bool {
+	return (len(p.mems) > 0 && len(p.mems) < len(m.nodes)) || len(bindNodes(p.maps)) > 0
+}
+
+// threadNodes is the share of the process's CPU time per node its threads
+// ran on: over the interval when measured, else over their lives. A
+// thread's node is the node of the CPU it last ran on. When no thread can
+// be read, the nodes its CPUs are on count alike.
+func threadNodes(m *machine, p *process, s span) (map[int]float64, string) {
+	first, later := s.first.proc, s.latest().proc
+	if later == nil || len(later.threads) == 0 {
+		if p == nil || len(p.cpuNodes) == 0 {
+			return nil, ""
+		}
+		out := map[int]float64{}
+		for n := range p.cpuNodes {
+			out[n] = 1 / float64(len(p.cpuNodes))
+		}
+		return out, "the nodes of its allowed CPUs (no thread could be read)"
+	}
+	weights := map[int]float64{}
+	var total float64
+	basis := "CPU time since each thread started"
+	if s.measured() && first != nil {
+		basis = "CPU time over " + s.d.String()
+		for tid, t := range later.threads {
+			if was, ok := first.threads[tid]; ok && t.ticks > was.ticks {
+				w := float64(t.ticks - was.ticks)
+				weights[m.cpuNode[t.cpu]] += w
+				total += w
+			}
 		}
 	}
 	if total == 0 {
-		return 0, 0, 0
+		for _, t := range later.threads {
+			weights[m.cpuNode[t.cpu]] += float64(t.ticks)
+			total += float64(t.ticks)
+		}
 	}
-	return float64(remote) / float64(total), remote, total
+	if total == 0 { // threads that never ran a tick: count them alike
+		basis = "thread count (no CPU time yet)"
+		for _, t := range later.threads {
+			weights[m.cpuNode[t.cpu]]++
+			total++
+		}
+	}
+	for n := range weights {
+		weights[n] /= total
+	}
+	return weights, basis
+}
+
+// remoteEstimate is the share of the process's memory accesses that cross
+// nodes, if every thread used all of the memory alike: 1 − Σ over nodes of
+// (share of CPU time on the node × share of pages on it). For a process
+// bound to one node's CPUs it is exactly the share of its pages elsewhere.
+// Threads that keep private data first-touched on their own node do
+// better than this; a shared heap (a buffer pool, a JVM heap) is close to it.
+func remoteEstimate(p *process, threads map[int]float64) (remote float64, total int64) {
+	pages := p.pagesOn()
+	for _, n := range pages {
+		total += n
+	}
+	if total == 0 || len(threads) == 0 {
+		return 0, total
+	}
+	local := 0.0
+	for n, w := range threads {
+		local += w * float64(pages[n]) / float64(total)
+	}
+	return 1 - local, total
+}
+
+// sharesList is "N0=62% N1=38%", nodes in order.
+func sharesList(shares map[int]float64) string {
+	var ns []int
+	for n := range shares {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	var s []string
+	for _, n := range ns {
+		s = append(s, fmt.Sprintf("N%d=%.0f%%", n, 100*shares[n]))
+	}
+	return strings.Join(s, " ")
 }

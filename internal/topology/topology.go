@@ -121,3 +121,27 @@ func ParseList(s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// FormatList writes a CPU or node list as the kernel does: "0-15,32-47".
+// The input need not be sorted; duplicates are dropped.
+func FormatList(v []int) string {
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] <= s[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if s[j] == s[i] {
+			fmt.Fprintf(&b, "%d", s[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", s[i], s[j])
+		}
+		i = j + 1
+	}
+	return b.String()
+}

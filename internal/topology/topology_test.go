@@ -76,3 +76,23 @@ func TestReadThisMachine(t *testing.T) {
 		t.Fatalf("empty topology %+v", topo)
 	}
 }
+
+func TestFormatListRoundTrips(t *testing.T) {
+	for in, want := range map[string]string{
+		"":           "",
+		"3":          "3",
+		"0-15,32-47": "0-15,32-47",
+		"5,1,2,3,9":  "1-3,5,9",
+		"0,0,1":      "0-1",
+		"0,2,4":      "0,2,4",
+	} {
+		v, err := ParseList(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Shuffle-proof: the input order above is not always sorted.
+		if got := FormatList(v); got != want {
+			t.Errorf("FormatList(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -24,6 +24,8 @@ const numatrace = "/bin/numatrace"
 var setups = map[string]func() (func(), error){
 	"zonereclaim1": func() (func(), error) { return sysctls("/proc/sys/vm/zone_reclaim_mode", "1") },
 	"zonereclaim0": func() (func(), error) { return sysctls("/proc/sys/vm/zone_reclaim_mode", "0") },
+	// Nothing may move the memory to the thread that uses it.
+	"crossnode": func() (func(), error) { return sysctls("/proc/sys/kernel/numa_balancing", "0") },
 	// Leave kswapd 1% of each CPU instead of RT throttling's default 5%,
 	// and wake it as late as the kernel allows.
 	"directreclaim": func() (func(), error) {
@@ -130,11 +132,23 @@ func runScenario(name string) (map[string]any, error) {
 	if err := work.Start(); err != nil {
 		return nil, err
 	}
-	if name == "bind" {
+	os.Remove(CrossReady)
+	os.Remove(CrossDone)
+	switch name {
+	case "bind":
 		// The process-wide binding doctor must name, while it holds memory.
 		if err = waitFile(BindReady, 60*time.Second); err == nil {
 			res["doctor_pid"], err = runDoctor("--pid", fmt.Sprint(work.Process.Pid))
 		}
+	case "crossnode":
+		// While the worker on node 1 reads the memory on node 0; the
+		// CPU time per node is measured over a second.
+		if err = waitFile(CrossReady, 60*time.Second); err == nil {
+			res["doctor_pid"], err = runDoctor("--pid", fmt.Sprint(work.Process.Pid), "--interval", "1s")
+			os.WriteFile(CrossDone, nil, 0o644)
+		}
+	}
+	if name == "bind" || name == "crossnode" {
 		if err != nil {
 			work.Process.Kill()
 			nt.Process.Kill()

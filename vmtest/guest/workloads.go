@@ -47,6 +47,8 @@ func runWorkload(name string) error {
 		r, err = bindMismatch()
 	case "directreclaim":
 		r, err = directReclaim()
+	case "crossnode":
+		r, err = crossNode()
 	case "thp":
 		r, err = thpCompaction()
 	default:
@@ -334,4 +336,106 @@ func meminfo(key string) int64 {
 		}
 	}
 	return 0
+}
+
+// CrossReady is created once crossnode's worker reads its memory from
+// the other node; CrossDone once doctor has looked.
+const (
+	CrossReady = "/tmp/cross-ready"
+	CrossDone  = "/tmp/cross-done"
+)
+
+// nodeCounter reads one counter of node n's numastat.
+func nodeCounter(n int, key string) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/numastat", n))
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// processPages sums every mapping of this process per node, as numastat -p does.
+func processPages() map[string]int64 {
+	data, _ := os.ReadFile("/proc/self/numa_maps")
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		pageKB := int64(4)
+		counts := map[string]int64{}
+		for _, f := range strings.Fields(line) {
+			k, v, ok := strings.Cut(f, "=")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch {
+			case k == "kernelpagesize_kB":
+				pageKB = n
+			case len(k) > 1 && k[0] == 'N':
+				counts[k] = n
+			}
+		}
+		for k, n := range counts {
+			out[k] += n * pageKB / 4
+		}
+	}
+	return out
+}
+
+// Scenario 6: an unbound process (seeds 002, 003): one thread first
+// touches the heap on node 0, as a JVM's or a buffer pool's initialisation
+// does, and the worker that uses it runs on node 1. NUMA balancing is off,
+// so the memory stays where it was first touched.
+func crossNode() (*report, error) {
+	if err := pin(0); err != nil {
+		return nil, err
+	}
+	b, err := region(96<<20, false)
+	if err != nil {
+		return nil, err
+	}
+	local0, other0 := nodeCounter(0, "local_node"), nodeCounter(0, "other_node")
+	touch(b, page)
+	r := &report{Before: nodePages(b), CPUNode: 1, Extra: map[string]any{
+		"node0_local_node_growth": nodeCounter(0, "local_node") - local0,
+		"node0_other_node_growth": nodeCounter(0, "other_node") - other0,
+	}}
+	// The process is unbound: its main thread may run anywhere.
+	var all unix.CPUSet
+	all.Set(0)
+	all.Set(1)
+	if err := unix.SchedSetaffinity(0, &all); err != nil {
+		return nil, err
+	}
+	tid := make(chan int)
+	var sum byte
+	go func() {
+		runtime.LockOSThread() // the worker pins itself, as the application's own threads do
+		pin(1)
+		tid <- unix.Gettid()
+		for {
+			for i := 0; i < len(b); i += page {
+				sum += b[i]
+			}
+			if _, err := os.Stat(CrossDone); err == nil {
+				close(tid)
+				return
+			}
+		}
+	}()
+	r.TIDs = []int{<-tid}
+	time.Sleep(1500 * time.Millisecond)
+	os.WriteFile(CrossReady, nil, 0o644)
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(CrossDone); err == nil {
+			break
+		}
+	}
+	r.Extra["process_pages"] = processPages()
+	<-tid
+	r.Pages = nodePages(b)
+	r.Extra["sum"] = sum
+	return r, nil
 }
