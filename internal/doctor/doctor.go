@@ -165,6 +165,7 @@ func readSpan(opt Options) (span, error) {
 			s.d = time.Duration((s.later.uptime - s.first.uptime) * float64(time.Second))
 		}
 	}
+	s.d = s.d.Round(time.Millisecond) // uptime has 10 ms steps; float sums do not
 	return s, nil
 }
 

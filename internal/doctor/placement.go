@@ -161,6 +161,7 @@ func checkRemoteMemory(m *machine, p *process) ([]Finding, string) {
 		if fits {
 			f.TradeOff = fmt.Sprintf("Binding to node %d caps the process at that node's %d CPUs and its memory, and it can no longer spill to the "+
 				"other node at peaks (seed 001: QPS +44%% for that). A process that outgrows a node is better interleaved (seed 004).", target, len(m.nodeCPUs[target]))
+			f.TradeOff = strings.Replace(f.TradeOff, " 1 CPUs ", " 1 CPU ", 1)
 			f.Fix = fmt.Sprintf("taskset -a -p -c %s %d && migratepages %d %s %d", cpuList(m, map[int]bool{target: true}), p.pid, p.pid,
 				nodeList(others(m, map[int]bool{target: true})), target)
 			f.Persist = fmt.Sprintf("restart under numactl --cpunodebind=%d --membind=%d (systemd: CPUAffinity=%s, NUMAPolicy=bind, NUMAMask=%d); then, with "+
