@@ -343,7 +343,10 @@ func checkCrossNode(t *testing.T, k Kernel, r *result) {
 	// doctor's table against numa_maps read by the process itself as
 	// doctor finished: the same memory, within 2% (the Go runtime allocates
 	// a little in between).
-	pages, _ := r.Workload.Extra["process_pages"].(map[string]any)
+	pages, ok := r.Workload.Extra["process_pages"].(map[string]any)
+	if !ok || len(pages) == 0 {
+		t.Fatalf("the workload did not report its numa_maps: %v", r.Workload.Extra)
+	}
 	for node, v := range pages {
 		want := v.(float64) / 256 // MiB
 		got := d.Numastat.Total[node]

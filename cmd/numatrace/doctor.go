@@ -24,7 +24,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	copied := *root != "/"
+	copied := !doctor.LiveProc(*root) // a copy, not a mounted procfs (/host/proc in a container is live)
 	switch {
 	case *later != "" && !copied:
 		return usageErr("doctor: --root-later needs --root (the earlier copy)")

@@ -79,8 +79,9 @@ func inPod(m *machine, p *process) bool {
 // Topology Manager places CPUs and memory on one node together.
 const (
 	podPlacementFix = "let the kubelet place the pod: a Guaranteed pod (requests = limits, integer CPUs) on a node whose kubelet runs " +
-		"topologyManagerPolicy: single-numa-node (or restricted), cpuManagerPolicy: static and memoryManagerPolicy: Static; " +
-		"do not run numactl or taskset inside the pod"
+		"topologyManagerPolicy: single-numa-node (or restricted), cpuManagerPolicy: static and memoryManagerPolicy: Static. " +
+		"numactl in the pod's command works only within the cpuset the kubelet gave it, and the scheduler does not know of it (seed 000 补遗六: " +
+		"it bound memory against the pod's CPUs)"
 	podPlacementPersist = "the node's kubelet configuration (KubeletConfiguration: topologyManagerPolicy, cpuManagerPolicy, memoryManagerPolicy, reservedMemory); " +
 		"check the result in the pod: cpuset.cpus.effective and cpuset.mems.effective name the same node"
 )
@@ -108,7 +109,8 @@ func adviseForContainers(m *machine, p *process, f *Finding) {
 }
 
 // placement are the checks whose fix binds a process to nodes.
-var placement = map[string]bool{"remote_memory": true, "binding": true, "node_saturation": true, "interleave": true}
+var placement = map[string]bool{"remote_memory": true, "binding": true, "node_saturation": true, "interleave": true,
+	"cross_node_alloc": true, "node_pressure": true}
 
 // 15. Inside a container the knobs are the host's.
 func checkContainer(m *machine, _ *process) ([]Finding, string) {

@@ -36,7 +36,7 @@ func find(r *doctor.Report, check string) *doctor.Finding {
 
 func complete(t *testing.T, f *doctor.Finding) {
 	t.Helper()
-	if f.Title == "" || f.Why == "" || f.TradeOff == "" || (f.Severity > doctor.Info && (f.Fix == "" || f.Persist == "")) {
+	if f.Title == "" || len(f.Evidence) == 0 || f.Why == "" || f.TradeOff == "" || (f.Severity > doctor.Info && (f.Fix == "" || f.Persist == "")) {
 		t.Errorf("incomplete finding: %+v", f)
 	}
 }
@@ -85,6 +85,7 @@ func TestSeedIncidents(t *testing.T) {
 			{"zone_reclaim_mode", doctor.Warn, "zone_reclaim_mode = 1", "on the node (host), not from this container: sysctl -w vm.zone_reclaim_mode=0"},
 			{"container", doctor.Info, "private cgroup namespace", ""}}, nil},
 		{"seed000_container_v1", []want{{"container", doctor.Info, "/docker/4f2a9c", ""}}, nil},
+		{"nic_irqs_unbound_moved", []want{{"nic_irq_affinity", doctor.Info, "/proc/irq/127/effective_affinity_list = 23 (node 1)", ""}}, nil},
 		{"seed000_nic_irqs", []want{{"nic_irq_affinity", doctor.Warn, "/proc/irq/127/effective_affinity_list = 23 (node 1)", "for i in 121 122 123 124 125 126 127; do echo 0-15,32-47"}}, nil},
 		{"seed000_pod_cpu_only", []want{{"remote_memory", doctor.Warn, "remote share of accesses (estimate) = 70%", "topologyManagerPolicy: single-numa-node"}}, []string{"numa_balancing"}},
 		{"seed000_tuning", []want{
@@ -104,7 +105,8 @@ func TestSeedIncidents(t *testing.T) {
 			{"node_pressure", doctor.Warn, "node 0 numa_foreign 4500/s", "numatrace doctor --pid"},
 			{"cross_node_alloc", doctor.Warn, "numa_miss share 12.0%", ""},
 			{"remote_memory", doctor.Warn, "process memory 61440 MiB", "numactl --interleave=all"}}, nil},
-		{"seed004_interleaved", []want{{"interleave", doctor.Info, "interleave:0-1", ""}}, []string{"remote_memory"}},
+		// Interleaved pages on the other node are not allocation mistakes.
+		{"seed004_interleaved", []want{{"interleave", doctor.Info, "interleave:0-1", ""}}, []string{"remote_memory", "cross_node_alloc"}},
 	}
 	for _, c := range cases {
 		t.Run(c.machine, func(t *testing.T) {
@@ -197,9 +199,18 @@ func TestOneReadingMeasuresNoRate(t *testing.T) {
 	if once.Interval != "not measured" {
 		t.Errorf("interval %q", once.Interval)
 	}
+	// Asked to wait and read a copy again, the library measures nothing.
+	if r, err := doctor.Run(doctor.Options{Root: root, Interval: time.Hour}); err != nil || r.Interval != "not measured" {
+		t.Errorf("a copy read twice: %v %+v", err, r)
+	}
 	js, _ := json.Marshal(once)
 	if regexp.MustCompile(`growth[^"]*= 0"`).Match(js) {
 		t.Errorf("a growth reported as measured from one reading: %s", js)
+	}
+	// One zoneinfo snapshot below low is information: pressure is measured.
+	full, _ := doctortest.Machine(t, "seed004_node0_exhausted")
+	if r, err := doctor.Run(doctor.Options{Root: full}); err != nil || find(r, "node_pressure") == nil || find(r, "node_pressure").Severity != doctor.Info {
+		t.Errorf("node pressure from one reading: %v %v", err, titles(r))
 	}
 	jvm, _ := doctortest.Machine(t, "seed002_jvm_unbound")
 	if r, err := doctor.Run(doctor.Options{Root: jvm}); err != nil || find(r, "numa_balancing_thrash") != nil ||

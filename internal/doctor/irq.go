@@ -68,7 +68,9 @@ func readNICs(m *machine) []nic {
 				}
 			}
 			for _, c := range q.cpus {
-				q.nodes[m.cpuNode[c]] = true
+				if n, ok := m.cpuNode[c]; ok { // an offline CPU has no node
+					q.nodes[n] = true
+				}
 			}
 			if len(q.cpus) > 0 {
 				n.irqs = append(n.irqs, q)
@@ -105,6 +107,7 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 		default:
 			continue
 		}
+		bound := who != "the NIC"
 		var remote []irq
 		for _, q := range n.irqs {
 			local := false
@@ -115,8 +118,16 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 				remote = append(remote, q)
 			}
 		}
-		if len(remote) == 0 {
+		// Drivers spread their queues over every CPU by default, so for an
+		// unbound service half of them on the other node is the design;
+		// most of them there is information. A bound service wants its
+		// queues on its node: any queue elsewhere is a warning.
+		if len(remote) == 0 || (!bound && 2*len(remote) <= len(n.irqs)) {
 			continue
+		}
+		sev := Warn
+		if !bound {
+			sev = Info
 		}
 		// Only a finding needs to know whether irqbalance runs: that is a
 		// scan of every process.
@@ -136,7 +147,7 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 			}
 			e = append(e, ev(fmt.Sprintf("/proc/irq/%d/%s", q.num, q.file), topology.FormatList(q.cpus)+" (node "+nodeList(q.nodes)+")"))
 		}
-		f := Finding{Severity: Warn,
+		f := Finding{Severity: sev,
 			Title: fmt.Sprintf("%d of %s's %d interrupts run only on node %s, away from %s (node %s)",
 				len(remote), n.name, len(n.irqs), nodeList(remoteNodes), who, nodeList(want)),
 			Evidence: e,

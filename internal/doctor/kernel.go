@@ -45,7 +45,11 @@ func checkZoneReclaim(m *machine, _ *process) ([]Finding, string) {
 		TradeOff: "Off, allocations spill to a remote node: slower access to that data (1.4–2× latency), but no reclaim stall. Only workloads " +
 			"partitioned per node that cannot tolerate remote memory, and accept reclaim stalls, benefit from it on; bind them with numactl instead.",
 		Fix: "sysctl -w vm.zone_reclaim_mode=0", Persist: persistSysctl("vm.zone_reclaim_mode", 0)}
-	if latest["zone_reclaim_failed"] > 0 {
+	failed := latest["zone_reclaim_failed"] > 0 // since boot, from one reading
+	if g, ok := m.span.grew("zone_reclaim_failed"); ok {
+		failed = g > 0
+	}
+	if failed {
 		f.Severity = Crit
 	}
 	return []Finding{f}, ""
@@ -70,8 +74,9 @@ func checkTHP(m *machine, _ *process) ([]Finding, string) {
 		TradeOff: "defrag=defer or madvise stops the synchronous compaction and leaves it to kcompactd and khugepaged: a little less huge-page " +
 			"coverage (seed 000 measured about 3% throughput on MySQL, worth it). Databases that map huge pages explicitly (HugeTLB) " +
 			"usually want enabled=never; services that want THP keep enabled=always with defrag=defer.",
-		Fix:     "echo madvise > /sys/kernel/mm/transparent_hugepage/defrag",
-		Persist: "add transparent_hugepage=madvise to the kernel command line, or a tmpfiles.d line: echo 'w /sys/kernel/mm/transparent_hugepage/defrag - - - - madvise' > /etc/tmpfiles.d/thp.conf"}
+		Fix: "echo madvise > /sys/kernel/mm/transparent_hugepage/defrag",
+		// No boot parameter sets defrag (transparent_hugepage= sets enabled).
+		Persist: "a tmpfiles.d line: echo 'w /sys/kernel/mm/transparent_hugepage/defrag - - - - madvise' > /etc/tmpfiles.d/thp.conf"}
 	if g, ok := m.span.grew("compact_stall"); ok && g > 0 {
 		f.Severity = Crit
 	}

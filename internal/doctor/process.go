@@ -45,8 +45,12 @@ func readProcess(pid int, m *machine) (*process, error) {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, err)
 	}
 	for _, c := range st.CpusAllowedList {
-		p.cpus = append(p.cpus, int(c))
-		p.cpuNodes[m.cpuNode[int(c)]] = true
+		// Cpus_allowed_list names possible CPUs too; an offline one has
+		// no node and says nothing about placement.
+		if n, ok := m.cpuNode[int(c)]; ok {
+			p.cpus = append(p.cpus, int(c))
+			p.cpuNodes[n] = true
+		}
 	}
 	// procfs's ProcStatus has no Mems_allowed_list.
 	if p.mems, p.threads, err = memsAndThreads(m.path("proc", fmt.Sprint(pid), "status")); err != nil {
@@ -145,24 +149,29 @@ func threadNodes(m *machine, p *process, s span) (map[int]float64, string) {
 	if s.measured() && first != nil {
 		basis = "CPU time over " + s.d.String()
 		for tid, t := range later.threads {
-			if was, ok := first.threads[tid]; ok && t.ticks > was.ticks {
+			n, known := m.cpuNode[t.cpu]
+			if was, ok := first.threads[tid]; ok && known && t.ticks > was.ticks {
 				w := float64(t.ticks - was.ticks)
-				weights[m.cpuNode[t.cpu]] += w
+				weights[n] += w
 				total += w
 			}
 		}
 	}
 	if total == 0 {
 		for _, t := range later.threads {
-			weights[m.cpuNode[t.cpu]] += float64(t.ticks)
-			total += float64(t.ticks)
+			if n, ok := m.cpuNode[t.cpu]; ok {
+				weights[n] += float64(t.ticks)
+				total += float64(t.ticks)
+			}
 		}
 	}
 	if total == 0 { // threads that never ran a tick: count them alike
 		basis = "thread count (no CPU time yet)"
 		for _, t := range later.threads {
-			weights[m.cpuNode[t.cpu]]++
-			total++
+			if n, ok := m.cpuNode[t.cpu]; ok {
+				weights[n]++
+				total++
+			}
 		}
 	}
 	for n := range weights {
@@ -185,11 +194,16 @@ func remoteEstimate(p *process, threads map[int]float64) (remote float64, total 
 	if total == 0 || len(threads) == 0 {
 		return 0, total
 	}
-	local := 0.0
-	for n, w := range threads {
-		local += w * float64(pages[n]) / float64(total)
+	var nodes []int // in order: float sums must not depend on map order
+	for n := range threads {
+		nodes = append(nodes, n)
 	}
-	return 1 - local, total
+	sort.Ints(nodes)
+	local := 0.0
+	for _, n := range nodes {
+		local += threads[n] * float64(pages[n]) / float64(total)
+	}
+	return max(0, 1-local), total
 }
 
 // sharesList is "N0=62% N1=38%", nodes in order.

@@ -176,7 +176,7 @@ func clone(m *machine) *machine {
 }
 
 // spread puts the process's threads on both nodes, frac of them on node 0.
-func (m *machine) spread(frac float64, n int) {
+func (m *machine) spread(frac float64, n int) { // frac of n threads on node 0
 	m.proc.threads = nil
 	on0 := int(frac*float64(n) + 0.5)
 	for i := 0; i < n; i++ {
@@ -225,6 +225,10 @@ var scenarios = map[string]func(m *machine){
 	"seed000_saturated_node": func(m *machine) {
 		m.sysctl["kernel/numa_balancing"] = "1"
 		m.proc.cpuTicks = [2]int64{3000000, 3000000 + 3150} // 31.5 CPUs at 100 Hz
+		m.spread(1, 32)
+		for i := range m.proc.threads {
+			m.proc.threads[i].growTicks = 98
+		}
 	},
 	// Seed 000, 第三个现场: 20 GiB of HugeTLB in use, agents OOM-killed.
 	"seed000_hugetlb_starves": func(m *machine) {
@@ -273,6 +277,7 @@ var scenarios = map[string]func(m *machine){
 		m.zones[0][2].managed, m.zones[1][2].managed = 65000000, 66000000
 		m.sysctl["vm/min_free_kbytes"] = "16384"
 		m.vmstat.grow["allocstall_normal"] = 35
+		m.vmstat.grow["pgscan_direct"] = 6100
 	},
 	// Seed 001: MySQL unbound on 2×32C, numa_hit 61%, numa_miss ~38k/s.
 	"seed001_mysql_unbound": func(m *machine) {
@@ -325,6 +330,10 @@ var scenarios = map[string]func(m *machine){
 		m.proc.comm, m.proc.cpus = "mysqld", "0-63"
 		m.heap("interleave:0-1", 61440, 0.5)
 		m.spread(0.5, 24)
+		// Interleaved pages: each node gets half, about half of them for a
+		// CPU of the other node (seed 004: numa_miss 120/s after the fix).
+		m.numastat[0].grow = map[string]int64{"numa_hit": 15000, "numa_miss": 60, "numa_foreign": 60, "interleave_hit": 14000, "local_node": 8000, "other_node": 7060}
+		m.numastat[1].grow = map[string]int64{"numa_hit": 15000, "numa_miss": 60, "numa_foreign": 60, "interleave_hit": 14000, "local_node": 8000, "other_node": 7060}
 	},
 
 	// Near misses: each check's "ok" case.
@@ -379,9 +388,16 @@ var scenarios = map[string]func(m *machine){
 	"ok_irqs_spread_unbound": func(m *machine) { // unbound service, queues on both nodes: judged against the NIC's node
 		m.proc.cpus = "0-63"
 		m.heap("default", 4096, 1)
-		for q := 4; q < 8; q++ {
+		for q := 4; q < 8; q++ { // the driver's default spread: half the queues on each node
 			m.nics[0].irqs[q].smp = "0-63"
-			m.nics[0].irqs[q].effective = ""
+			m.nics[0].irqs[q].effective = fmt.Sprint(m.nodeCPUs[1][q])
+		}
+	},
+	"nic_irqs_unbound_moved": func(m *machine) { // an unbound service, 7 of 8 queues away from the NIC's node: information
+		m.proc.cpus = "0-63"
+		m.heap("default", 4096, 1)
+		for q := 1; q < 8; q++ {
+			m.nics[0].irqs[q].effective = fmt.Sprint(m.nodeCPUs[1][q])
 		}
 	},
 	"ok_container_v1_host": func(m *machine) { // a host on cgroup v1 with systemd: not a container
