@@ -341,8 +341,8 @@ func checkCrossNode(t *testing.T, k Kernel, r *result) {
 		t.Errorf("remote share %+v; the worker on node 1 reads memory that is all on node 0", d.Numastat)
 	}
 	// doctor's table against numa_maps read by the process itself as
-	// doctor finished: the same memory, within 2% (the Go runtime allocates
-	// a little in between).
+	// doctor finished: the same memory, within 2% or 4 MiB (the Go runtime
+	// touches a few MiB in between: 2.3 against 4.3 MiB was seen on node 1).
 	pages, ok := r.Workload.Extra["process_pages"].(map[string]any)
 	if !ok || len(pages) == 0 {
 		t.Fatalf("the workload did not report its numa_maps: %v", r.Workload.Extra)
@@ -350,7 +350,7 @@ func checkCrossNode(t *testing.T, k Kernel, r *result) {
 	for node, v := range pages {
 		want := v.(float64) / 256 // MiB
 		got := d.Numastat.Total[node]
-		if want > 1 && (got < 0.98*want || got > 1.02*want) {
+		if slack := max(0.02*want, 4); got < want-slack || got > want+slack {
 			t.Errorf("%s: doctor's table %.1f MiB, the process's numa_maps %.1f MiB", node, got, want)
 		}
 	}

@@ -3,7 +3,9 @@ package doctor_test
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -352,6 +354,39 @@ func TestSeedTable(t *testing.T) {
 	for _, name := range doctortest.Names(t) {
 		if strings.HasPrefix(name, "seed") && !strings.Contains(doc, name) {
 			t.Errorf("fixture machine %s is not in the table", name)
+		}
+	}
+}
+
+// The fixture machines are what testdata/gen writes: a hand edit to one
+// file (or to the generator alone) fails here.
+func TestFixturesAreGenerated(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("go", "run", "./testdata/gen", "-out", dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gen: %v: %s", err, out)
+	}
+	files := func(root string) map[string]string {
+		m := map[string]string{}
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := os.ReadFile(path)
+				rel, _ := filepath.Rel(root, path)
+				m[rel] = string(b)
+			}
+			return err
+		})
+		return m
+	}
+	want, got := files(dir), files(doctortest.Dir())
+	for p, c := range want {
+		if got[p] != c {
+			t.Errorf("%s differs from what testdata/gen writes: run go run ./internal/doctor/testdata/gen", p)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s is not written by testdata/gen", p)
 		}
 	}
 }

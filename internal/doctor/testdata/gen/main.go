@@ -7,9 +7,12 @@
 // base, and reproduces one incident of the seed reports or a near miss.
 //
 //	go run ./internal/doctor/testdata/gen
+//
+// TestFixturesAreGenerated fails when the files and this program disagree.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -18,7 +21,7 @@ import (
 	"strings"
 )
 
-const out = "internal/doctor/testdata"
+var out = flag.String("out", "internal/doctor/testdata/machines", "where to write the machines")
 
 // machine is one fixture: the values a scenario changes.
 type machine struct {
@@ -413,13 +416,14 @@ var scenarios = map[string]func(m *machine){
 }
 
 func main() {
+	flag.Parse()
 	b := base()
 	baseNow, baseLater := render(b, false), render(b, true)
-	if err := os.RemoveAll(filepath.Join(out, "machines")); err != nil {
+	if err := os.RemoveAll(*out); err != nil {
 		fail(err)
 	}
-	write(filepath.Join(out, "machines/base/now"), baseNow)
-	write(filepath.Join(out, "machines/base/later"), baseLater)
+	write(filepath.Join(*out, "base/now"), baseNow)
+	write(filepath.Join(*out, "base/later"), baseLater)
 	var names []string
 	for name := range scenarios {
 		names = append(names, name)
@@ -431,8 +435,8 @@ func main() {
 			m.files = map[string]string{}
 		}
 		scenarios[name](m)
-		write(filepath.Join(out, "machines", name, "now"), diff(render(m, false), baseNow))
-		write(filepath.Join(out, "machines", name, "later"), diff(render(m, true), baseLater))
+		write(filepath.Join(*out, name, "now"), diff(render(m, false), baseNow))
+		write(filepath.Join(*out, name, "later"), diff(render(m, true), baseLater))
 	}
 }
 
