@@ -306,15 +306,22 @@ func TestMissingPIDAndMissingFiles(t *testing.T) {
 	}
 }
 
-// This machine, as it is: doctor must report nothing above info on a
-// clean machine.
+// This machine, as it is configured: doctor must report nothing above
+// info on a clean machine. Memory pressure (PSI) is a measurement of the
+// moment, not configuration: in make test it reflects the memcg tests that
+// ran seconds before, so it is logged, not judged.
 func TestThisMachineIsClean(t *testing.T) {
 	r, err := doctor.Run(doctor.Options{Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Worst() > doctor.Info {
-		t.Errorf("doctor reports above info on this machine: %v", titles(r))
+	for _, f := range r.Findings {
+		switch {
+		case f.Check == "psi_memory":
+			t.Logf("memory pressure now: [%s] %s", f.Severity, f.Title)
+		case f.Severity > doctor.Info:
+			t.Errorf("doctor reports above info on this machine: [%s] %s", f.Check, f.Title)
+		}
 	}
 }
 
