@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * mmap_lock waits (from mmap_lock_start_locking to
+ * mmap_lock waits (from the lock's slow path where the kernel has
+ * lock:contention_*, else from mmap_lock_start_locking to
  * mmap_lock_acquire_returned in the same thread) and khugepaged collapses,
  * which take the mmap_lock for write and are a classic cause of those waits.
  *
@@ -48,6 +49,57 @@ SEC("raw_tp/mmap_lock_acquire_returned")
 int mmap_lock_acquired_w2(struct bpf_raw_tracepoint_args *ctx)
 {
 	return mmap_lock_acquired(ctx->args[2], ctx->args[3]);
+}
+
+/*
+ * The same waits from the lock's slow path (5.19+). lock:contention_begin
+ * and contention_end fire only when a lock is contended, for every kind of
+ * kernel lock; the wait is the mmap_lock's when the lock is the current
+ * task's own mm->mmap_lock. An acquisition that does not wait runs no
+ * program at all, where the mmap_lock tracepoints run two on every one.
+ * A writer's optimistic spin before it queues is not in this wait.
+ */
+#define LCB_F_WRITE (1U << 2) /* include/trace/events/lock.h */
+
+static __always_inline bool own_mmap_lock(void *lock)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct mm_struct *mm = BPF_CORE_READ(t, mm);
+
+	return mm && lock == (void *)mm + bpf_core_field_offset(struct mm_struct, mmap_lock);
+}
+
+/* contention_begin(void *lock, unsigned int flags) */
+SEC("raw_tp/contention_begin")
+int mmap_contended(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tgid, tid;
+
+	if (!own_mmap_lock((void *)ctx->args[0]) || !current_wanted(&tgid, &tid))
+		return 0;
+	struct pending p = { .start_ns = now, .node = -1, .aux = (__u32)ctx->args[1] };
+
+	pending_start(tid, SLOT_MMAP_LOCK, &p);
+	return 0;
+}
+
+/* contention_end(void *lock, int ret) */
+SEC("raw_tp/contention_end")
+int mmap_contention_end(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!own_mmap_lock((void *)ctx->args[0]))
+		return 0;
+	struct pending p;
+	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false, now);
+
+	if (!e)
+		return 0;
+	e->flags |= (p.aux & LCB_F_WRITE ? FLAG_WRITE : 0) | ((int)ctx->args[1] == 0 ? FLAG_SUCCESS : 0);
+	event_submit(e);
+	return 0;
 }
 
 /* mm_collapse_huge_page(struct mm_struct *mm, int isolated, int status): system-wide. */

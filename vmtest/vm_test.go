@@ -38,9 +38,10 @@ type result struct {
 	Kernel   string `json:"kernel"`
 	Probes   struct {
 		Probes []struct {
-			Name     string `json:"name"`
-			Attached bool   `json:"attached"`
-			Error    string `json:"error"`
+			Name        string   `json:"name"`
+			Attached    bool     `json:"attached"`
+			Error       string   `json:"error"`
+			Tracepoints []string `json:"tracepoints"`
 		} `json:"probes"`
 	} `json:"probes"`
 	Workload struct {
@@ -148,7 +149,7 @@ func TestGuestKernels(t *testing.T) {
 			scenarios := []string{"probes", "misplaced"}
 			if k.Full {
 				// thp first: the reclaim scenarios leave compaction deferred.
-				scenarios = append(scenarios, "bind", "crossnode", "thp", "zonereclaim1", "zonereclaim0", "directreclaim")
+				scenarios = append(scenarios, "bind", "crossnode", "mmaplock", "thp", "zonereclaim1", "zonereclaim0", "directreclaim")
 			}
 			run := boot(t, k, scenarios, 6*time.Minute)
 			for _, e := range run.Errors {
@@ -182,6 +183,7 @@ var checks = map[string]func(*testing.T, Kernel, *result){
 	"zonereclaim0":  checkZoneReclaimOff,
 	"bind":          checkBind,
 	"crossnode":     checkCrossNode,
+	"mmaplock":      checkMmapLockPaths,
 	"directreclaim": checkDirectReclaim,
 	"thp":           checkTHP,
 }
@@ -191,11 +193,21 @@ func probeAttached(k Kernel, name string) bool {
 	return !lacking
 }
 
+// mmapLockVia is the hook each kernel's mmap_lock waits are timed from:
+// the lock's slow path from 5.19 on.
+var mmapLockVia = map[string]string{"6.1": "contention_begin", "6.12": "contention_begin"}
+
 func checkProbes(t *testing.T, k Kernel, r *result) {
 	if len(r.Probes.Probes) == 0 {
 		t.Fatal("no probes listed")
 	}
 	for _, p := range r.Probes.Probes {
+		if p.Name == "mmap_lock" && p.Attached {
+			t.Logf("mmap_lock on %s: %v", k.Name, p.Tracepoints)
+			if want := mmapLockVia[k.Name]; len(p.Tracepoints) == 0 || p.Tracepoints[0] != want {
+				t.Errorf("mmap_lock on %s is timed from %v, want %s", k.Name, p.Tracepoints, want)
+			}
+		}
 		why, known := lacks[k.Name][p.Name]
 		switch {
 		case p.Attached && known:
@@ -353,6 +365,23 @@ func checkCrossNode(t *testing.T, k Kernel, r *result) {
 		if slack := max(0.02*want, 4); got < want-slack || got > want+slack {
 			t.Errorf("%s: doctor's table %.1f MiB, the process's numa_maps %.1f MiB", node, got, want)
 		}
+	}
+}
+
+// Scenario 7: mmaps behind a writer of the mmap_lock, timed both ways at
+// once: the harness's numatrace from the lock's slow path, a second one
+// from the mmap_lock tracepoints.
+func checkMmapLockPaths(t *testing.T, k Kernel, r *result) {
+	_, slow := r.sum("mmap_lock")
+	tp, ok := r.Workload.Extra["tracepoint_waits"].(float64)
+	if !ok {
+		t.Fatalf("the workload did not report the tracepoints' count: %v", r.Workload.Extra)
+	}
+	t.Logf("the waiter's mmap_lock waits of 1 ms or more: %d from the slow path, %.0f from the tracepoints", slow.Count, tp)
+	// The tracepoints also count time spent spinning on the owner or
+	// runnable without a CPU, which the slow path leaves out.
+	if slow.Count == 0 || float64(slow.Count) > tp+2 || 2*float64(slow.Count) < tp {
+		t.Errorf("the waiter's waits of 1 ms or more: %d from the slow path, %.0f from the tracepoints; the slow path must see most of them and no more", slow.Count, tp)
 	}
 }
 

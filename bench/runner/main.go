@@ -173,7 +173,7 @@ func run(ctx context.Context, c *config) (err error) {
 
 	w := &workloads{c: c, cg: cg, file: file}
 	tracers := []*tracerKind{
-		{key: "numatrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startNumatrace},
+		{key: "numatrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startNumatraceFallback},
 		{key: "floor", workloads: []string{wlMigrate}, start: startFloor},
 		{key: "bpftrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startBpftrace},
 	}

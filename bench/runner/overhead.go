@@ -21,12 +21,18 @@ import (
 // memory while it tracks 10,000 threads.
 
 const (
-	thrAffinity = "stress-ng --affinity (migrations)"
-	thrSwitch   = "stress-ng --switch (context switches)"
-	thrMemcg    = "memcg reclaim reads"
+	thrAffinity   = "stress-ng --affinity (migrations)"
+	thrSwitch     = "stress-ng --switch (context switches)"
+	thrMemcg      = "memcg reclaim reads"
+	thrMmapLoop   = "bench/mmaploop (mmap + munmap of 64 KiB, one thread)"
+	thrMmapStress = "stress-ng --mmap 2 --mmap-bytes 16M"
+	thrFault      = "stress-ng --fault 2"
+	thrCompile    = "40 × gcc -O0 of a small file"
 )
 
-var throughputWorkloads = []string{thrAffinity, thrSwitch, thrMemcg}
+// The last four hit the mmap_lock and the page-fault path, the busiest
+// tracepoints numatrace could be on.
+var throughputWorkloads = []string{thrAffinity, thrSwitch, thrMemcg, thrMmapLoop, thrMmapStress, thrFault, thrCompile}
 
 // perfEvents are the tracepoints the workloads fire that numatrace and the
 // bpftrace script trace too.
@@ -58,8 +64,9 @@ type recSize struct {
 }
 
 // stressNG runs one stressor and returns its bogo ops per second (real time).
-func stressNG(ctx context.Context, stressor string, d time.Duration) (float64, error) {
-	cmd := exec.CommandContext(ctx, "stress-ng", "--"+stressor, "2", "-t", fmt.Sprintf("%ds", int(d.Seconds())), "--metrics-brief")
+func stressNG(ctx context.Context, stressor string, d time.Duration, extra ...string) (float64, error) {
+	argv := append([]string{"--" + stressor, "2", "-t", fmt.Sprintf("%ds", int(d.Seconds())), "--metrics-brief"}, extra...)
+	cmd := exec.CommandContext(ctx, "stress-ng", argv...)
 	cmd.SysProcAttr = childAttr()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -116,7 +123,12 @@ func measureThroughput(ctx context.Context, c *config, w *workloads, ex *extra) 
 	defer setBPFStats(true)
 	ex.configs = []string{"baseline", "numatrace", "bpftrace", "perf record"}
 	ex.throughput = map[string]map[string][]float64{}
-	ex.units = map[string]string{thrAffinity: "bogo ops/s", thrSwitch: "bogo ops/s", thrMemcg: "MiB/s"}
+	ex.units = map[string]string{thrAffinity: "bogo ops/s", thrSwitch: "bogo ops/s", thrMemcg: "MiB/s",
+		thrMmapLoop: "pairs/s", thrMmapStress: "bogo ops/s", thrFault: "bogo ops/s", thrCompile: "compiles/s"}
+	src := filepath.Join(c.workdir, "small.c")
+	if err := os.WriteFile(src, []byte(smallC), 0o644); err != nil {
+		return err
+	}
 	for round := 0; round < c.overheadRounds; round++ {
 		for i := range ex.configs {
 			cfg := ex.configs[(i+round)%len(ex.configs)]
@@ -142,16 +154,7 @@ func measureThroughput(ctx context.Context, c *config, w *workloads, ex *extra) 
 				}
 				stop = func() error { err := p.stop(syscall.SIGINT, 30*time.Second); os.Remove(file); return err }
 			}
-			vals := map[string]float64{}
-			var err error
-			if vals[thrAffinity], err = stressNG(ctx, "affinity", c.stressDur); err == nil {
-				if vals[thrSwitch], err = stressNG(ctx, "switch", c.stressDur); err == nil {
-					var n workloadNote
-					if n, err = w.memcg(ctx); err == nil {
-						vals[thrMemcg] = float64(n.count) * float64(c.fileMiB) / n.seconds
-					}
-				}
-			}
+			vals, err := throughputRound(ctx, c, w, src)
 			if stop != nil {
 				if serr := stop(); err == nil {
 					err = serr
@@ -166,11 +169,62 @@ func measureThroughput(ctx context.Context, c *config, w *workloads, ex *extra) 
 			for wl, v := range vals {
 				ex.throughput[cfg][wl] = append(ex.throughput[cfg][wl], v)
 			}
-			logf("throughput round %d, %s: affinity %.0f, switch %.0f ops/s, memcg %.0f MiB/s", round+1, cfg,
-				vals[thrAffinity], vals[thrSwitch], vals[thrMemcg])
+			logf("throughput round %d, %s: affinity %.0f, switch %.0f ops/s, memcg %.0f MiB/s, mmaploop %.0f pairs/s, mmap %.0f, fault %.0f ops/s, %.2f compiles/s",
+				round+1, cfg, vals[thrAffinity], vals[thrSwitch], vals[thrMemcg], vals[thrMmapLoop], vals[thrMmapStress], vals[thrFault], vals[thrCompile])
 		}
 	}
 	return nil
+}
+
+// smallC is the compile loop's source: small, but enough for gcc to map,
+// fault and free memory the way a build does.
+const smallC = `#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+struct item { char name[32]; int n; };
+static int cmp(const void *a, const void *b) { return ((const struct item *)a)->n - ((const struct item *)b)->n; }
+int main(int argc, char **argv) {
+	struct item v[64];
+	for (int i = 0; i < 64; i++) { snprintf(v[i].name, sizeof v[i].name, "item%d", i); v[i].n = (i * 37) % 64; }
+	qsort(v, 64, sizeof v[0], cmp);
+	for (int i = 0; i < argc && i < 64; i++) puts(strlen(v[i].name) ? v[i].name : argv[0]);
+	return 0;
+}
+`
+
+// throughputRound runs every throughput workload once.
+func throughputRound(ctx context.Context, c *config, w *workloads, src string) (map[string]float64, error) {
+	vals := map[string]float64{}
+	var err error
+	if vals[thrAffinity], err = stressNG(ctx, "affinity", c.stressDur); err != nil {
+		return nil, err
+	}
+	if vals[thrSwitch], err = stressNG(ctx, "switch", c.stressDur); err != nil {
+		return nil, err
+	}
+	n, err := w.memcg(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vals[thrMemcg] = float64(n.count) * float64(c.fileMiB) / n.seconds
+	if n, err = w.tool(ctx, "pairs", c.mmaploop, "-duration", c.stressDur.String()); err != nil {
+		return nil, err
+	}
+	vals[thrMmapLoop] = float64(n.count) / n.seconds
+	if vals[thrMmapStress], err = stressNG(ctx, "mmap", c.stressDur, "--mmap-bytes", "16M"); err != nil {
+		return nil, err
+	}
+	if vals[thrFault], err = stressNG(ctx, "fault", c.stressDur); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	for i := 0; i < 40; i++ {
+		if _, err := runFg(ctx, "gcc", "-O0", "-c", "-o", src+".o", src); err != nil {
+			return nil, err
+		}
+	}
+	vals[thrCompile] = 40 / time.Since(start).Seconds()
+	return vals, nil
 }
 
 // measureRecordingSize records the same memcg workload with numatrace,

@@ -86,15 +86,22 @@ func waitFile(ctx context.Context, p *proc, path string, poll time.Duration) (ti
 // numatraceArgs runs numatrace as a user would: system-wide, JSON out.
 // The duration only bounds a run whose runner died; phases stop it with
 // SIGINT.
-func numatraceArgs(c *config, readyFile string) []string {
-	return []string{c.numatrace, "attach", "--no-tui", "--json", "--duration", "10m", "--ready-file", readyFile}
+func numatraceArgs(c *config, readyFile string, extra ...string) []string {
+	return append([]string{c.numatrace, "attach", "--no-tui", "--json", "--duration", "10m", "--ready-file", readyFile}, extra...)
 }
 
-func startNumatrace(ctx context.Context, c *config, round int) (*session, error) {
+// startNumatraceFallback is numatrace with its mmap_lock waits timed on
+// the mmap_lock tracepoints, as on 5.12–5.18: the per-run table measures
+// those programs, which by default do not run on this kernel at all.
+func startNumatraceFallback(ctx context.Context, c *config, round int) (*session, error) {
+	return startNumatrace(ctx, c, round, "--mmap-lock-via", "tracepoints")
+}
+
+func startNumatrace(ctx context.Context, c *config, round int, extra ...string) (*session, error) {
 	ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-ready-%d", round))
 	os.Remove(ready)
 	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", round)),
-		io.Discard, numatraceArgs(c, ready)...)
+		io.Discard, numatraceArgs(c, ready, extra...)...)
 	if err != nil {
 		return nil, err
 	}

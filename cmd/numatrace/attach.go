@@ -17,6 +17,10 @@ func traceFlags(fs *flag.FlagSet, t *live.Trace, windowHelp, minEventHelp string
 	fs.StringVar(&t.MinStall, "min-stall", live.DefaultMinStall, "ignore shorter stalls entirely: DUR for every cause, or cause=DUR,...")
 	fs.IntVar(&t.RingBufMiB, "ringbuf-mib", 8, "ring buffer size in MiB (a power of two)")
 	fs.StringVar(&t.BTF, "btf", "", "kernel BTF file (default /sys/kernel/btf/vmlinux)")
+	fs.StringVar(&t.Causes, "causes", "", "attach only these probes: probe or cause names, comma-separated (numatrace probes lists them)")
+	fs.StringVar(&t.NoCauses, "no-causes", "", "attach every probe but these: probe or cause names, comma-separated")
+	fs.StringVar(&t.MmapLockVia, "mmap-lock-via", "auto",
+		"how mmap_lock waits are timed: contention (the lock's slow path, 5.19+), tracepoints (every acquisition, 5.12+), or auto (the first this kernel has)")
 }
 
 func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {

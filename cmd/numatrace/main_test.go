@@ -139,6 +139,10 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"--pid=-3"}, []string{"invalid pid -3"}},
 		{[]string{"--tid=-3"}, []string{"invalid tid -3"}},
 		{[]string{"--cgroup", "no/such/numatrace-test.slice"}, []string{"no cgroup at /sys/fs/cgroup/no/such/numatrace-test.slice", "not found"}},
+		{[]string{"--causes", "memcg_reclaim,bogus"}, []string{"--causes: no probe or cause \"bogus\"", "probes: direct_reclaim"}},
+		{[]string{"--no-causes", "thread_exit"}, []string{"--no-causes: no probe or cause \"thread_exit\""}},
+		{[]string{"--causes", "mmap_lock", "--no-causes", "compaction"}, []string{"--causes or --no-causes, not both"}},
+		{[]string{"--mmap-lock-via", "kprobe"}, []string{"--mmap-lock-via must be auto, contention or tracepoints"}},
 	}
 	pid := missingPID(t)
 	for _, c := range cases {

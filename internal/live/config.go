@@ -17,6 +17,7 @@ import (
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/tracer"
 )
 
 // BadInput is an error in what the user asked for, not in the machine:
@@ -54,8 +55,13 @@ type Trace struct {
 	RingBufMiB int
 	BTF        string // kernel BTF file; "" for the running kernel's
 	ReadyFile  string // created once tracing (or serving) has started
+	// Causes, if set, attaches only these probes (probe or cause names);
+	// NoCauses leaves these out.
+	Causes, NoCauses string
+	MmapLockVia      string // auto, contention or tracepoints
 
 	minEventNs, minStallNs [stall.NumCauses]uint64
+	skip                   map[string]bool
 }
 
 // check validates and parses the shared flags; command names them.
@@ -73,7 +79,26 @@ func (t *Trace) check(command string) error {
 	if rb := t.RingBufMiB; rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
 		return badInput("%s: --ringbuf-mib must be a power of two up to 1024", command)
 	}
+	switch t.MmapLockVia {
+	case "auto", "", tracer.MmapLockContention, tracer.MmapLockTracepoints:
+	default:
+		return badInput("%s: --mmap-lock-via must be auto, contention or tracepoints", command)
+	}
+	if t.Causes != "" && t.NoCauses != "" {
+		return badInput("%s: give --causes or --no-causes, not both", command)
+	}
+	if t.skip, err = tracer.SkipProbes(t.Causes, t.NoCauses); err != nil {
+		return badInput("%s: %v", command, err)
+	}
 	return nil
+}
+
+// mmapLockVia is the tracer's spelling of --mmap-lock-via.
+func (t *Trace) mmapLockVia() string {
+	if t.MmapLockVia == "auto" {
+		return tracer.MmapLockAuto
+	}
+	return t.MmapLockVia
 }
 
 // Attach is one attach or record run.

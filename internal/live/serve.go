@@ -41,7 +41,8 @@ func (s *Serve) Run(stderr io.Writer) error {
 		return err
 	}
 	tr, err := tracer.Open(tracer.Config{MinEventNs: s.Trace.minEventNs, MinStallNs: s.Trace.minStallNs,
-		RingBufBytes: s.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: s.Trace.BTF})
+		RingBufBytes: s.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: s.Trace.BTF,
+		MmapLockVia: s.Trace.mmapLockVia(), Skip: s.Trace.skip})
 	if err != nil {
 		return err
 	}

@@ -283,9 +283,15 @@ func TestNUMATaskMoveHandlers(t *testing.T) {
 func TestMmapLockHandler(t *testing.T) {
 	tid := lockedThread(t)
 	tr := openForThread(t, tid, nil)
-	run(t, tr, "mmap_lock_start", 0, 1)
+	// The lock's slow path ignores every lock but the thread's own
+	// mmap_lock (whose address a test run cannot pass).
+	run(t, tr, "mmap_contended", 0x1234, 1<<2)
 	time.Sleep(time.Millisecond)
-	run(t, tr, "mmap_lock_acquired_w1", 0, 1, 1)
+	run(t, tr, "mmap_contention_end", 0x1234, 0)
+	start, end := loadVariant(t, tr, "mmap_lock", "mmap_lock_start"), loadVariant(t, tr, "mmap_lock", "mmap_lock_acquired_w1")
+	runProg(t, start, 0, 1)
+	time.Sleep(time.Millisecond)
+	runProg(t, end, 0, 1, 1)
 	// The thread's own real mmap_lock traffic shows up too; ours is the
 	// only one that waited a millisecond.
 	var long []stall.Event
@@ -387,7 +393,7 @@ func TestOlderKernelVariants(t *testing.T) {
 
 	// Older: mmap_lock_acquire_returned(mm, memcg_path, write, success)
 	w2 := loadVariant(t, tr, "mmap_lock", "mmap_lock_acquired_w2")
-	run(t, tr, "mmap_lock_start", 0, 0, 1)
+	runProg(t, loadVariant(t, tr, "mmap_lock", "mmap_lock_start"), 0, 0, 1)
 	time.Sleep(2 * time.Millisecond)
 	runProg(t, w2, 0, 0, 1, 1)
 

@@ -190,25 +190,51 @@ func TestMemcgReclaimChargedToWorkloadThread(t *testing.T) {
 	}
 }
 
-func TestMmapLockWaitBehindWriter(t *testing.T) {
+// mmapLockTracers opens two tracers on this process at once, one timing
+// mmap_lock waits from the lock's slow path and one from the mmap_lock
+// tracepoints, so both see the same waits.
+func mmapLockTracers(t *testing.T) (slow, every *Tracer) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	topo, _ := topology.Read("/sys")
-	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(os.Getpid())}, Topology: topo})
-	if err != nil {
-		t.Fatal(err)
+	open := func(via string) *Tracer {
+		tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(os.Getpid())}, Topology: topo, MmapLockVia: via,
+			Skip: skipAllBut("mmap_lock")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		for _, p := range tr.Probes() {
+			switch {
+			case p.Name == "mmap_lock" && !p.Attached:
+				t.Fatalf("mmap_lock via %s: %s", via, p.Error)
+			case p.Name != "mmap_lock" && !infrastructure[p.Name] && p.Attached:
+				t.Errorf("%s attached although only mmap_lock was asked for", p.Name)
+			}
+		}
+		return tr
 	}
-	defer tr.Close()
+	return open(MmapLockContention), open(MmapLockTracepoints)
+}
 
-	// A writer holds mmap_lock while it rewrites 64k PTEs; a second thread's
-	// mmap must wait for it.
+func skipAllBut(name string) map[string]bool {
+	skip, err := SkipProbes(name, "")
+	if err != nil {
+		panic(err)
+	}
+	return skip
+}
+
+// holdWriteLock keeps rewriting a region's PTEs under the mmap_lock held
+// for write until stop closes.
+func holdWriteLock(t *testing.T, stop chan struct{}, wg *sync.WaitGroup) {
+	t.Helper()
 	const size = 256 << 20
 	region, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(region)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	t.Cleanup(func() { unix.Munmap(region) })
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -224,14 +250,36 @@ func TestMmapLockWaitBehindWriter(t *testing.T) {
 			unix.Mprotect(region, unix.PROT_READ|unix.PROT_WRITE)
 		}
 	}()
+}
+
+// longWaits counts tid's streamed mmap_lock waits of at least min.
+func longWaits(t *testing.T, tr *Tracer, tid uint32, min time.Duration) int {
+	n := 0
+	for _, e := range only(t, drain(t, tr, 300*time.Millisecond), stall.MmapLock) {
+		if e.TID == tid && e.DurNs >= uint64(min) {
+			n++
+		}
+	}
+	return n
+}
+
+// A writer holds the mmap_lock while it rewrites 64k PTEs; a second
+// thread's mmaps must wait for it. The tracepoints time every acquisition,
+// from before the thread asks for the lock to after it has it; the slow
+// path only the waits that queued, so it sees fewer long waits: not those
+// spent spinning on the owner or runnable without a CPU. It must see most.
+func TestMmapLockWaitBehindWriter(t *testing.T) {
+	slow, every := mmapLockTracers(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	holdWriteLock(t, stop, &wg)
 	waiter := make(chan uint32)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		for i := 0; i < 300; i++ {
-			b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-			if err == nil {
-				unix.Munmap(b)
+			if m, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err == nil {
+				unix.Munmap(m)
 			}
 		}
 		waiter <- uint32(unix.Gettid())
@@ -240,22 +288,68 @@ func TestMmapLockWaitBehindWriter(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	h := threadHist(t, tr, tid, stall.MmapLock)
-	if h.Count < 600 {
-		t.Fatalf("%d mmap_lock acquisitions for 300 mmap+munmap pairs", h.Count)
+	all, contended := threadHist(t, every, tid, stall.MmapLock), threadHist(t, slow, tid, stall.MmapLock)
+	t.Logf("acquisitions timed %d (longest %d ns), contended waits %d (longest %d ns)", all.Count, all.MaxNs, contended.Count, contended.MaxNs)
+	if all.Count < 600 {
+		t.Errorf("the tracepoints timed %d acquisitions for 300 mmap+munmap pairs", all.Count)
 	}
-	if h.MaxNs < uint64(100*time.Microsecond) {
-		t.Fatalf("longest mmap_lock wait %d ns; a writer rewriting 256 MiB of PTEs should block it far longer", h.MaxNs)
+	if contended.Count == 0 || contended.Count > all.Count {
+		t.Errorf("%d contended waits of %d acquisitions", contended.Count, all.Count)
 	}
-	long := 0
-	for _, e := range only(t, drain(t, tr, 300*time.Millisecond), stall.MmapLock) {
-		if e.TID == tid && e.DurNs >= uint64(100*time.Microsecond) {
-			long++
-		}
+	if contended.MaxNs < uint64(100*time.Microsecond) {
+		t.Errorf("longest contended wait %d ns; a writer rewriting 256 MiB of PTEs should block it far longer", contended.MaxNs)
 	}
-	if long == 0 {
-		t.Fatal("no long mmap_lock wait was streamed for the waiting thread")
+	a, c := longWaits(t, every, tid, 100*time.Microsecond), longWaits(t, slow, tid, 100*time.Microsecond)
+	t.Logf("waits of 100µs or more: %d from the tracepoints, %d from the slow path", a, c)
+	if c == 0 || c > a+2 || 2*c < a {
+		t.Errorf("waits of 100µs or more: %d from the tracepoints, %d from the slow path; the slow path must see most of them and no more", a, c)
 	}
+}
+
+// Four threads mapping and unmapping at once contend on their own: the
+// slow path sees each contended wait once, and no acquisition that did
+// not wait; the waits long enough to matter are the tracepoints' too.
+func TestMmapLockContendedThreads(t *testing.T) {
+	slow, every := mmapLockTracers(t)
+	var wg sync.WaitGroup
+	tids := make(chan uint32, 4)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- uint32(unix.Gettid())
+			for j := 0; j < 20000; j++ {
+				b, err := unix.Mmap(-1, 0, 64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				if err == nil {
+					b[0] = 1
+					unix.Munmap(b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(tids)
+	var all, contended uint64
+	for tid := range tids {
+		all += threadHist(t, every, tid, stall.MmapLock).Count
+		contended += threadHist(t, slow, tid, stall.MmapLock).Count
+	}
+	t.Logf("4 threads, 80000 mmap+munmap pairs: %d acquisitions timed, %d contended", all, contended)
+	if all < 160000 {
+		t.Errorf("the tracepoints timed %d acquisitions for 80000 mmap+munmap pairs", all)
+	}
+	if contended == 0 || contended >= all/2 {
+		t.Errorf("%d contended waits of %d acquisitions: most of them should not wait", contended, all)
+	}
+}
+
+func diff(a, b int) int {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
 
 func readVmstat(t *testing.T, key string) uint64 {

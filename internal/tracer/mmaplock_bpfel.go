@@ -79,6 +79,8 @@ const (
 	mmaplockMapThreadCountsMap     = "thread_counts_map"
 	mmaplockMapThreadStalls        = "thread_stalls"
 	mmaplockProgKhugepagedCollapse = "khugepaged_collapse"
+	mmaplockProgMmapContended      = "mmap_contended"
+	mmaplockProgMmapContentionEnd  = "mmap_contention_end"
 	mmaplockProgMmapLockAcquiredW1 = "mmap_lock_acquired_w1"
 	mmaplockProgMmapLockAcquiredW2 = "mmap_lock_acquired_w2"
 	mmaplockProgMmapLockStart      = "mmap_lock_start"
@@ -138,6 +140,8 @@ type mmaplockSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockProgramSpecs struct {
 	KhugepagedCollapse *ebpf.ProgramSpec `ebpf:"khugepaged_collapse"`
+	MmapContended      *ebpf.ProgramSpec `ebpf:"mmap_contended"`
+	MmapContentionEnd  *ebpf.ProgramSpec `ebpf:"mmap_contention_end"`
 	MmapLockAcquiredW1 *ebpf.ProgramSpec `ebpf:"mmap_lock_acquired_w1"`
 	MmapLockAcquiredW2 *ebpf.ProgramSpec `ebpf:"mmap_lock_acquired_w2"`
 	MmapLockStart      *ebpf.ProgramSpec `ebpf:"mmap_lock_start"`
@@ -242,6 +246,8 @@ type mmaplockVariables struct {
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockPrograms struct {
 	KhugepagedCollapse *ebpf.Program `ebpf:"khugepaged_collapse"`
+	MmapContended      *ebpf.Program `ebpf:"mmap_contended"`
+	MmapContentionEnd  *ebpf.Program `ebpf:"mmap_contention_end"`
 	MmapLockAcquiredW1 *ebpf.Program `ebpf:"mmap_lock_acquired_w1"`
 	MmapLockAcquiredW2 *ebpf.Program `ebpf:"mmap_lock_acquired_w2"`
 	MmapLockStart      *ebpf.Program `ebpf:"mmap_lock_start"`
@@ -250,6 +256,8 @@ type mmaplockPrograms struct {
 func (p *mmaplockPrograms) Close() error {
 	return _MmaplockClose(
 		p.KhugepagedCollapse,
+		p.MmapContended,
+		p.MmapContentionEnd,
 		p.MmapLockAcquiredW1,
 		p.MmapLockAcquiredW2,
 		p.MmapLockStart,

@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf/btf"
 
@@ -36,6 +37,9 @@ type probeDef struct {
 	latencyOnly bool // attached only with a latency source
 	// requires, if set, says why this kernel cannot feed the probe.
 	requires func(kspec *btf.Spec) error
+	// fallback feeds the same cause where this probe's hooks are not in
+	// the kernel (or when Config.MmapLockVia asks for it).
+	fallback *probeDef
 }
 
 func one(program string, nargs int, names map[int]string) []variant {
@@ -100,14 +104,21 @@ var probeDefs = []probeDef{
 			{"sched_migrate_task", one("task_migrate", 2, map[int]string{0: "p", 1: "dest_cpu"})},
 		}},
 	{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
-		description: "wait to take the process's mmap_lock",
+		description: "wait to take the process's mmap_lock, from the lock's slow path: only contended acquisitions run a program",
 		hooks: []hook{
-			{"mmap_lock_start_locking", one("mmap_lock_start", 0, nil)},
-			{"mmap_lock_acquire_returned", []variant{
-				{program: "mmap_lock_acquired_w1", nargs: 3, names: map[int]string{1: "write", 2: "success"}},
-				{program: "mmap_lock_acquired_w2", nargs: 4, names: map[int]string{2: "write", 3: "success"}},
-			}},
-		}},
+			{"contention_begin", one("mmap_contended", 2, map[int]string{0: "lock", 1: "flags"})},
+			{"contention_end", one("mmap_contention_end", 2, map[int]string{0: "lock", 1: "ret"})},
+		},
+		// 5.12 to 5.18: every acquisition runs two programs.
+		fallback: &probeDef{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
+			description: "wait to take the process's mmap_lock, from the mmap_lock tracepoints: every acquisition runs two programs (no lock:contention_* here)",
+			hooks: []hook{
+				{"mmap_lock_start_locking", one("mmap_lock_start", 0, nil)},
+				{"mmap_lock_acquire_returned", []variant{
+					{program: "mmap_lock_acquired_w1", nargs: 3, names: map[int]string{1: "write", 2: "success"}},
+					{program: "mmap_lock_acquired_w2", nargs: 4, names: map[int]string{2: "write", 3: "success"}},
+				}},
+			}}},
 	{name: "runq_wait", cause: stall.RunqWait.String(), object: "sched", latencyOnly: true,
 		description: "time a traced thread waited for a CPU once woken or preempted, from the scheduler's own run-queue times (only with a latency source and a target)",
 		requires:    schedInfoOn,
@@ -130,6 +141,51 @@ var probeDefs = []probeDef{
 			{"sched_process_fork", one("follow_fork", 2, nil)},
 			{"cgroup_attach_task", one("follow_attach", 4, map[int]string{0: "dst_cgrp", 2: "task"})},
 		}},
+}
+
+// infrastructure probes keep the others working: never skipped.
+var infrastructure = map[string]bool{"thread_exit": true, "cgroup_fork": true}
+
+// SkipProbes turns --causes ONLY or --no-causes LIST into the probes not
+// to attach. A name is a probe's or a cause's (a cause names every probe
+// that feeds it).
+func SkipProbes(only, without string) (map[string]bool, error) {
+	if only == "" && without == "" {
+		return nil, nil
+	}
+	list, flag := only, "--causes"
+	if only == "" {
+		list, flag = without, "--no-causes"
+	}
+	named := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		found := false
+		for _, d := range probeDefs {
+			if !infrastructure[d.name] && (d.name == n || d.cause == n) {
+				named[d.name], found = true, true
+			}
+		}
+		if !found {
+			var names []string
+			for _, d := range probeDefs {
+				if !infrastructure[d.name] {
+					names = append(names, d.name)
+				}
+			}
+			return nil, fmt.Errorf("%s: no probe or cause %q (probes: %s)", flag, n, strings.Join(names, ", "))
+		}
+	}
+	skip := map[string]bool{}
+	for _, d := range probeDefs {
+		if infrastructure[d.name] {
+			continue
+		}
+		if named[d.name] == (only == "") {
+			skip[d.name] = true
+		}
+	}
+	return skip, nil
 }
 
 // pick chooses the program variant matching the kernel's signature.

@@ -30,10 +30,12 @@ func unnamed(n int) *signature {
 
 func hookFor(t *testing.T, tracepoint string) hook {
 	t.Helper()
-	for _, d := range probeDefs {
-		for _, h := range d.hooks {
-			if h.tracepoint == tracepoint {
-				return h
+	for _, top := range probeDefs {
+		for d := &top; d != nil; d = d.fallback {
+			for _, h := range d.hooks {
+				if h.tracepoint == tracepoint {
+					return h
+				}
 			}
 		}
 	}
@@ -58,6 +60,8 @@ func TestPickFollowsKernelSignature(t *testing.T) {
 		{"mmap_lock_acquire_returned", sig("mm", "memcg_path", "write", "success"), "mmap_lock_acquired_w2"},
 		{"mm_vmscan_direct_reclaim_begin", unnamed(2), "direct_reclaim_begin"},
 		{"mmap_lock_start_locking", sig("mm", "memcg_path", "write"), "mmap_lock_start"},
+		{"contention_begin", unnamed(2), "mmap_contended"},
+		{"contention_end", sig("lock", "ret"), "mmap_contention_end"},
 	}
 	for _, c := range cases {
 		got, err := hookFor(t, c.tracepoint).pick(c.sig)
@@ -99,13 +103,15 @@ func TestProbeDefsMatchObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	used := map[string]bool{progMigrationsIter: true, progMigrateCount: true}
-	for _, d := range probeDefs {
-		for _, h := range d.hooks {
-			for _, v := range h.variants {
-				if _, ok := specs[d.object].Programs[v.program]; !ok {
-					t.Errorf("probe %s: program %s not in its object", d.name, v.program)
+	for _, top := range probeDefs {
+		for d := &top; d != nil; d = d.fallback {
+			for _, h := range d.hooks {
+				for _, v := range h.variants {
+					if _, ok := specs[d.object].Programs[v.program]; !ok {
+						t.Errorf("probe %s: program %s not in its object", d.name, v.program)
+					}
+					used[v.program] = true
 				}
-				used[v.program] = true
 			}
 		}
 	}
@@ -130,5 +136,26 @@ func TestSignatureFromThisKernel(t *testing.T) {
 	}
 	if _, err := tracepointSignature(spec, "no_such_tracepoint"); err == nil {
 		t.Fatal("a missing tracepoint was found")
+	}
+}
+
+// --causes names probes or causes; the probes that keep the others
+// working are never skipped, and a name that is neither is an error.
+func TestSkipProbes(t *testing.T) {
+	skip, err := SkipProbes("memcg_reclaim", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range probeDefs {
+		want := !infrastructure[d.name] && d.cause != "memcg_reclaim"
+		if skip[d.name] != want {
+			t.Errorf("--causes memcg_reclaim: %s skipped %v, want %v", d.name, skip[d.name], want)
+		}
+	}
+	if skip, _ = SkipProbes("", "mmap_lock,kswapd_wakeup"); len(skip) != 2 || !skip["mmap_lock"] || !skip["kswapd_wakeup"] {
+		t.Errorf("--no-causes mmap_lock,kswapd_wakeup: %v", skip)
+	}
+	if _, err := SkipProbes("thread_exit", ""); err == nil {
+		t.Error("thread_exit could be asked for by name")
 	}
 }

@@ -70,7 +70,20 @@ type Config struct {
 	// RunqWait attaches the run-queue wait probe: with a latency source,
 	// what memory management does not explain is often waiting for a CPU.
 	RunqWait bool
+	// MmapLockVia chooses how mmap_lock waits are timed: "" picks the
+	// lock's slow path where the kernel has it, else the mmap_lock
+	// tracepoints.
+	MmapLockVia string
+	// Skip names probes not to attach (--causes, --no-causes).
+	Skip map[string]bool
 }
+
+// MmapLockVia values.
+const (
+	MmapLockAuto        = ""
+	MmapLockContention  = "contention"
+	MmapLockTracepoints = "tracepoints"
+)
 
 // Tracer owns every BPF object numatrace loaded. Close releases them.
 type Tracer struct {
@@ -194,10 +207,15 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 		if (def.cgroupOnly && !cfg.FollowForks) || (def.latencyOnly && !cfg.RunqWait) {
 			continue
 		}
+		if cfg.Skip[def.name] {
+			t.probes = append(t.probes, stall.ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description,
+				Error: "not asked for (--causes / --no-causes)"})
+			continue
+		}
 		if def.name == "task_migration" && t.migrIter == nil {
 			def.hooks = []hook{{"sched_migrate_task", one(progMigrateCount, 2, map[int]string{0: "p", 1: "dest_cpu"})}}
 		}
-		st := t.openProbe(def, specs[def.object], kspec)
+		st := t.openWithFallback(def, cfg, specs, kspec)
 		if st.Attached {
 			attached++
 		}
@@ -350,6 +368,31 @@ func wrapLoadErr(err error) error {
 
 // openProbe loads one probe's programs against the shared maps and
 // attaches them; on any failure everything it opened is closed again.
+// openWithFallback opens a probe, or its fallback where the kernel lacks
+// the probe's hooks; Config.MmapLockVia can insist on either.
+func (t *Tracer) openWithFallback(def probeDef, cfg Config, specs map[string]*ebpf.CollectionSpec, kspec *btf.Spec) stall.ProbeStatus {
+	if def.fallback == nil {
+		return t.openProbe(def, specs[def.object], kspec)
+	}
+	switch cfg.MmapLockVia {
+	case MmapLockTracepoints:
+		return t.openProbe(*def.fallback, specs[def.fallback.object], kspec)
+	case MmapLockContention:
+		return t.openProbe(def, specs[def.object], kspec)
+	}
+	st := t.openProbe(def, specs[def.object], kspec)
+	if st.Attached {
+		return st
+	}
+	fb := t.openProbe(*def.fallback, specs[def.fallback.object], kspec)
+	if !fb.Attached {
+		fb.Error = st.Error + "; and " + fb.Error
+	} else {
+		fb.Description += " (the slow path: " + st.Error + ")"
+	}
+	return fb
+}
+
 func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.Spec) stall.ProbeStatus {
 	st := stall.ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description}
 	for _, h := range def.hooks {

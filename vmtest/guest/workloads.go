@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -49,6 +50,8 @@ func runWorkload(name string) error {
 		r, err = directReclaim()
 	case "crossnode":
 		r, err = crossNode()
+	case "mmaplock":
+		r, err = mmapLockBoth()
 	case "thp":
 		r, err = thpCompaction()
 	default:
@@ -438,4 +441,77 @@ func crossNode() (*report, error) {
 	r.Pages = nodePages(b)
 	r.Extra["sum"] = sum
 	return r, nil
+}
+
+// Scenario 7: a thread mapping and unmapping behind a writer that
+// keeps rewriting 64 MiB of PTEs. The harness's numatrace times the waits
+// the default way (from the lock's slow path where the kernel has it);
+// a second numatrace, started here, times them on the mmap_lock
+// tracepoints. Both count the thread's waits of 1 ms or more.
+func mmapLockBoth() (*report, error) {
+	out, err := os.Create("/tmp/tp.json")
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	ready := "/tmp/tp-ready"
+	os.Remove(ready)
+	nt := exec.Command(numatrace, "attach", "--no-tui", "--json", "--mmap-lock-via", "tracepoints", "--causes", "mmap_lock",
+		"--pid", fmt.Sprint(os.Getpid()), "--min-event", "mmap_lock=1ms", "--ready-file", ready, "--duration", "120s")
+	nt.Stdout = out
+	var ntErr strings.Builder
+	nt.Stderr = &ntErr
+	if err := nt.Start(); err != nil {
+		return nil, err
+	}
+	if err := waitFile(ready, 60*time.Second); err != nil {
+		nt.Process.Kill()
+		return nil, fmt.Errorf("numatrace --mmap-lock-via tracepoints: %v: %s", err, ntErr.String())
+	}
+	region, err := unix.Mmap(-1, 0, 64<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		pin(0)
+		for {
+			select {
+			case <-stop:
+				close(done)
+				return
+			default:
+			}
+			unix.Mprotect(region, unix.PROT_READ)
+			unix.Mprotect(region, unix.PROT_READ|unix.PROT_WRITE)
+		}
+	}()
+	pin(1)
+	for i := 0; i < 200; i++ {
+		if m, err := unix.Mmap(-1, 0, page, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err == nil {
+			unix.Munmap(m)
+		}
+	}
+	close(stop)
+	<-done
+	time.Sleep(300 * time.Millisecond)
+	nt.Process.Signal(unix.SIGINT)
+	if err := nt.Wait(); err != nil {
+		return nil, fmt.Errorf("numatrace --mmap-lock-via tracepoints: %v: %s", err, ntErr.String())
+	}
+	reader := unix.Gettid()
+	data, _ := os.ReadFile("/tmp/tp.json")
+	waits := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		var l struct {
+			Type, Cause string
+			TID         int
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Type == "stall" && l.Cause == "mmap_lock" && l.TID == reader {
+			waits++
+		}
+	}
+	return &report{TIDs: []int{reader}, CPUNode: 1, Extra: map[string]any{"tracepoint_waits": waits}}, nil
 }
