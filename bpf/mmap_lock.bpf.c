@@ -57,9 +57,15 @@ int mmap_lock_acquired_w2(struct bpf_raw_tracepoint_args *ctx)
  * kernel lock; the wait is the mmap_lock's when the lock is the current
  * task's own mm->mmap_lock. An acquisition that does not wait runs no
  * program at all, where the mmap_lock tracepoints run two on every one.
- * A writer's optimistic spin before it queues is not in this wait.
+ * Not in this wait, where the tracepoints count it: a writer's optimistic
+ * spin on a running owner, the path before the task queues, and waits on
+ * another process's mmap_lock (/proc/PID/maps, process_vm_readv).
  */
-#define LCB_F_WRITE (1U << 2) /* include/trace/events/lock.h */
+/* include/trace/events/lock.h */
+#define LCB_F_SPIN (1U << 0)
+#define LCB_F_WRITE (1U << 2)
+#define LCB_F_PERCPU (1U << 4)
+#define LCB_F_MUTEX (1U << 5)
 
 static __always_inline bool own_mmap_lock(void *lock)
 {
@@ -76,7 +82,12 @@ int mmap_contended(struct bpf_raw_tracepoint_args *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
-	if (!own_mmap_lock((void *)ctx->args[0]) || !current_wanted(&tgid, &tid))
+	/* Every contended lock on the machine comes here: spinlocks, mutexes
+	 * and percpu rwsems leave at once on their flags (an rwsem has only
+	 * READ or WRITE), the rest on the filter, before current->mm is read. */
+	if ((__u32)ctx->args[1] & (LCB_F_SPIN | LCB_F_MUTEX | LCB_F_PERCPU))
+		return 0;
+	if (!current_wanted(&tgid, &tid) || !own_mmap_lock((void *)ctx->args[0]))
 		return 0;
 	struct pending p = { .start_ns = now, .node = -1, .aux = (__u32)ctx->args[1] };
 
@@ -90,7 +101,8 @@ int mmap_contention_end(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 
-	if (!own_mmap_lock((void *)ctx->args[0]))
+	/* Only a thread with a wait open reads its mm. */
+	if (!is_open((__u32)bpf_get_current_pid_tgid(), SLOT_MMAP_LOCK) || !own_mmap_lock((void *)ctx->args[0]))
 		return 0;
 	struct pending p;
 	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false, now);

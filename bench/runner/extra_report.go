@@ -55,7 +55,7 @@ func (ex *extra) render(w io.Writer) {
 		p("%s | %s | ≥ 0.99 | %s |", row, strings.Join(perRound, ", "), result)
 	}
 	p("")
-	p("stress-ng runs 2 workers per stressor for the phase length; the memcg workload is the one above (reads of the file inside the 64 MiB cgroup after dropping caches); `bench/mmaploop` runs one thread for the phase length; the compile loop runs gcc -O0 -c on a 15-line file 40 times in a row. On a 2-CPU VM shared with other tenants, round-to-round noise is a few percent: read the per-round ratios before the means.")
+	p("stress-ng runs 2 workers per stressor for the phase length; the memcg workload is the one above (reads of the file inside the 64 MiB cgroup after dropping caches); `bench/mmaploop` runs one thread for the phase length; the compile loop runs gcc -O0 -c on a 15-line file over and over for the phase length (40 times at least). On a 2-CPU VM shared with other tenants, round-to-round noise is a few percent: read the per-round ratios before the means.")
 	p("")
 	p("## Recording size against perf and trace-cmd")
 	p("")

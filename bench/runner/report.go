@@ -139,7 +139,7 @@ func (r *results) write(path string, ex *extra) []string {
 	fmt.Fprintf(&b, "ns/run is `run_time_ns / run_cnt` summed over %d rounds; the ratio is numatrace's ns/run over the reference's, "+
 		"both measured in this run under the same workload. Per-round ratios show the noise. "+
 		"numatrace runs with `--mmap-lock-via tracepoints` here, so its mmap_lock programs are those of kernels 5.12–5.18; "+
-		"on a kernel with lock:contention_* (5.19+, this one) it times mmap_lock waits from the lock's slow path by default, "+
+		"on a kernel with lock:contention_* (5.19+) it times mmap_lock waits from the lock's slow path by default, "+
 		"and an acquisition that does not wait runs no program (see the workload table).\n\n", c.rounds)
 	fmt.Fprintf(&b, "| numatrace program | tracepoint | workload | runs | ns/run | compared with | its runs | its ns/run | ratio | ratio per round | target | result |\n")
 	fmt.Fprintf(&b, "|---|---|---|--:|--:|---|--:|--:|--:|---|---|---|\n")

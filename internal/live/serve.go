@@ -49,7 +49,9 @@ func (s *Serve) Run(stderr io.Writer) error {
 	defer tr.Close()
 	exp := exporter.New(exporter.Config{ProcRoot: "/proc", CgroupLimit: s.CgroupLimit, Comms: s.comms(), Version: s.Version})
 	for _, p := range tr.Probes() {
-		exp.SetProbe(p.Name, p.Attached)
+		if !p.Skipped { // left out on purpose: not a probe that is down
+			exp.SetProbe(p.Name, p.Attached)
+		}
 	}
 	return s.serve(ln, tr, exp, stderr)
 }

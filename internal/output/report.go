@@ -34,6 +34,7 @@ type Report struct {
 type probesJSON struct {
 	Attached []string            `json:"attached"`
 	Failed   []stall.ProbeStatus `json:"failed"`
+	Skipped  []string            `json:"skipped,omitempty"` // left out by --causes / --no-causes
 }
 
 type systemJSON struct {
@@ -106,9 +107,12 @@ func (r *Report) summaryLine() summaryJSON {
 		s.LostEventsPerCPU = []uint64{}
 	}
 	for _, p := range r.Probes {
-		if p.Attached {
+		switch {
+		case p.Skipped:
+			s.Probes.Skipped = append(s.Probes.Skipped, p.Name)
+		case p.Attached:
 			s.Probes.Attached = append(s.Probes.Attached, p.Name)
-		} else {
+		default:
 			s.Probes.Failed = append(s.Probes.Failed, p)
 		}
 	}

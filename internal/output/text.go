@@ -53,19 +53,25 @@ func (r *Report) Text(out io.Writer) error {
 
 func (r *Report) text(w io.Writer) {
 	attached := 0
-	var failed []string
+	var failed, skipped []string
 	for _, p := range r.Probes {
-		if p.Attached {
+		switch {
+		case p.Skipped:
+			skipped = append(skipped, p.Name)
+		case p.Attached:
 			attached++
-		} else {
+		default:
 			failed = append(failed, p.Name)
 		}
 	}
 	s := r.Summary
 	fmt.Fprintf(w, "numatrace: %s for %s on %s | probes %d/%d attached | events %d | lost events %d\n",
-		r.Target, time.Duration(r.DurationNs).Round(time.Millisecond), r.Kernel, attached, len(r.Probes), r.Events, s.Lost)
+		r.Target, time.Duration(r.DurationNs).Round(time.Millisecond), r.Kernel, attached, len(r.Probes)-len(skipped), r.Events, s.Lost)
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "not attached: %s (see `numatrace probes`)\n", strings.Join(failed, ", "))
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "left out (--causes / --no-causes): %s\n", strings.Join(skipped, ", "))
 	}
 	if s.HistMapFull {
 		fmt.Fprintln(w, "WARNING: the kernel's histogram map filled up; the least recently stalled threads were evicted (narrow the target)")

@@ -369,3 +369,21 @@ func TestWriteHist(t *testing.T) {
 		t.Errorf("slot 0 label wrong: %q", lines[1])
 	}
 }
+
+// Probes left out on purpose are neither counted nor reported as failures.
+func TestSkippedProbesAreNotFailures(t *testing.T) {
+	r := &Report{Target: "system-wide", Kernel: "6.1.0", DurationNs: 1e9, Probes: []stall.ProbeStatus{
+		{Name: "mmap_lock", Attached: true}, {Name: "compaction", Skipped: true}, {Name: "numa_migration", Error: "not in this kernel"}}}
+	var buf bytes.Buffer
+	r.Text(&buf)
+	out := buf.String()
+	for _, want := range []string{"probes 1/2 attached", "not attached: numa_migration (see", "left out (--causes / --no-causes): compaction"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	js := r.summaryLine()
+	if len(js.Probes.Failed) != 1 || js.Probes.Failed[0].Name != "numa_migration" || len(js.Probes.Skipped) != 1 {
+		t.Errorf("JSON probes: %+v", js.Probes)
+	}
+}

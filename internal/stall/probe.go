@@ -10,7 +10,9 @@ type ProbeStatus struct {
 	Tracepoints []string `json:"tracepoints,omitempty"`
 	Programs    []string `json:"programs,omitempty"` // the program variants chosen for this kernel
 	Attached    bool     `json:"attached"`
-	Error       string   `json:"error,omitempty"`
+	// Skipped: left out on purpose (--causes, --no-causes), not a failure.
+	Skipped bool   `json:"skipped,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Untraced marks the causes no attached probe fed. Probes that do not name
@@ -33,6 +35,18 @@ func Untraced(probes []ProbeStatus) (untraced [NumCauses]bool) {
 		}
 	}
 	return untraced
+}
+
+// Asked counts the probes that were to attach: all but those left out
+// on purpose.
+func Asked(probes []ProbeStatus) int {
+	n := 0
+	for _, p := range probes {
+		if !p.Skipped {
+			n++
+		}
+	}
+	return n
 }
 
 // Attached counts the probes that attached.

@@ -285,9 +285,9 @@ func TestMmapLockHandler(t *testing.T) {
 	tr := openForThread(t, tid, nil)
 	// The lock's slow path ignores every lock but the thread's own
 	// mmap_lock (whose address a test run cannot pass).
-	run(t, tr, "mmap_contended", 0x1234, 1<<2)
+	runProg(t, loadVariant(t, tr, "mmap_lock", "mmap_contended"), 0x1234, 1<<2)
 	time.Sleep(time.Millisecond)
-	run(t, tr, "mmap_contention_end", 0x1234, 0)
+	runProg(t, loadVariant(t, tr, "mmap_lock", "mmap_contention_end"), 0x1234, 0)
 	start, end := loadVariant(t, tr, "mmap_lock", "mmap_lock_start"), loadVariant(t, tr, "mmap_lock", "mmap_lock_acquired_w1")
 	runProg(t, start, 0, 1)
 	time.Sleep(time.Millisecond)

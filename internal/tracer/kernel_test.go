@@ -207,6 +207,7 @@ func mmapLockTracers(t *testing.T) (slow, every *Tracer) {
 		for _, p := range tr.Probes() {
 			switch {
 			case p.Name == "mmap_lock" && !p.Attached:
+				testutil.RequireFeature(t, !strings.Contains(p.Error, "not in this kernel"), "mmap_lock via "+via+": "+p.Error)
 				t.Fatalf("mmap_lock via %s: %s", via, p.Error)
 			case p.Name != "mmap_lock" && !infrastructure[p.Name] && p.Attached:
 				t.Errorf("%s attached although only mmap_lock was asked for", p.Name)
@@ -252,11 +253,15 @@ func holdWriteLock(t *testing.T, stop chan struct{}, wg *sync.WaitGroup) {
 	}()
 }
 
-// longWaits counts tid's streamed mmap_lock waits of at least min.
+// longWaits counts tid's streamed mmap_lock waits of at least min; all
+// are waits to take the lock for write that got it.
 func longWaits(t *testing.T, tr *Tracer, tid uint32, min time.Duration) int {
 	n := 0
 	for _, e := range only(t, drain(t, tr, 300*time.Millisecond), stall.MmapLock) {
 		if e.TID == tid && e.DurNs >= uint64(min) {
+			if !e.Write || !e.Acquired {
+				t.Errorf("an mmap's wait streamed as write=%v acquired=%v", e.Write, e.Acquired)
+			}
 			n++
 		}
 	}
@@ -267,7 +272,7 @@ func longWaits(t *testing.T, tr *Tracer, tid uint32, min time.Duration) int {
 // thread's mmaps must wait for it. The tracepoints time every acquisition,
 // from before the thread asks for the lock to after it has it; the slow
 // path only the waits that queued, so it sees fewer long waits: not those
-// spent spinning on the owner or runnable without a CPU. It must see most.
+// a writer spent spinning on a running owner. It must see most.
 func TestMmapLockWaitBehindWriter(t *testing.T) {
 	slow, every := mmapLockTracers(t)
 	stop := make(chan struct{})
@@ -548,4 +553,19 @@ func TestFollowMovesIntoTheCgroup(t *testing.T) {
 		t.Fatalf("the moved process has %d memcg_reclaim stalls; it was not followed", n)
 	}
 	t.Logf("the process moved into the cgroup: %d memcg_reclaim stalls", n)
+}
+
+// A run whose asked-for probes all fail to attach is an error, not a run
+// that traces nothing: runq_wait alone needs a latency source.
+func TestAskedProbesMustAttach(t *testing.T) {
+	testutil.RequireRoot(t)
+	topo, _ := topology.Read("/sys")
+	tr, err := Open(Config{Filter: FilterTID, TID: uint32(unix.Gettid()), Topology: topo, Skip: skipAllBut("runq_wait")})
+	if err == nil {
+		tr.Close()
+		t.Fatal("a run with only runq_wait asked for, and no latency source, opened")
+	}
+	if !strings.Contains(err.Error(), "none of the probes asked for attached") {
+		t.Errorf("error %q", err)
+	}
 }

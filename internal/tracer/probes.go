@@ -160,9 +160,12 @@ func SkipProbes(only, without string) (map[string]bool, error) {
 	named := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
+		if n == "" {
+			return nil, fmt.Errorf("%s: an empty name in %q", flag, list)
+		}
 		found := false
 		for _, d := range probeDefs {
-			if !infrastructure[d.name] && (d.name == n || d.cause == n) {
+			if !infrastructure[d.name] && (d.name == n || (d.cause != "" && d.cause == n)) {
 				named[d.name], found = true, true
 			}
 		}

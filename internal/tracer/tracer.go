@@ -197,7 +197,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	}
 	// Migration totals from the task iterator where it loads; the hook
 	// then only counts cross-node moves (see migrations.go).
-	if !cfg.noMigrIter && t.openMigrationsIter(specs[migrationsObject], kspec) == nil {
+	if !cfg.noMigrIter && !cfg.Skip["task_migration"] && t.openMigrationsIter(specs[migrationsObject], kspec) == nil {
 		if err := specs[migrationsObject].Variables["cfg_migr_iter"].Set(uint32(1)); err != nil {
 			return err
 		}
@@ -209,14 +209,14 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 		}
 		if cfg.Skip[def.name] {
 			t.probes = append(t.probes, stall.ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description,
-				Error: "not asked for (--causes / --no-causes)"})
+				Skipped: true, Error: "left out (--causes / --no-causes)"})
 			continue
 		}
 		if def.name == "task_migration" && t.migrIter == nil {
 			def.hooks = []hook{{"sched_migrate_task", one(progMigrateCount, 2, map[int]string{0: "p", 1: "dest_cpu"})}}
 		}
 		st := t.openWithFallback(def, cfg, specs, kspec)
-		if st.Attached {
+		if st.Attached && !infrastructure[def.name] { // thread_exit alone traces nothing
 			attached++
 		}
 		t.probes = append(t.probes, st)
@@ -228,8 +228,14 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	}
 	if attached == 0 {
 		first := "no probes"
-		if len(t.probes) > 0 {
-			first = t.probes[0].Name + ": " + t.probes[0].Error
+		for _, p := range t.probes {
+			if !p.Attached && !p.Skipped {
+				first = p.Name + ": " + p.Error
+				break
+			}
+		}
+		if cfg.Skip != nil {
+			return fmt.Errorf("none of the probes asked for attached (%s; runq_wait also needs a latency source and a target)", first)
 		}
 		return fmt.Errorf("no probe could attach (%s)", first)
 	}

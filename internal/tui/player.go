@@ -76,7 +76,7 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 func InfoFromHeader(h record.Header) Info {
 	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Started: h.Started,
-		ProbesAttached: stall.Attached(h.Probes), ProbesTotal: len(h.Probes)}
+		ProbesAttached: stall.Attached(h.Probes), ProbesTotal: stall.Asked(h.Probes)}
 	if len(h.Doctor) > 0 {
 		var rep doctor.Report
 		if err := json.Unmarshal(h.Doctor, &rep); err == nil {
