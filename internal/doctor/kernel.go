@@ -2,7 +2,8 @@ package doctor
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/numatrace/numatrace/internal/topology"
@@ -91,18 +92,23 @@ func joinInts(v []int, sep string) string {
 	return strings.Join(s, sep)
 }
 
-// pagesList is "N0=536 N1=16950" (4 KiB pages), nodes in order.
-func pagesList(byNode map[int]int64) string {
-	var ns []int
-	for n := range byNode {
-		ns = append(ns, n)
-	}
-	sort.Ints(ns)
+// perNode is "N0=… N1=…", nodes in order.
+func perNode[V any](byNode map[int]V, value func(V) string) string {
 	var s []string
-	for _, n := range ns {
-		s = append(s, fmt.Sprintf("N%d=%d", n, byNode[n]))
+	for _, n := range slices.Sorted(maps.Keys(byNode)) {
+		s = append(s, fmt.Sprintf("N%d=%s", n, value(byNode[n])))
 	}
 	return strings.Join(s, " ")
+}
+
+// pagesList is "N0=536 N1=16950" (4 KiB pages).
+func pagesList(byNode map[int]int64) string {
+	return perNode(byNode, func(v int64) string { return fmt.Sprint(v) })
+}
+
+// sharesList is "N0=62% N1=38%".
+func sharesList(shares map[int]float64) string {
+	return perNode(shares, func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) })
 }
 
 // cpuList is "0-15,32-47": the CPUs of the nodes.

@@ -205,17 +205,3 @@ func remoteEstimate(p *process, threads map[int]float64) (remote float64, total 
 	}
 	return max(0, 1-local), total
 }
-
-// sharesList is "N0=62% N1=38%", nodes in order.
-func sharesList(shares map[int]float64) string {
-	var ns []int
-	for n := range shares {
-		ns = append(ns, n)
-	}
-	sort.Ints(ns)
-	var s []string
-	for _, n := range ns {
-		s = append(s, fmt.Sprintf("N%d=%.0f%%", n, 100*shares[n]))
-	}
-	return strings.Join(s, " ")
-}
