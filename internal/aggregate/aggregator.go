@@ -13,6 +13,9 @@ type Aggregator struct {
 	windowNs uint64
 	open     map[uint64]*Window
 	next     uint64 // index of the oldest window not yet closed
+	// last is the window the previous event went to: events come in
+	// time order, so most go to the same one.
+	last *Window
 
 	names  map[uint32]string
 	exited map[uint32]bool
@@ -44,19 +47,23 @@ func (a *Aggregator) index(ts uint64) uint64 {
 }
 
 func (a *Aggregator) window(i uint64) *Window {
+	if a.last != nil && a.last.Index == i {
+		return a.last
+	}
 	w := a.open[i]
 	if w == nil {
 		w = &Window{Index: i, StartNs: a.startNs + i*a.windowNs, EndNs: a.startNs + (i+1)*a.windowNs,
 			Threads: map[uint32]*ThreadWindow{}}
 		a.open[i] = w
 	}
+	a.last = w
 	return w
 }
 
 // Add takes one event.
 func (a *Aggregator) Add(ev stall.Event) {
 	a.Events++
-	if ev.Comm != "" {
+	if ev.Comm != "" && a.names[ev.TID] != ev.Comm { // a lookup is cheaper than a store
 		a.names[ev.TID] = ev.Comm
 	}
 	if ev.Kind == stall.KindExit {
@@ -82,6 +89,7 @@ func (a *Aggregator) Close(nowNs uint64) []*Window {
 		}
 		out = append(out, a.window(a.next))
 		delete(a.open, a.next)
+		a.last = nil
 		a.next++
 	}
 	return out
@@ -101,6 +109,7 @@ func (a *Aggregator) CloseAll(nowNs uint64) []*Window {
 		w.Partial = w.EndNs > nowNs
 		out = append(out, w)
 		delete(a.open, a.next)
+		a.last = nil
 	}
 	return out
 }

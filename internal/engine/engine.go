@@ -26,6 +26,7 @@ const Grace = 250 * time.Millisecond
 // Sink receives stalls as they arrive and windows as they close. It must
 // not block: the engine runs in the loop that takes the events.
 type Sink interface {
+	// Stall's event is valid only during the call: keep a copy.
 	Stall(*stall.Event) error
 	Window(*aggregate.Window) error
 	Flush() error
@@ -62,6 +63,9 @@ const DefaultMaxWindows = 1 << 19
 type Engine struct {
 	h        record.Header
 	agg      *aggregate.Aggregator
+	// scratch is what sinks get a pointer to: taking an argument's
+	// address would move every event to the heap.
+	scratch stall.Event
 	spikeCfg correlate.Config
 	sinks    []Sink
 	analysts []AnalysisSink
@@ -154,11 +158,12 @@ func (e *Engine) Header() record.Header { return e.h }
 func (e *Engine) Event(ev stall.Event) {
 	e.agg.Add(ev)
 	e.lastNs = max(e.lastNs, ev.TsNs)
-	if ev.Kind != stall.KindStall {
+	if ev.Kind != stall.KindStall || len(e.sinks) == 0 {
 		return
 	}
+	e.scratch = ev
 	for _, s := range e.sinks {
-		e.keep(s.Stall(&ev))
+		e.keep(s.Stall(&e.scratch))
 	}
 }
 

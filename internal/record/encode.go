@@ -256,10 +256,20 @@ func (d *blockDecoder) str(body []byte) error {
 
 // event decodes a recEvent (chain 0) or recLaterEvent (chain 1) body.
 func (d *blockDecoder) event(body []byte, chain int) (stall.Event, error) {
-	if len(body) < 1 {
-		return stall.Event{}, fmt.Errorf("%w: empty event", errCorrupt)
+	var ev stall.Event
+	if err := d.eventInto(body, chain, &ev); err != nil {
+		return stall.Event{}, err
 	}
-	ev := stall.Event{Kind: stall.Kind(body[0] >> 4), Cause: stall.Cause(body[0] & 0x0f),
+	return ev, nil
+}
+
+// eventInto decodes into ev, which it overwrites whole: replay decodes
+// millions of events into one.
+func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error {
+	if len(body) < 1 {
+		return fmt.Errorf("%w: empty event", errCorrupt)
+	}
+	*ev = stall.Event{Kind: stall.Kind(body[0] >> 4), Cause: stall.Cause(body[0] & 0x0f),
 		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
 	u := uvarints{b: body[1:]}
 	flags := u.next()
@@ -302,7 +312,7 @@ func (d *blockDecoder) event(body []byte, chain int) (stall.Event, error) {
 		if v, ok := get(f.bit); ok {
 			s, known := d.strings[v]
 			if !known {
-				return stall.Event{}, fmt.Errorf("%w: unknown string %d", errCorrupt, v)
+				return fmt.Errorf("%w: unknown string %d", errCorrupt, v)
 			}
 			*f.dst = s
 		}
@@ -317,22 +327,22 @@ func (d *blockDecoder) event(body []byte, chain int) (stall.Event, error) {
 		ev.AttemptNs = v
 	}
 	if u.err != nil {
-		return stall.Event{}, u.err
+		return u.err
 	}
 	if ev.Kind > stall.KindExit || ev.Cause >= stall.NumCauses {
 		// Checked after the fields are read, so a corrupt body is still
 		// called corrupt.
-		return stall.Event{}, fmt.Errorf("%w: kind %d cause %d", errNewerEvent, ev.Kind, ev.Cause)
+		return fmt.Errorf("%w: kind %d cause %d", errNewerEvent, ev.Kind, ev.Cause)
 	}
 	t, ok := d.threads[ev.TID]
 	if !ok {
-		return stall.Event{}, fmt.Errorf("%w: event for unknown thread %d", errCorrupt, ev.TID)
+		return fmt.Errorf("%w: event for unknown thread %d", errCorrupt, ev.TID)
 	}
 	ev.PID, ev.Comm = t.pid, t.comm
 	on := func(bit uint64) bool { return flags&bit != 0 }
 	ev.SoftLimit, ev.Write, ev.Acquired = on(flSoftLimit), on(flWrite), on(flAcquired)
 	ev.Swap, ev.Stick, ev.GroupDead, ev.Nested = on(flSwap), on(flStick), on(flGroupDead), on(flNested)
-	return ev, nil
+	return nil
 }
 
 func (d *blockDecoder) lost(body []byte) (Lost, error) {

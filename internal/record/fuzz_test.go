@@ -68,7 +68,8 @@ func FuzzBlock(f *testing.F) {
 			if done || err != nil {
 				return
 			}
-			r.decode(typ, body)
+			var it Item
+			r.decode(typ, body, &it)
 		}
 		t.Fatal("more records than bytes")
 	})

@@ -179,10 +179,19 @@ func (r *Reader) warn(format string, a ...any) {
 
 // Next returns the next item, or io.EOF at the end of the file.
 func (r *Reader) Next() (Item, error) {
+	var it Item
+	err := r.NextInto(&it)
+	return it, err
+}
+
+// NextInto reads the next item into it, or returns io.EOF at the end of
+// the file. An event overwrites it.Event in place: replaying millions of
+// events then copies none of them.
+func (r *Reader) NextInto(it *Item) error {
 	for {
 		if r.cur == nil {
 			if err := r.nextBlock(); err != nil {
-				return Item{}, err
+				return err
 			}
 		}
 		typ, body, done, err := r.cur.next()
@@ -199,7 +208,7 @@ func (r *Reader) Next() (Item, error) {
 			r.cur = nil
 			continue
 		}
-		it, ok, err := r.decode(typ, body)
+		ok, err := r.decode(typ, body, it)
 		if errors.Is(err, errNewerEvent) {
 			if r.newer == 0 {
 				r.warn("block %d: %v; such events are skipped (a newer numatrace reads them)", r.blocks, err)
@@ -213,44 +222,54 @@ func (r *Reader) Next() (Item, error) {
 			continue
 		}
 		if ok {
-			return it, nil
+			return nil
 		}
 	}
 }
 
-func (r *Reader) decode(typ byte, body []byte) (Item, bool, error) {
+// decode decodes one record into it; ok says whether it is an item.
+func (r *Reader) decode(typ byte, body []byte, it *Item) (ok bool, err error) {
+	set := func(v Item, err error) (bool, error) {
+		if err == nil {
+			*it = v
+		}
+		return err == nil, err
+	}
 	switch typ {
 	case recThread:
-		return Item{}, false, r.cur.thread(body)
+		return false, r.cur.thread(body)
 	case recString:
-		return Item{}, false, r.cur.str(body)
+		return false, r.cur.str(body)
 	case recEvent, recLaterEvent:
 		chain := 0
 		if typ == recLaterEvent {
 			chain = 1
 		}
-		ev, err := r.cur.event(body, chain)
-		return Item{Kind: ItemEvent, Event: ev}, err == nil, err
+		if err := r.cur.eventInto(body, chain, &it.Event); err != nil {
+			return false, err
+		}
+		it.Kind, it.Snapshot, it.Procfs, it.Lost, it.End, it.Latency = ItemEvent, nil, nil, Lost{}, nil, nil
+		return true, nil
 	case recSnapshot:
 		s, err := decodeJSON[Snapshot](body, "snapshot")
 		if err == nil && s.Data == nil {
 			err = fmt.Errorf("%w: snapshot without data", errCorrupt)
 		}
-		return Item{Kind: ItemSnapshot, Snapshot: s}, err == nil, err
+		return set(Item{Kind: ItemSnapshot, Snapshot: s}, err)
 	case recProcfs:
 		p, err := decodeJSON[Procfs](body, "procfs")
-		return Item{Kind: ItemProcfs, Procfs: p}, err == nil, err
+		return set(Item{Kind: ItemProcfs, Procfs: p}, err)
 	case recLost:
 		l, err := r.cur.lost(body)
-		return Item{Kind: ItemLost, Lost: l}, err == nil, err
+		return set(Item{Kind: ItemLost, Lost: l}, err)
 	case recLatency:
 		st, err := decodeJSON[latency.Stats](body, "latency")
-		return Item{Kind: ItemLatency, Latency: st}, err == nil, err
+		return set(Item{Kind: ItemLatency, Latency: st}, err)
 	case recEnd:
 		e, err := decodeJSON[End](body, "end")
-		return Item{Kind: ItemEnd, End: e}, err == nil, err
+		return set(Item{Kind: ItemEnd, End: e}, err)
 	}
-	return Item{}, false, nil // a record type from a newer minor version
+	return false, nil // a record type from a newer minor version
 }
 
 // decodeJSON decodes one JSON record, or says it is corrupt.

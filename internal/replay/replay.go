@@ -46,8 +46,9 @@ func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, er
 // ReadAll feeds every item r holds, waiting on pace (if set) before each
 // event; it stops early when ctx ends.
 func (f *Feeder) ReadAll(ctx context.Context, r *record.Reader, pace func(context.Context, uint64) error) error {
+	var it record.Item // one item, decoded into again and again
 	for {
-		it, err := r.Next()
+		err := r.NextInto(&it)
 		if err == io.EOF {
 			return nil
 		}
@@ -61,7 +62,7 @@ func (f *Feeder) ReadAll(ctx context.Context, r *record.Reader, pace func(contex
 		} else if err := ctx.Err(); err != nil {
 			return err
 		}
-		f.Item(it)
+		f.Item(&it)
 	}
 }
 
@@ -94,11 +95,11 @@ func NewFeeder(h record.Header, opt Options) *Feeder {
 func (f *Feeder) Engine() *engine.Engine { return f.eng }
 
 // Item feeds one item of the recording.
-func (f *Feeder) Item(it record.Item) {
+func (f *Feeder) Item(it *record.Item) {
 	switch it.Kind {
 	case record.ItemEvent:
 		f.applyClose()
-		f.event(it.Event)
+		f.event(&it.Event)
 	case record.ItemLost:
 		if f.h.ClosesAtLost() {
 			f.applyClose()
@@ -132,13 +133,13 @@ func (f *Feeder) applyClose() {
 	}
 }
 
-func (f *Feeder) event(ev stall.Event) {
+func (f *Feeder) event(ev *stall.Event) {
 	if f.firstEvNs == 0 || ev.TsNs < f.firstEvNs {
 		f.firstEvNs = ev.TsNs
 	}
-	f.eng.Event(ev)
+	f.eng.Event(*ev)
 	if f.final == nil {
-		f.rebuild(&ev)
+		f.rebuild(ev)
 	}
 	if !f.h.ClosesAtLost() && ev.TsNs > uint64(engine.Grace) {
 		f.eng.Close(ev.TsNs - uint64(engine.Grace))

@@ -221,11 +221,13 @@ func TestOldRecordingKeepsLateLatency(t *testing.T) {
 			PID: 7, TID: 8, Comm: "db", Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}}
 	}
 	for i := uint64(0); i < 10; i++ {
-		f.Item(ev(sec + i*sec + sec/2))
+		it := ev(sec + i*sec + sec/2)
+		f.Item(&it)
 		// The event of the next window closes this one (by event time)
 		// before its latency record, as the live writer ordered them.
-		f.Item(ev(sec + (i+1)*sec + sec/2))
-		f.Item(record.Item{Kind: record.ItemLatency, Latency: &latency.Stats{Index: i, Count: 10, P50Ns: 1e6, P99Ns: 2e6, MaxNs: 3e6}})
+		it = ev(sec + (i+1)*sec + sec/2)
+		f.Item(&it)
+		f.Item(&record.Item{Kind: record.ItemLatency, Latency: &latency.Stats{Index: i, Count: 10, P50Ns: 1e6, P99Ns: 2e6, MaxNs: 3e6}})
 	}
 	rep := f.Finish(1)
 	if c := rep.Correlation; c == nil || c.Windows != 10 {
