@@ -61,11 +61,11 @@ const DefaultMaxWindows = 1 << 19
 
 // Engine aggregates one run.
 type Engine struct {
-	h        record.Header
-	agg      *aggregate.Aggregator
+	h   record.Header
+	agg *aggregate.Aggregator
 	// scratch is what sinks get a pointer to: taking an argument's
 	// address would move every event to the heap.
-	scratch stall.Event
+	scratch  stall.Event
 	spikeCfg correlate.Config
 	sinks    []Sink
 	analysts []AnalysisSink
