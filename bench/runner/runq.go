@@ -166,12 +166,12 @@ func runqPhase(ctx context.Context, c *config, cg, latFile, phase string, n int)
 	return ops, err
 }
 
-// startNumatraceOn starts numatrace attach with a target and options.
+// startNumatraceOn starts numatrace attach with a target and options,
+// and waits until it is tracing.
 func startNumatraceOn(ctx context.Context, c *config, n int, args ...string) (*session, error) {
 	ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-ready-%d", n))
 	os.Remove(ready)
-	argv := append([]string{c.numatrace, "attach", "--no-tui", "--json", "--duration", "10m", "--ready-file", ready}, args...)
-	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", n)), io.Discard, argv...)
+	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", n)), io.Discard, numatraceArgs(c, ready, args...)...)
 	if err != nil {
 		return nil, err
 	}

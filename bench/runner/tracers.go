@@ -97,17 +97,11 @@ func startNumatraceFallback(ctx context.Context, c *config, round int) (*session
 	return startNumatrace(ctx, c, round, "--mmap-lock-via", "tracepoints")
 }
 
+// startNumatrace is numatrace system-wide, with its programs found for
+// the per-run table.
 func startNumatrace(ctx context.Context, c *config, round int, extra ...string) (*session, error) {
-	ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-ready-%d", round))
-	os.Remove(ready)
-	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", round)),
-		io.Discard, numatraceArgs(c, ready, extra...)...)
+	s, err := startNumatraceOn(ctx, c, round, extra...)
 	if err != nil {
-		return nil, err
-	}
-	s := &session{p: p, stopSig: syscall.SIGINT}
-	if _, err := waitFile(ctx, p, ready, 5*time.Millisecond); err != nil {
-		s.stop()
 		return nil, err
 	}
 	if err := s.findPrograms(ctx); err != nil {

@@ -112,7 +112,7 @@ func Run(opt Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	if m.span, err = readSpan(opt); err != nil {
+	if m.span, err = readSpan(opt, firstReading(m, opt.PID)); err != nil {
 		return nil, err
 	}
 	r := &Report{Nodes: len(m.nodes), PID: opt.PID, Findings: []Finding{}, Interval: "not measured"}
@@ -141,12 +141,9 @@ func Run(opt Options) (*Report, error) {
 }
 
 // readSpan takes the first reading and, when asked, the later one.
-func readSpan(opt Options) (span, error) {
-	var s span
+func readSpan(opt Options, first *reading) (span, error) {
+	s := span{first: first}
 	var err error
-	if s.first, err = readReading(opt.Root, opt.PID); err != nil {
-		return s, err
-	}
 	switch {
 	case opt.Later != "":
 		if s.later, err = readReading(opt.Later, opt.PID); err != nil {

@@ -98,16 +98,15 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 	var irqbalance, irqbalanceRead bool
 	for _, n := range nics {
 		want := map[int]bool{}
-		who := ""
+		who, bound := "", p != nil && p.cpuBound(m)
 		switch {
-		case p != nil && p.cpuBound(m):
+		case bound:
 			want, who = p.cpuNodes, fmt.Sprintf("pid %d", p.pid)
 		case n.node >= 0:
 			want[n.node], who = true, "the NIC"
 		default:
 			continue
 		}
-		bound := who != "the NIC"
 		var remote []irq
 		for _, q := range n.irqs {
 			local := false

@@ -29,6 +29,7 @@ type machine struct {
 	thpDefrag     string
 
 	span      span
+	vmstat    map[string]int64         // /proc/vmstat as first read, which is also the first reading
 	nodeMem   map[int]map[string]int64 // per node: numastat and meminfo
 	meminfo   procfs.Meminfo
 	zones     map[int][]zone // per node, in zone-index order
@@ -77,6 +78,7 @@ func readMachine(root string) (*machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
+	m.vmstat = snap.Vmstat
 	m.nodeMem = map[int]map[string]int64{}
 	for name, v := range snap.Nodes {
 		if n, err := strconv.Atoi(strings.TrimPrefix(name, "node")); err == nil {

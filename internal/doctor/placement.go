@@ -403,10 +403,14 @@ func checkBalancingThrash(m *machine, _ *process) ([]Finding, string) {
 		Persist: persistSysctl("kernel.numa_balancing", 0) + ", with the services' bindings in their units"}}, ""
 }
 
+func isInterleave(policy string) bool {
+	return strings.HasPrefix(policy, "interleave") || strings.HasPrefix(policy, "weighted-interleave")
+}
+
 // interleaved is the interleave policy of the process's mappings, "" if none.
 func interleaved(p *process) string {
 	for _, mp := range p.maps {
-		if strings.HasPrefix(mp.Policy, "interleave") || strings.HasPrefix(mp.Policy, "weighted-interleave") {
+		if isInterleave(mp.Policy) {
 			return mp.Policy
 		}
 	}
@@ -427,7 +431,7 @@ func checkInterleave(m *machine, p *process) ([]Finding, string) {
 	}
 	var pages int64
 	for _, mp := range p.maps {
-		if strings.HasPrefix(mp.Policy, "interleave") || strings.HasPrefix(mp.Policy, "weighted-interleave") {
+		if isInterleave(mp.Policy) {
 			for _, n := range mp.Pages {
 				pages += n
 			}

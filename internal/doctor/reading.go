@@ -20,7 +20,7 @@ import (
 type reading struct {
 	uptime   float64                  // /proc/uptime in seconds, 0 if unreadable
 	vmstat   map[string]int64         // /proc/vmstat
-	nodeStat map[int]map[string]int64 // /sys/devices/system/node/nodeN/numastat
+	nodeStat map[int]map[string]int64 // /sys/devices/system/node/nodeN/numastat (meminfo too, in the first)
 	proc     *procReading             // of --pid; nil without one
 }
 
@@ -36,18 +36,37 @@ type threadState struct {
 	ticks uint64 // utime+stime in clock ticks
 }
 
+// firstReading is the machine's own reading of the counters (readMachine
+// has read vmstat and the nodes' numastat already), with the process's.
+func firstReading(m *machine, pid int) *reading {
+	r := &reading{vmstat: m.vmstat, nodeStat: m.nodeMem, uptime: readUptime(m.root)}
+	if pid > 0 {
+		r.proc = readProcReading(m.root, pid)
+	}
+	return r
+}
+
+func readUptime(root string) float64 {
+	b, err := os.ReadFile(filepath.Join(root, "proc", "uptime"))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// readReading reads the counters again (root may be a later copy).
 func readReading(root string, pid int) (*reading, error) {
-	r := &reading{nodeStat: map[int]map[string]int64{}}
+	r := &reading{nodeStat: map[int]map[string]int64{}, uptime: readUptime(root)}
 	vm, err := procsnap.Vmstat(filepath.Join(root, "proc", "vmstat"))
 	if err != nil {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
 	r.vmstat = vm
-	if b, err := os.ReadFile(filepath.Join(root, "proc", "uptime")); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			r.uptime, _ = strconv.ParseFloat(f[0], 64)
-		}
-	}
 	nodes, _ := filepath.Glob(filepath.Join(root, "sys/devices/system/node/node[0-9]*/numastat"))
 	for _, path := range nodes {
 		n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(path)), "node"))

@@ -96,17 +96,35 @@ func touch(b []byte, stride int) {
 // nodePages reads the pages per node of the VMA starting at b.
 func nodePages(b []byte) map[string]int64 {
 	start := fmt.Sprintf("%x ", uintptr(unsafe.Pointer(&b[0])))
+	return numaMapsPages(func(line string) bool { return strings.HasPrefix(line, start) })
+}
+
+// numaMapsPages sums, per node, the 4 KiB pages of this process's
+// numa_maps lines that keep accepts.
+func numaMapsPages(keep func(line string) bool) map[string]int64 {
 	data, _ := os.ReadFile("/proc/self/numa_maps")
 	out := map[string]int64{}
 	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, start) {
+		if !keep(line) {
 			continue
 		}
+		pageKB := int64(4)
+		counts := map[string]int64{}
 		for _, f := range strings.Fields(line) {
-			if k, v, ok := strings.Cut(f, "="); ok && len(k) > 1 && k[0] == 'N' {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				out[k] = n
+			k, v, ok := strings.Cut(f, "=")
+			if !ok {
+				continue
 			}
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch {
+			case k == "kernelpagesize_kB":
+				pageKB = n
+			case len(k) > 1 && k[0] == 'N':
+				counts[k] = n
+			}
+		}
+		for k, n := range counts {
+			out[k] += n * pageKB / 4
 		}
 	}
 	return out
@@ -362,29 +380,7 @@ func nodeCounter(n int, key string) int64 {
 
 // processPages sums every mapping of this process per node, as numastat -p does.
 func processPages() map[string]int64 {
-	data, _ := os.ReadFile("/proc/self/numa_maps")
-	out := map[string]int64{}
-	for _, line := range strings.Split(string(data), "\n") {
-		pageKB := int64(4)
-		counts := map[string]int64{}
-		for _, f := range strings.Fields(line) {
-			k, v, ok := strings.Cut(f, "=")
-			if !ok {
-				continue
-			}
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch {
-			case k == "kernelpagesize_kB":
-				pageKB = n
-			case len(k) > 1 && k[0] == 'N':
-				counts[k] = n
-			}
-		}
-		for k, n := range counts {
-			out[k] += n * pageKB / 4
-		}
-	}
-	return out
+	return numaMapsPages(func(string) bool { return true })
 }
 
 // Scenario 6: an unbound process (seeds 002, 003): one thread first
