@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 	if updateRecordings() {
 		extra = append(extra, "nt.record=1")
 	}
-	lines, console, err := Boot(context.Background(), ex.Vmlinuz, initrd, scenarios, limit, extra...)
+	lines, console, err := Boot(context.Background(), k, ex.Vmlinuz, initrd, scenarios, limit, extra...)
 	t.Logf("kernel %s: guest ran %s", k.Name, time.Since(start).Round(time.Second))
 	r := &guestRun{Kernel: k, Lines: lines, Console: console, Results: map[string]json.RawMessage{}}
 	for _, l := range lines {
@@ -107,7 +108,8 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 		}
 	}
 	if err != nil {
-		t.Fatalf("kernel %s: %v\nconsole tail:\n%s", k.Name, err, tail(console, 3000))
+		// What the guest said went wrong (a stuck command's stacks) first.
+		t.Fatalf("kernel %s: %v\nguest errors:\n%s\nconsole tail:\n%s", k.Name, err, strings.Join(r.Errors, "\n"), tail(console, 3000))
 	}
 	return r
 }

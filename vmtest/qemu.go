@@ -17,15 +17,19 @@ type Line struct {
 	Body json.RawMessage
 }
 
-// Boot runs the guest with two 1 GiB NUMA nodes, one CPU each, under
-// software emulation (KVM hangs at boot on these machines), and returns
-// the NT lines and the whole console log. It fails if the guest does not
-// finish (NTDONE) within limit.
-func Boot(ctx context.Context, vmlinuz, initrd string, scenarios []string, limit time.Duration, extraArgs ...string) ([]Line, string, error) {
+// Boot runs kernel k's guest with two 1 GiB NUMA nodes, one CPU each,
+// under software emulation (KVM hangs at boot on these machines), and
+// returns the NT lines and the whole console log. It fails if the guest
+// does not finish (NTDONE) within limit.
+func Boot(ctx context.Context, k Kernel, vmlinuz, initrd string, scenarios []string, limit time.Duration, extraArgs ...string) ([]Line, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	accel := "tcg"
+	if k.SingleThreadTCG {
+		accel = "tcg,thread=single"
+	}
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
-		"-machine", "accel=tcg", "-cpu", "max", "-m", "2048", "-smp", "2",
+		"-accel", accel, "-cpu", "max", "-m", "2048", "-smp", "2",
 		"-object", "memory-backend-ram,id=m0,size=1024M", "-object", "memory-backend-ram,id=m1,size=1024M",
 		"-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1",
 		"-kernel", vmlinuz, "-initrd", initrd,

@@ -79,9 +79,12 @@ func runScenario(name string) (map[string]any, error) {
 	var err error
 	res := map[string]any{"scenario": name, "kernel": release()}
 	if name == "probes" {
-		out, err := exec.Command(numatrace, "probes", "--json").CombinedOutput()
+		var stderr bytes.Buffer
+		c := exec.Command(numatrace, "probes", "--json")
+		c.Stderr = &stderr
+		out, err := output(c, 90*time.Second)
 		if err != nil {
-			return nil, fmt.Errorf("numatrace probes: %v: %s", err, out)
+			return nil, fmt.Errorf("numatrace probes: %v: %s", err, stderr.String())
 		}
 		var probes any
 		if err := json.Unmarshal(out, &probes); err != nil {
@@ -120,8 +123,9 @@ func runScenario(name string) (map[string]any, error) {
 		return nil, err
 	}
 	if err := waitFile(ready, 60*time.Second); err != nil {
+		why := stuck(nt.Process.Pid)
 		nt.Process.Kill()
-		return nil, fmt.Errorf("numatrace not ready: %v: %s", err, ntErr.String())
+		return nil, fmt.Errorf("numatrace not ready: %v: %s\nwhere it was:\n%s", err, ntErr.String(), why)
 	}
 	before := vmstat()
 	work := exec.Command("/init", "scenario", name)
@@ -230,19 +234,6 @@ func waitFile(path string, limit time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("%s did not appear within %s", path, limit)
-}
-
-func runWait(c *exec.Cmd, limit time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(limit):
-		c.Process.Kill()
-		<-done
-		return fmt.Errorf("killed after %s", limit)
-	}
 }
 
 func vmstat() map[string]int64 {
@@ -383,7 +374,7 @@ func runDoctor(args ...string) (any, error) {
 	var stderr bytes.Buffer
 	c := exec.Command(numatrace, append([]string{"doctor", "--json", "--interval", "0"}, args...)...)
 	c.Stderr = &stderr
-	out, err := c.Output()
+	out, err := output(c, 90*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("numatrace doctor: %v: %s", err, stderr.String())
 	}
