@@ -74,6 +74,7 @@ enum pending_slot {
 	SLOT_COMPACT_PASS = 5,    /* one zone's compaction pass */
 	SLOT_MIGRATE = 6,
 	SLOT_MMAP_LOCK = 7,
+	SLOT_MAX = 8,
 };
 
 struct pending_key {
@@ -94,9 +95,29 @@ struct pending {
 };
 
 /*
- * A plain preallocated hash, not an LRU: entries live for one stall and are
- * deleted at its end, and LRU bookkeeping on that churn costs microseconds
- * now and then, inside the traced thread's stall.
+ * Open stalls live in the thread's own task storage where the kernel has
+ * it for tracing programs (5.12+): one lookup in the task, no insert or
+ * delete per stall, and nothing left behind when a thread dies mid-stall.
+ * A slot is open while its start_ns is not zero.
+ */
+const volatile __u32 cfg_task_storage = 0;
+
+struct task_pendings {
+	struct pending slot[SLOT_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_pendings);
+} task_pendings SEC(".maps");
+
+/*
+ * Where task storage is missing (5.10, 5.11), a plain preallocated hash,
+ * not an LRU: entries live for one stall and are deleted at its end, and
+ * LRU bookkeeping on that churn costs microseconds now and then, inside
+ * the traced thread's stall.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -324,23 +345,80 @@ static __always_inline bool stream_wanted(__u32 cause, __u64 dur)
 	return dur >= cfg_min_event_ns[cause];
 }
 
-static __always_inline void pending_start(__u32 tid, __u32 slot, struct pending *p)
+/* The current thread's slots in task storage; create makes them. */
+static __always_inline struct task_pendings *task_slots(bool create)
 {
-	struct pending_key key = { .tid = tid, .slot = slot };
-
-	bpf_map_update_elem(&pendings, &key, p, BPF_ANY);
+	return bpf_task_storage_get(&task_pendings, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
-/* Takes the open stall for (tid, slot) out of the map into *out. */
+/*
+ * The current thread's open stall in slot, or NULL. tid is the current
+ * thread's: only the hash fallback needs it.
+ */
+static __always_inline struct pending *pending_get(__u32 tid, __u32 slot)
+{
+	if (slot >= SLOT_MAX)
+		return NULL;
+	if (cfg_task_storage) {
+		struct task_pendings *tp = task_slots(false);
+
+		if (!tp || !tp->slot[slot].start_ns)
+			return NULL;
+		return &tp->slot[slot];
+	}
+	struct pending_key key = { .tid = tid, .slot = slot };
+
+	return bpf_map_lookup_elem(&pendings, &key);
+}
+
+/* Forgets the current thread's open stall in slot. */
+static __always_inline void pending_drop(__u32 tid, __u32 slot)
+{
+	if (slot >= SLOT_MAX)
+		return;
+	if (cfg_task_storage) {
+		struct task_pendings *tp = task_slots(false);
+
+		if (tp)
+			tp->slot[slot].start_ns = 0;
+		return;
+	}
+	struct pending_key key = { .tid = tid, .slot = slot };
+
+	bpf_map_delete_elem(&pendings, &key);
+}
+
+/* Opens a stall of the current thread in slot; a full map counts a loss. */
+static __always_inline void pending_start(__u32 tid, __u32 slot, struct pending *p)
+{
+	if (slot >= SLOT_MAX)
+		return;
+	if (cfg_task_storage) {
+		struct task_pendings *tp = task_slots(true);
+
+		if (!tp) {
+			counter_add(COUNTER_LOST_EVENTS, 1); /* no memory for the thread's slots */
+			return;
+		}
+		tp->slot[slot] = *p;
+		return;
+	}
+	struct pending_key key = { .tid = tid, .slot = slot };
+
+	if (bpf_map_update_elem(&pendings, &key, p, BPF_ANY))
+		counter_add(COUNTER_LOST_EVENTS, 1);
+}
+
+/* Takes the current thread's open stall in slot out into *out. */
 static __always_inline bool pending_take(__u32 tid, __u32 slot, struct pending *out)
 {
-	struct pending_key key = { .tid = tid, .slot = slot };
-	struct pending *p = bpf_map_lookup_elem(&pendings, &key);
+	struct pending *p = pending_get(tid, slot);
 
 	if (!p)
 		return false;
 	*out = *p;
-	bpf_map_delete_elem(&pendings, &key);
+	pending_drop(tid, slot);
 	return true;
 }
 
@@ -371,12 +449,10 @@ static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct
 	return e;
 }
 
-/* Whether the thread has a stall open in slot. */
+/* Whether the current thread has a stall open in slot. */
 static __always_inline bool is_open(__u32 tid, __u32 slot)
 {
-	struct pending_key key = { .tid = tid, .slot = slot };
-
-	return bpf_map_lookup_elem(&pendings, &key) != NULL;
+	return pending_get(tid, slot) != NULL;
 }
 
 /* task_struct::cpu, where kernels keep it outside thread_info. */

@@ -52,11 +52,10 @@ int compact_pass_begin(struct bpf_raw_tracepoint_args *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending p = { .start_ns = now, .node = -1 };
-	struct pending_key akey = { .tid = tid, .slot = SLOT_COMPACT_ATTEMPT };
-	struct pending *attempt = bpf_map_lookup_elem(&pendings, &akey);
+	struct pending *attempt = pending_get(tid, SLOT_COMPACT_ATTEMPT);
 
 	if (attempt && now - attempt->mark_ns > ATTEMPT_GAP_NS)
-		bpf_map_delete_elem(&pendings, &akey); /* an earlier allocation's */
+		pending_drop(tid, SLOT_COMPACT_ATTEMPT); /* an earlier allocation's */
 	pending_start(tid, SLOT_COMPACT_PASS, &p);
 	return 0;
 }
@@ -81,11 +80,10 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	if (!pending_take(tid, SLOT_COMPACT_PASS, &pass))
 		return 0;
 
-	struct pending_key akey = { .tid = tid, .slot = SLOT_COMPACT_ATTEMPT };
-	struct pending *attempt = bpf_map_lookup_elem(&pendings, &akey);
+	struct pending *attempt = pending_get(tid, SLOT_COMPACT_ATTEMPT);
 
 	if (attempt && is_direct == 0) {
-		bpf_map_delete_elem(&pendings, &akey); /* stale: this pass is not an allocation's */
+		pending_drop(tid, SLOT_COMPACT_ATTEMPT); /* stale: this pass is not an allocation's */
 		attempt = NULL;
 	}
 	if (!attempt) {

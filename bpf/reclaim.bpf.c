@@ -26,11 +26,19 @@ static __always_inline int reclaim_begin(__u32 slot, __s32 order, __u32 gfp, __s
 
 static __always_inline __u64 memcg_id_of_current(void)
 {
-	struct task_struct *t = (void *)bpf_get_current_task();
 	int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
 
 	if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
 		return 0;
+	if (cfg_task_storage) {
+		/* Kernels with task storage have the BTF task too: five plain
+		 * loads instead of five probe reads. */
+		struct task_struct *bt = bpf_get_current_task_btf();
+
+		return bt->cgroups->subsys[id]->cgroup->kn->id;
+	}
+	struct task_struct *t = (void *)bpf_get_current_task();
+
 	return BPF_CORE_READ(t, cgroups, subsys[id], cgroup, kn, id);
 }
 

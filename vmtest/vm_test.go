@@ -37,6 +37,11 @@ type result struct {
 	Scenario string `json:"scenario"`
 	Kernel   string `json:"kernel"`
 	Probes   struct {
+		Features []struct {
+			Name      string `json:"name"`
+			Available bool   `json:"available"`
+			Detail    string `json:"detail"`
+		} `json:"features"`
 		Probes []struct {
 			Name        string   `json:"name"`
 			Attached    bool     `json:"attached"`
@@ -197,9 +202,26 @@ func probeAttached(k Kernel, name string) bool {
 // the lock's slow path from 5.19 on.
 var mmapLockVia = map[string]string{"6.1": "contention_begin", "6.12": "contention_begin"}
 
+// taskStorage: the kernels whose open stalls are in task storage (5.12+);
+// the others keep them in the pendings hash.
+var taskStorage = map[string]bool{"6.1": true, "6.12": true}
+
 func checkProbes(t *testing.T, k Kernel, r *result) {
 	if len(r.Probes.Probes) == 0 {
 		t.Fatal("no probes listed")
+	}
+	found := false
+	for _, f := range r.Probes.Features {
+		if f.Name == "task_storage" {
+			found = true
+			t.Logf("task_storage on %s: %v (%s)", k.Name, f.Available, f.Detail)
+			if f.Available != taskStorage[k.Name] {
+				t.Errorf("task storage on %s: %v, want %v", k.Name, f.Available, taskStorage[k.Name])
+			}
+		}
+	}
+	if !found {
+		t.Error("numatrace probes does not say where open stalls are kept")
 	}
 	for _, p := range r.Probes.Probes {
 		if p.Name == "mmap_lock" && p.Attached {

@@ -51,7 +51,7 @@ func Probes(btfPath string, asJSON bool, stdout io.Writer) error {
 		if f.Available {
 			state = "yes"
 		}
-		fmt.Fprintf(stdout, "  %-8s %-4s %s\n", f.Name, state, f.Detail)
+		fmt.Fprintf(stdout, "  %-13s %-4s %s\n", f.Name, state, f.Detail)
 	}
 	return nil
 }

@@ -50,6 +50,11 @@ type compactionPendingKey struct {
 	Slot uint32
 }
 
+type compactionTaskPendings struct {
+	_    structs.HostLayout
+	Slot [8]compactionPending
+}
+
 type compactionThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
@@ -76,6 +81,7 @@ const (
 	compactionMapPendings           = "pendings"
 	compactionMapRunqDelay          = "runq_delay"
 	compactionMapTargetTgids        = "target_tgids"
+	compactionMapTaskPendings       = "task_pendings"
 	compactionMapThreadCountsMap    = "thread_counts_map"
 	compactionMapThreadStalls       = "thread_stalls"
 	compactionProgCompactAttempt    = "compact_attempt"
@@ -92,6 +98,7 @@ const (
 	compactionVarCfgRequestStalls   = "cfg_request_stalls"
 	compactionVarCfgSelfTgid        = "cfg_self_tgid"
 	compactionVarCfgTargetCgroup    = "cfg_target_cgroup"
+	compactionVarCfgTaskStorage     = "cfg_task_storage"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 )
 
@@ -154,6 +161,7 @@ type compactionMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
@@ -172,6 +180,7 @@ type compactionVariableSpecs struct {
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -202,6 +211,7 @@ type compactionMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
@@ -215,6 +225,7 @@ func (m *compactionMaps) Close() error {
 		m.Pendings,
 		m.RunqDelay,
 		m.TargetTgids,
+		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
 	)
@@ -234,6 +245,7 @@ type compactionVariables struct {
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

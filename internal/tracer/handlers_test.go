@@ -414,3 +414,49 @@ func TestOlderKernelVariants(t *testing.T) {
 		t.Errorf("w2 mmap_lock events %+v, want one write acquisition", long)
 	}
 }
+
+// Where open stalls are kept depends on the kernel: task storage from
+// 5.12, the pendings hash before. Every handler test again on the hash.
+func TestHandlersOnHashFallback(t *testing.T) {
+	if err := haveTaskStorage(); err != nil {
+		t.Fatalf("this kernel has task storage for tracing programs, yet: %v", err)
+	}
+	tr := openForThread(t, lockedThread(t), nil)
+	if !tr.taskStorage || !hasFeature(tr, "task_storage", true) {
+		t.Fatal("open stalls are not in task storage on a kernel that has it")
+	}
+	hashFallback = true
+	defer func() { hashFallback = false }()
+	tr = openForThread(t, lockedThread(t), nil)
+	if tr.taskStorage || !hasFeature(tr, "task_storage", false) {
+		t.Fatal("asked for the hash, but open stalls are in task storage")
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"DirectReclaim", TestDirectReclaimHandler},
+		{"EndWithoutBegin", TestEndWithoutBeginIsIgnored},
+		{"NestedSoftlimit", TestNestedSoftlimitInsideDirectReclaim},
+		{"NodeReclaim", TestNodeReclaimHandler},
+		{"DirectCompaction", TestDirectCompactionHandler},
+		{"StaleCompactionAttempt", TestStaleCompactionAttemptIsDropped},
+		{"UntracedCompaction", TestUntracedThreadsDirectCompactionIsNotProactive},
+		{"MigrationInsideCompaction", TestMigrationInsideCompactionIsNested},
+		{"CompactionOutsideAllocation", TestCompactionOutsideAllocationIsNotCharged},
+		{"NUMAMigration", TestNUMAMigrationHandler},
+		{"MmapLock", TestMmapLockHandler},
+		{"OlderKernelVariants", TestOlderKernelVariants},
+	} {
+		t.Run(tc.name, tc.fn)
+	}
+}
+
+func hasFeature(tr *Tracer, name string, available bool) bool {
+	for _, f := range tr.Features() {
+		if f.Name == name {
+			return f.Available == available
+		}
+	}
+	return false
+}

@@ -38,6 +38,10 @@ func lockedThread(t *testing.T) uint32 {
 	return uint32(unix.Gettid())
 }
 
+// hashFallback makes openForThread keep open stalls in the pendings hash,
+// as on kernels without task storage (TestHandlersOnHashFallback).
+var hashFallback bool
+
 // openForThread loads every probe, tracing only tid.
 func openForThread(t *testing.T, tid uint32, topo *topology.Topology) *Tracer {
 	return openForThreadCfg(t, tid, topo, false)
@@ -54,7 +58,7 @@ func openForThreadCfg(t *testing.T, tid uint32, topo *topology.Topology, noIter 
 			t.Fatal(err)
 		}
 	}
-	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo, noMigrIter: noIter})
+	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo, noMigrIter: noIter, noTaskStorage: hashFallback})
 	if err != nil {
 		t.Fatalf("open tracer: %v", err)
 	}
@@ -158,7 +162,7 @@ func loadVariant(t *testing.T, tr *Tracer, obj string, prog string) *ebpf.Progra
 		t.Fatal(err)
 	}
 	spec := specs[obj]
-	if err := configure(spec, tr.cfg); err != nil {
+	if err := tr.configure(spec); err != nil {
 		t.Fatal(err)
 	}
 	sub := spec.Copy()

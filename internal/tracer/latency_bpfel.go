@@ -50,6 +50,11 @@ type latencyPendingKey struct {
 	Slot uint32
 }
 
+type latencyTaskPendings struct {
+	_    structs.HostLayout
+	Slot [8]latencyPending
+}
+
 type latencyThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
@@ -86,6 +91,7 @@ const (
 	latencyMapReqStart         = "req_start"
 	latencyMapRunqDelay        = "runq_delay"
 	latencyMapTargetTgids      = "target_tgids"
+	latencyMapTaskPendings     = "task_pendings"
 	latencyMapThreadCountsMap  = "thread_counts_map"
 	latencyMapThreadStalls     = "thread_stalls"
 	latencyProgRequestEnter    = "request_enter"
@@ -102,6 +108,7 @@ const (
 	latencyVarCfgRequestStalls = "cfg_request_stalls"
 	latencyVarCfgSelfTgid      = "cfg_self_tgid"
 	latencyVarCfgTargetCgroup  = "cfg_target_cgroup"
+	latencyVarCfgTaskStorage   = "cfg_task_storage"
 	latencyVarCfgWakeupBytes   = "cfg_wakeup_bytes"
 )
 
@@ -166,6 +173,7 @@ type latencyMapSpecs struct {
 	ReqStart        *ebpf.MapSpec `ebpf:"req_start"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
@@ -184,6 +192,7 @@ type latencyVariableSpecs struct {
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -216,6 +225,7 @@ type latencyMaps struct {
 	ReqStart        *ebpf.Map `ebpf:"req_start"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
@@ -231,6 +241,7 @@ func (m *latencyMaps) Close() error {
 		m.ReqStart,
 		m.RunqDelay,
 		m.TargetTgids,
+		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
 	)
@@ -250,6 +261,7 @@ type latencyVariables struct {
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

@@ -50,6 +50,11 @@ type mmaplockPendingKey struct {
 	Slot uint32
 }
 
+type mmaplockTaskPendings struct {
+	_    structs.HostLayout
+	Slot [8]mmaplockPending
+}
+
 type mmaplockThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
@@ -76,6 +81,7 @@ const (
 	mmaplockMapPendings            = "pendings"
 	mmaplockMapRunqDelay           = "runq_delay"
 	mmaplockMapTargetTgids         = "target_tgids"
+	mmaplockMapTaskPendings        = "task_pendings"
 	mmaplockMapThreadCountsMap     = "thread_counts_map"
 	mmaplockMapThreadStalls        = "thread_stalls"
 	mmaplockProgKhugepagedCollapse = "khugepaged_collapse"
@@ -94,6 +100,7 @@ const (
 	mmaplockVarCfgRequestStalls    = "cfg_request_stalls"
 	mmaplockVarCfgSelfTgid         = "cfg_self_tgid"
 	mmaplockVarCfgTargetCgroup     = "cfg_target_cgroup"
+	mmaplockVarCfgTaskStorage      = "cfg_task_storage"
 	mmaplockVarCfgWakeupBytes      = "cfg_wakeup_bytes"
 )
 
@@ -158,6 +165,7 @@ type mmaplockMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
@@ -176,6 +184,7 @@ type mmaplockVariableSpecs struct {
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -206,6 +215,7 @@ type mmaplockMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
@@ -219,6 +229,7 @@ func (m *mmaplockMaps) Close() error {
 		m.Pendings,
 		m.RunqDelay,
 		m.TargetTgids,
+		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
 	)
@@ -238,6 +249,7 @@ type mmaplockVariables struct {
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

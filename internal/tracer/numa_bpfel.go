@@ -50,6 +50,11 @@ type numaPendingKey struct {
 	Slot uint32
 }
 
+type numaTaskPendings struct {
+	_    structs.HostLayout
+	Slot [8]numaPending
+}
+
 type numaThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
@@ -76,6 +81,7 @@ const (
 	numaMapPendings         = "pendings"
 	numaMapRunqDelay        = "runq_delay"
 	numaMapTargetTgids      = "target_tgids"
+	numaMapTaskPendings     = "task_pendings"
 	numaMapThreadCountsMap  = "thread_counts_map"
 	numaMapThreadStalls     = "thread_stalls"
 	numaProgMigrateEndR6    = "migrate_end_r6"
@@ -94,6 +100,7 @@ const (
 	numaVarCfgRequestStalls = "cfg_request_stalls"
 	numaVarCfgSelfTgid      = "cfg_self_tgid"
 	numaVarCfgTargetCgroup  = "cfg_target_cgroup"
+	numaVarCfgTaskStorage   = "cfg_task_storage"
 	numaVarCfgWakeupBytes   = "cfg_wakeup_bytes"
 )
 
@@ -158,6 +165,7 @@ type numaMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
@@ -176,6 +184,7 @@ type numaVariableSpecs struct {
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -206,6 +215,7 @@ type numaMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
@@ -219,6 +229,7 @@ func (m *numaMaps) Close() error {
 		m.Pendings,
 		m.RunqDelay,
 		m.TargetTgids,
+		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
 	)
@@ -238,6 +249,7 @@ type numaVariables struct {
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

@@ -50,6 +50,11 @@ type reclaimPendingKey struct {
 	Slot uint32
 }
 
+type reclaimTaskPendings struct {
+	_    structs.HostLayout
+	Slot [8]reclaimPending
+}
+
 type reclaimThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
@@ -76,6 +81,7 @@ const (
 	reclaimMapPendings             = "pendings"
 	reclaimMapRunqDelay            = "runq_delay"
 	reclaimMapTargetTgids          = "target_tgids"
+	reclaimMapTaskPendings         = "task_pendings"
 	reclaimMapThreadCountsMap      = "thread_counts_map"
 	reclaimMapThreadStalls         = "thread_stalls"
 	reclaimProgDirectReclaimBegin  = "direct_reclaim_begin"
@@ -97,6 +103,7 @@ const (
 	reclaimVarCfgRequestStalls     = "cfg_request_stalls"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
 	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
+	reclaimVarCfgTaskStorage       = "cfg_task_storage"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 )
 
@@ -164,6 +171,7 @@ type reclaimMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
@@ -182,6 +190,7 @@ type reclaimVariableSpecs struct {
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -212,6 +221,7 @@ type reclaimMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
@@ -225,6 +235,7 @@ func (m *reclaimMaps) Close() error {
 		m.Pendings,
 		m.RunqDelay,
 		m.TargetTgids,
+		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
 	)
@@ -244,6 +255,7 @@ type reclaimVariables struct {
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

@@ -50,6 +50,11 @@ type schedPendingKey struct {
 	Slot uint32
 }
 
+type schedTaskPendings struct {
+	_    structs.HostLayout
+	Slot [8]schedPending
+}
+
 type schedThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
@@ -76,6 +81,7 @@ const (
 	schedMapPendings          = "pendings"
 	schedMapRunqDelay         = "runq_delay"
 	schedMapTargetTgids       = "target_tgids"
+	schedMapTaskPendings      = "task_pendings"
 	schedMapThreadCountsMap   = "thread_counts_map"
 	schedMapThreadStalls      = "thread_stalls"
 	schedProgFollowAttach     = "follow_attach"
@@ -95,6 +101,7 @@ const (
 	schedVarCfgRequestStalls  = "cfg_request_stalls"
 	schedVarCfgSelfTgid       = "cfg_self_tgid"
 	schedVarCfgTargetCgroup   = "cfg_target_cgroup"
+	schedVarCfgTaskStorage    = "cfg_task_storage"
 	schedVarCfgWakeupBytes    = "cfg_wakeup_bytes"
 )
 
@@ -160,6 +167,7 @@ type schedMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
@@ -178,6 +186,7 @@ type schedVariableSpecs struct {
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 }
 
@@ -208,6 +217,7 @@ type schedMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
@@ -221,6 +231,7 @@ func (m *schedMaps) Close() error {
 		m.Pendings,
 		m.RunqDelay,
 		m.TargetTgids,
+		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
 	)
@@ -240,6 +251,7 @@ type schedVariables struct {
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 }
 

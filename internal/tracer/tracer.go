@@ -60,6 +60,9 @@ type Config struct {
 	// noMigrIter counts migrations on the hook, as where the task iterator
 	// cannot load (tests).
 	noMigrIter bool
+	// noTaskStorage keeps open stalls in the hash, as on kernels without
+	// task storage for tracing programs (tests).
+	noTaskStorage bool
 
 	// KernelBTF is the path of the kernel's BTF; "" means /sys/kernel/btf/vmlinux.
 	KernelBTF string
@@ -94,9 +97,12 @@ type Tracer struct {
 	decoder *Decoder
 	cfg     Config
 	kspec   *btf.Spec
-	reader  *ringbuf.Reader
-	bad     atomic.Uint64  // records Stream could not read or decode
-	closers []func() error // extra probes (latency), closed first
+	// taskStorage: open stalls are in the threads' task storage, not the
+	// pendings hash.
+	taskStorage bool
+	reader      *ringbuf.Reader
+	bad         atomic.Uint64  // records Stream could not read or decode
+	closers     []func() error // extra probes (latency), closed first
 
 	migrIter *link.Iter         // the migrations iterator; nil where it cannot load
 	migrBase map[migrKey]uint64 // each thread's se.nr_migrations at attach
@@ -109,7 +115,7 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
 
 // sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "cpu_node", "target_tgids", "counters"}
+var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "task_pendings", "cpu_node", "target_tgids", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {
@@ -191,7 +197,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 		return err
 	}
 	for o, spec := range specs {
-		if err := configure(spec, cfg); err != nil {
+		if err := t.configure(spec); err != nil {
 			return fmt.Errorf("configure object %s: %w", o, err)
 		}
 	}
@@ -240,6 +246,18 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 		return fmt.Errorf("no probe could attach (%s)", first)
 	}
 	return nil
+}
+
+// configure readies an object for the maps createMaps made: where open
+// stalls are kept, then configure's constants.
+func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
+	if !t.taskStorage {
+		spec.Maps["task_pendings"] = taskStorageStandIn(spec.Maps["task_pendings"])
+	}
+	if err := spec.Variables["cfg_task_storage"].Set(boolU32(t.taskStorage)); err != nil {
+		return fmt.Errorf("set cfg_task_storage: %w", err)
+	}
+	return configure(spec, t.cfg)
 }
 
 // configure sets the load-time constants the verifier will see, and the
@@ -302,12 +320,16 @@ func (t *Tracer) createMaps(cfg Config) error {
 	if err := checkCauses(spec.Types); err != nil {
 		return err
 	}
+	t.taskStorage = !cfg.noTaskStorage && haveTaskStorage() == nil
 	for _, name := range sharedMaps {
 		ms, ok := spec.Maps[name]
 		if !ok {
 			return fmt.Errorf("map %s missing from BPF object", name)
 		}
 		ms = ms.Copy()
+		if name == "task_pendings" && !t.taskStorage {
+			ms = taskStorageStandIn(ms)
+		}
 		if name == "events" && cfg.RingBufBytes > 0 {
 			ms.MaxEntries = uint32(cfg.RingBufBytes)
 		}
@@ -477,7 +499,9 @@ func (t *Tracer) Probes() []stall.ProbeStatus { return append([]stall.ProbeStatu
 
 // Features probes the optional kernel features. Only `numatrace probes`
 // asks, so attaching does not pay for the test programs.
-func (t *Tracer) Features() []Feature { return probeFeatures(t.kspec) }
+func (t *Tracer) Features() []Feature {
+	return append(probeFeatures(t.kspec), t.taskStorageFeature())
+}
 
 // Decoder returns the decoder for this kernel's records.
 func (t *Tracer) Decoder() *Decoder { return t.decoder }

@@ -162,6 +162,11 @@ type typesPendingKey struct {
 	Slot uint32
 }
 
+type typesTaskPendings struct {
+	_    structs.HostLayout
+	Slot [8]typesPending
+}
+
 type typesThreadCounts struct {
 	_          structs.HostLayout
 	Migrations uint64
@@ -188,6 +193,7 @@ const (
 	typesMapPendings           = "pendings"
 	typesMapRunqDelay          = "runq_delay"
 	typesMapTargetTgids        = "target_tgids"
+	typesMapTaskPendings       = "task_pendings"
 	typesMapThreadCountsMap    = "thread_counts_map"
 	typesMapThreadStalls       = "thread_stalls"
 	typesVarCfgFilterMode      = "cfg_filter_mode"
@@ -200,6 +206,7 @@ const (
 	typesVarCfgRequestStalls   = "cfg_request_stalls"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
 	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
+	typesVarCfgTaskStorage     = "cfg_task_storage"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	typesVarUnusedCause        = "unused_cause"
 	typesVarUnusedCounter      = "unused_counter"
@@ -270,6 +277,7 @@ type typesMapSpecs struct {
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
 }
@@ -288,6 +296,7 @@ type typesVariableSpecs struct {
 	CfgRequestStalls   *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage     *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
@@ -330,6 +339,7 @@ type typesMaps struct {
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
+	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
 }
@@ -343,6 +353,7 @@ func (m *typesMaps) Close() error {
 		m.Pendings,
 		m.RunqDelay,
 		m.TargetTgids,
+		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
 	)
@@ -362,6 +373,7 @@ type typesVariables struct {
 	CfgRequestStalls   *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskStorage     *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
 	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`

@@ -35,7 +35,7 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 	if err != nil {
 		return nil, fmt.Errorf("parse BPF object: %w", err)
 	}
-	if err := configure(spec, t.cfg); err != nil { // cfg_request_stalls, above all
+	if err := t.configure(spec); err != nil { // cfg_request_stalls, above all
 		return nil, fmt.Errorf("configure the request timer: %w", err)
 	}
 	lp = &LatencyProbe{}

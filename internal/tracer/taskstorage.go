@@ -1,0 +1,58 @@
+//go:build linux
+
+package tracer
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+)
+
+// haveTaskStorage reports whether the raw tracepoint programs may keep
+// open stalls in task storage: the map type came in 5.11, and tracing
+// programs may use it from 5.12.
+func haveTaskStorage() error {
+	if err := features.HaveMapType(ebpf.TaskStorage); err != nil {
+		return fmt.Errorf("task storage maps: %w", err)
+	}
+	for _, fn := range []asm.BuiltinFunc{asm.FnTaskStorageGet, asm.FnGetCurrentTaskBtf} {
+		if err := features.HaveProgramHelper(ebpf.RawTracepoint, fn); err != nil {
+			return fmt.Errorf("%s in raw tracepoint programs: %w", fn, err)
+		}
+	}
+	return nil
+}
+
+// taskStorageStandIn is what the objects get for task_pendings where the
+// kernel has no task storage: a one-entry hash the verifier never sees
+// used, as cfg_task_storage = 0 leaves every use of it dead code.
+func taskStorageStandIn(ms *ebpf.MapSpec) *ebpf.MapSpec {
+	ms = ms.Copy()
+	ms.Type = ebpf.Hash
+	ms.Flags = 0
+	ms.MaxEntries = 1
+	return ms
+}
+
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// taskStorageFeature says where this tracer keeps open stalls.
+func (t *Tracer) taskStorageFeature() Feature {
+	f := Feature{Name: "task_storage", Available: t.taskStorage}
+	switch err := haveTaskStorage(); {
+	case t.taskStorage:
+		f.Detail = "open stalls are kept in each thread's task storage"
+	case err != nil:
+		f.Detail = fmt.Sprintf("open stalls are kept in a hash map (%v)", err)
+	default:
+		f.Detail = "open stalls are kept in a hash map (asked for)"
+	}
+	return f
+}
