@@ -104,19 +104,22 @@ REC=$(go test -run '^$' -bench . -count 1 ./internal/record | grep '^Benchmark')
 } >> "$ROOT/BENCHMARKS.md"
 
 # Replay and aggregation throughput per core, and one TUI frame for 10,000
-# threads: Go benchmarks, one CPU.
+# threads: Go benchmarks, replay on one CPU and on all of them.
 echo "bench: replay and TUI benchmarks" >&2
 REPLAY=$(go test -run '^$' -bench '^BenchmarkReplay$' -benchtime 5x -cpu 1 ./internal/replay | grep '^BenchmarkReplay')
+NCPU=$(nproc)
+REPLAY_ALL=$(go test -run '^$' -bench '^BenchmarkReplay$' -benchtime 5x -cpu "$NCPU" ./internal/replay | grep '^BenchmarkReplay')
 FRAME=$(go test -run '^$' -bench '^BenchmarkFrame10kThreads$' -cpu 1 ./internal/tui | grep '^BenchmarkFrame')
 {
 	echo
 	echo "## Replay and aggregation throughput"
 	echo
-	echo "\`go test -bench BenchmarkReplay -cpu 1 ./internal/replay\`: a 2,000,000-event recording of 2,000 threads replayed as fast as possible through the whole pipeline (read, CRC, zstd, decode, window aggregation, summary) on one core."
+	echo "\`go test -bench BenchmarkReplay -cpu N ./internal/replay\`: a 2,000,000-event recording of 2,000 threads replayed as fast as possible through the whole pipeline (read, CRC, zstd, decode, window aggregation, summary). With one CPU the blocks are decoded in line; with more, they are decompressed and decoded ahead on every CPU while the engine aggregates in order."
 	echo
-	echo "| events/s per core | target | result |"
-	echo "|--:|---|---|"
-	echo "$REPLAY" | awk '{ for (i=1;i<=NF;i++) if ($(i+1)=="events/s") r=$i; res = (r >= 10000000) ? "pass" : "**miss**"; printf "| %.0f | ≥ 10,000,000 | %s |\n", r, res }'
+	echo "| CPUs | events/s | target | result |"
+	echo "|--:|--:|---|---|"
+	echo "$REPLAY" | awk '{ for (i=1;i<=NF;i++) if ($(i+1)=="events/s") r=$i; res = (r >= 10000000) ? "pass" : "**miss**"; printf "| 1 | %.0f | ≥ 10,000,000 per core | %s |\n", r, res }'
+	echo "$REPLAY_ALL" | awk -v n="$NCPU" '{ for (i=1;i<=NF;i++) if ($(i+1)=="events/s") r=$i; printf "| %d (all) | %.0f | (reported) | |\n", n, r }'
 	echo
 	echo "## Interactive view"
 	echo

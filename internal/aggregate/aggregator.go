@@ -61,7 +61,7 @@ func (a *Aggregator) window(i uint64) *Window {
 }
 
 // Add takes one event.
-func (a *Aggregator) Add(ev stall.Event) {
+func (a *Aggregator) Add(ev *stall.Event) {
 	a.Events++
 	if ev.Comm != "" && a.names[ev.TID] != ev.Comm { // a lookup is cheaper than a store
 		a.names[ev.TID] = ev.Comm
@@ -75,7 +75,7 @@ func (a *Aggregator) Add(ev stall.Event) {
 		a.LateEvents++
 		i = a.next
 	}
-	a.window(i).add(&ev)
+	a.window(i).add(ev)
 }
 
 // Close returns, in order, every window that ended at or before nowNs,

@@ -12,8 +12,8 @@ const (
 	win   = 100
 )
 
-func stallEv(ts uint64, tid uint32, c stall.Cause, dur uint64) stall.Event {
-	return stall.Event{Kind: stall.KindStall, Cause: c, TsNs: ts, DurNs: dur, PID: 1, TID: tid, Comm: "t"}
+func stallEv(ts uint64, tid uint32, c stall.Cause, dur uint64) *stall.Event {
+	return &stall.Event{Kind: stall.KindStall, Cause: c, TsNs: ts, DurNs: dur, PID: 1, TID: tid, Comm: "t"}
 }
 
 func indexes(ws []*Window) []uint64 {
@@ -187,10 +187,10 @@ func TestCloseAllBeforeStart(t *testing.T) {
 
 func TestExitEventsAndNames(t *testing.T) {
 	a := New(start, win)
-	a.Add(stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start + 1, DurNs: 5, PID: 1, TID: 2, Comm: "old"})
-	a.Add(stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start + 2, DurNs: 5, PID: 1, TID: 2, Comm: "new"})
-	a.Add(stall.Event{Kind: stall.KindExit, TsNs: start + 3, PID: 1, TID: 3, Comm: "gone"})
-	a.Add(stall.Event{Kind: stall.KindStall, Cause: stall.MmapLock, TsNs: start + 4, DurNs: 5, PID: 1, TID: 4})
+	a.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start + 1, DurNs: 5, PID: 1, TID: 2, Comm: "old"})
+	a.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start + 2, DurNs: 5, PID: 1, TID: 2, Comm: "new"})
+	a.Add(&stall.Event{Kind: stall.KindExit, TsNs: start + 3, PID: 1, TID: 3, Comm: "gone"})
+	a.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.MmapLock, TsNs: start + 4, DurNs: 5, PID: 1, TID: 4})
 	if n := a.Name(2); n != "new" {
 		t.Errorf("Name(2) = %q, want the latest comm", n)
 	}
@@ -282,8 +282,8 @@ func snapshot() *stall.Snapshot {
 
 func TestSummarizeThreads(t *testing.T) {
 	a := New(start, win)
-	a.Add(stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start, TID: 101, PID: 100, Comm: "renamed"})
-	a.Add(stall.Event{Kind: stall.KindExit, TsNs: start, TID: 302, PID: 300, Comm: "idle2"})
+	a.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start, TID: 101, PID: 100, Comm: "renamed"})
+	a.Add(&stall.Event{Kind: stall.KindExit, TsNs: start, TID: 302, PID: 300, Comm: "idle2"})
 	s := a.Summarize(snapshot())
 
 	if s.Lost != 3 || !reflect.DeepEqual(s.LostPerCPU, []uint64{1, 2}) || s.System.KswapdWakeups != 4 || s.System.KcompactdNs != 5 {

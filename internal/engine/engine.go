@@ -155,13 +155,17 @@ func (e *Engine) Header() record.Header { return e.h }
 
 // Event takes one event from the source, in the order the source saw
 // them. Stalls go on to the sinks at once.
-func (e *Engine) Event(ev stall.Event) {
+func (e *Engine) Event(ev stall.Event) { e.EventRef(&ev) }
+
+// EventRef takes one event by reference, which it does not keep: replay
+// hands millions of events from the reader's own buffer.
+func (e *Engine) EventRef(ev *stall.Event) {
 	e.agg.Add(ev)
 	e.lastNs = max(e.lastNs, ev.TsNs)
 	if ev.Kind != stall.KindStall || len(e.sinks) == 0 {
 		return
 	}
-	e.scratch = ev
+	e.scratch = *ev
 	for _, s := range e.sinks {
 		e.keep(s.Stall(&e.scratch))
 	}

@@ -271,10 +271,10 @@ func TestStallLineTaskMove(t *testing.T) {
 
 func TestWindowLine(t *testing.T) {
 	a := aggregate.New(1000, 100)
-	a.Add(stall.Event{Cause: stall.DirectReclaim, TsNs: 1010, DurNs: 50, PID: 1, TID: 2, Comm: "a"})
-	a.Add(stall.Event{Cause: stall.MmapLock, TsNs: 1020, DurNs: 70, PID: 1, TID: 2, Comm: "a"})
-	a.Add(stall.Event{Cause: stall.DirectReclaim, TsNs: 1030, DurNs: 200, PID: 5, TID: 6, Comm: "b"})
-	a.Add(stall.Event{Cause: stall.NUMATaskMove, TsNs: 1040, PID: 5, TID: 6, Comm: "b"})
+	a.Add(&stall.Event{Cause: stall.DirectReclaim, TsNs: 1010, DurNs: 50, PID: 1, TID: 2, Comm: "a"})
+	a.Add(&stall.Event{Cause: stall.MmapLock, TsNs: 1020, DurNs: 70, PID: 1, TID: 2, Comm: "a"})
+	a.Add(&stall.Event{Cause: stall.DirectReclaim, TsNs: 1030, DurNs: 200, PID: 5, TID: 6, Comm: "b"})
+	a.Add(&stall.Event{Cause: stall.NUMATaskMove, TsNs: 1040, PID: 5, TID: 6, Comm: "b"})
 	ws := a.CloseAll(1100)
 	if len(ws) != 2 {
 		t.Fatalf("%d windows", len(ws))
@@ -340,7 +340,7 @@ func TestWindowLine(t *testing.T) {
 func TestWindowLineLimitsThreads(t *testing.T) {
 	a := aggregate.New(0, 100)
 	for tid := uint32(1); tid <= WindowThreads+5; tid++ {
-		a.Add(stall.Event{Cause: stall.DirectReclaim, TsNs: 1, DurNs: uint64(tid), PID: 1, TID: tid})
+		a.Add(&stall.Event{Cause: stall.DirectReclaim, TsNs: 1, DurNs: uint64(tid), PID: 1, TID: tid})
 	}
 	l := WindowLine(a.CloseAll(1)[0]).(windowLine)
 	if len(l.Threads) != WindowThreads {
@@ -377,7 +377,7 @@ func testReport() *Report {
 	t2 := snap.Thread(100, 101, "db-io")
 	t2.Migrations = 1
 	a := aggregate.New(0, 1)
-	a.Add(stall.Event{Kind: stall.KindExit, TID: 101, PID: 100, Comm: "db-io"})
+	a.Add(&stall.Event{Kind: stall.KindExit, TID: 101, PID: 100, Comm: "db-io"})
 	return &Report{
 		Target: "pid 100 (db)", Kernel: "6.8.0-test", DurationNs: 5_000_000_000,
 		Probes: []stall.ProbeStatus{{Name: "reclaim", Attached: true}, {Name: "numa", Attached: false, Error: "no tracepoint"},

@@ -111,7 +111,7 @@ func richReport() *Report {
 	idle.Migrations, idle.CrossNodeMigrations = 3, 1
 
 	a := aggregate.New(0, 1e9)
-	a.Add(stall.Event{Kind: stall.KindExit, PID: 100, TID: 104, Comm: "pg-writer"})
+	a.Add(&stall.Event{Kind: stall.KindExit, PID: 100, TID: 104, Comm: "pg-writer"})
 	return &Report{
 		Target: "cgroup /sys/fs/cgroup/db.slice", Kernel: "6.8.0-45-generic", DurationNs: 10_000_400_000,
 		Probes: []stall.ProbeStatus{{Name: "reclaim", Attached: true}, {Name: "compaction", Attached: true},

@@ -187,6 +187,14 @@ func newBlockDecoder(raw []byte) *blockDecoder {
 	return &blockDecoder{buf: raw, threads: map[uint32]threadInfo{}, strings: map[uint64]string{}}
 }
 
+// reset readies d for another block, keeping its tables' room: the next
+// block declares much the same threads again.
+func (d *blockDecoder) reset(raw []byte) {
+	d.buf, d.lastTs = raw, [2]uint64{}
+	clear(d.threads)
+	clear(d.strings)
+}
+
 // next returns the next record's type and body, or io.EOF-like done=true.
 func (d *blockDecoder) next() (typ byte, body []byte, done bool, err error) {
 	if len(d.buf) == 0 {
@@ -208,6 +216,11 @@ type uvarints struct {
 }
 
 func (u *uvarints) next() uint64 {
+	if len(u.b) > 0 && u.b[0] < 0x80 { // most fields fit in one byte
+		v := u.b[0]
+		u.b = u.b[1:]
+		return uint64(v)
+	}
 	if u.err != nil {
 		return 0
 	}
@@ -279,52 +292,56 @@ func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error 
 	ev.TID = uint32(u.next())
 	ev.CPU = uint32(u.next())
 	mask := u.next()
-	get := func(bit uint64) (uint64, bool) {
-		if mask&bit == 0 {
-			return 0, false
-		}
-		return u.next(), true
+	// Each optional field, in mask order; spelt out, not looped: replay
+	// decodes millions of events.
+	if mask&fOrder != 0 {
+		ev.Order = int32(unzigzag(u.next()))
 	}
-	if v, ok := get(fOrder); ok {
-		ev.Order = int32(unzigzag(v))
+	if mask&fGFP != 0 {
+		ev.GFP = uint32(u.next())
 	}
-	if v, ok := get(fGFP); ok {
-		ev.GFP = uint32(v)
+	if mask&fPages != 0 {
+		ev.Pages = u.next()
 	}
-	if v, ok := get(fPages); ok {
-		ev.Pages = v
+	if mask&fCgroup != 0 {
+		ev.CgroupID = u.next()
 	}
-	if v, ok := get(fCgroup); ok {
-		ev.CgroupID = v
+	if mask&fNode != 0 {
+		ev.Node = int32(unzigzag(u.next()))
 	}
-	for _, f := range []struct {
-		bit uint64
-		dst *int32
-	}{{fNode, &ev.Node}, {fDstNode, &ev.DstNode}, {fSrcCPU, &ev.SrcCPU}, {fDstCPU, &ev.DstCPU}} {
-		if v, ok := get(f.bit); ok {
-			*f.dst = int32(unzigzag(v))
-		}
+	if mask&fDstNode != 0 {
+		ev.DstNode = int32(unzigzag(u.next()))
 	}
-	for _, f := range []struct {
-		bit uint64
-		dst *string
-	}{{fReason, &ev.Reason}, {fMode, &ev.Mode}, {fStatus, &ev.Status}} {
-		if v, ok := get(f.bit); ok {
+	if mask&fSrcCPU != 0 {
+		ev.SrcCPU = int32(unzigzag(u.next()))
+	}
+	if mask&fDstCPU != 0 {
+		ev.DstCPU = int32(unzigzag(u.next()))
+	}
+	if mask&(fReason|fMode|fStatus) != 0 {
+		for _, f := range []struct {
+			bit uint64
+			dst *string
+		}{{fReason, &ev.Reason}, {fMode, &ev.Mode}, {fStatus, &ev.Status}} {
+			if mask&f.bit == 0 {
+				continue
+			}
+			v := u.next()
 			s, known := d.strings[v]
-			if !known {
+			if !known && u.err == nil {
 				return fmt.Errorf("%w: unknown string %d", errCorrupt, v)
 			}
 			*f.dst = s
 		}
 	}
-	if v, ok := get(fOtherTID); ok {
-		ev.OtherTID = uint32(v)
+	if mask&fOtherTID != 0 {
+		ev.OtherTID = uint32(u.next())
 	}
-	if v, ok := get(fPass); ok {
-		ev.Pass = uint32(v)
+	if mask&fPass != 0 {
+		ev.Pass = uint32(u.next())
 	}
-	if v, ok := get(fAttempt); ok {
-		ev.AttemptNs = v
+	if mask&fAttempt != 0 {
+		ev.AttemptNs = u.next()
 	}
 	if u.err != nil {
 		return u.err
@@ -339,9 +356,10 @@ func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error 
 		return fmt.Errorf("%w: event for unknown thread %d", errCorrupt, ev.TID)
 	}
 	ev.PID, ev.Comm = t.pid, t.comm
-	on := func(bit uint64) bool { return flags&bit != 0 }
-	ev.SoftLimit, ev.Write, ev.Acquired = on(flSoftLimit), on(flWrite), on(flAcquired)
-	ev.Swap, ev.Stick, ev.GroupDead, ev.Nested = on(flSwap), on(flStick), on(flGroupDead), on(flNested)
+	if flags != 0 {
+		ev.SoftLimit, ev.Write, ev.Acquired = flags&flSoftLimit != 0, flags&flWrite != 0, flags&flAcquired != 0
+		ev.Swap, ev.Stick, ev.GroupDead, ev.Nested = flags&flSwap != 0, flags&flStick != 0, flags&flGroupDead != 0, flags&flNested != 0
+	}
 	return nil
 }
 

@@ -24,20 +24,22 @@ func TestSnapshotsKeepTheirFormat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var cur *blockDecoder
 		for {
-			if r.cur == nil {
-				if err := r.nextBlock(); err == io.EOF {
+			if cur == nil {
+				var err error
+				if cur, err = nextBlock(r); err == io.EOF {
 					break
 				} else if err != nil {
 					t.Fatal(err)
 				}
 			}
-			typ, body, done, err := r.cur.next()
+			typ, body, done, err := cur.next()
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
 			if done {
-				r.cur = nil
+				cur = nil
 				continue
 			}
 			if typ != recSnapshot {

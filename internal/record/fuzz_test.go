@@ -62,14 +62,14 @@ func FuzzBlock(f *testing.F) {
 	f.Add(append([]byte(nil), e.buf...))
 	f.Add([]byte{recEvent, 3, 0x13, 0, 0})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		r := &Reader{cur: newBlockDecoder(raw)}
+		d := newBlockDecoder(raw)
 		for i := 0; i <= len(raw); i++ {
-			typ, body, done, err := r.cur.next()
+			typ, body, done, err := d.next()
 			if done || err != nil {
 				return
 			}
 			var it Item
-			r.decode(typ, body, &it)
+			d.decode(typ, body, &it)
 		}
 		t.Fatal("more records than bytes")
 	})

@@ -52,15 +52,18 @@ type Reader struct {
 	header   Header
 	off      int64 // bytes consumed
 	zdec     *zstd.Decoder
-	cur      *blockDecoder
-	curWant  uint32 // records the block header promises
-	curGot   uint32
-	raw      []byte
+	scratch  blockScratch // the sequential reader's buffers
 	blocks   int
 	warnings []string
 	cut      bool
 	newer    int    // events of a newer kind or cause, skipped
 	pending  []byte // bytes read ahead by a resync, served before r.r
+
+	// The items of the block being served, decoded whole.
+	items []Item
+	pos   int
+	par   *pipeline // blocks decoded ahead on other cores (Parallel)
+	done  bool      // the last block was served
 }
 
 func (r *Reader) Read(p []byte) (int, error) {
@@ -163,8 +166,12 @@ func (r *Reader) Truncated() bool { return r.cut }
 // Blocks is the number of complete blocks read.
 func (r *Reader) Blocks() int { return r.blocks }
 
-// Close releases the file.
+// Close stops any decoding ahead and releases the file.
 func (r *Reader) Close() error {
+	if r.par != nil {
+		r.par.stop()
+		r.par = nil
+	}
 	if r.closer != nil {
 		return r.closer.Close()
 	}
@@ -185,50 +192,74 @@ func (r *Reader) Next() (Item, error) {
 }
 
 // NextInto reads the next item into it, or returns io.EOF at the end of
-// the file. An event overwrites it.Event in place: replaying millions of
-// events then copies none of them.
+// the file.
 func (r *Reader) NextInto(it *Item) error {
-	for {
-		if r.cur == nil {
-			if err := r.nextBlock(); err != nil {
-				return err
-			}
+	p, err := r.NextRef()
+	if err == nil {
+		*it = *p
+	}
+	return err
+}
+
+// NextRef returns the next item, or io.EOF at the end of the file. The
+// item is the reader's and valid until the next call: replaying millions
+// of events then copies none of them.
+func (r *Reader) NextRef() (*Item, error) {
+	for r.pos >= len(r.items) {
+		if r.done {
+			return nil, io.EOF
 		}
-		typ, body, done, err := r.cur.next()
-		if done {
-			if r.curGot != r.curWant {
-				r.warn("block %d holds %d records, its header says %d", r.blocks, r.curGot, r.curWant)
-			}
-			r.cur = nil
-			continue
+		r.serve(r.nextDecoded())
+	}
+	r.pos++
+	return &r.items[r.pos-1], nil
+}
+
+// nextDecoded returns the next block decoded: from the pipeline, or read
+// and decoded here.
+func (r *Reader) nextDecoded() *decodedBlock {
+	if r.par != nil {
+		return r.par.next()
+	}
+	var db decodedBlock
+	r.scratch.decodeBlock(r.zdec, r.readBlock(), r.items[:0], &db)
+	return &db
+}
+
+// serve takes a decoded block's warnings, in file order, and its items.
+func (r *Reader) serve(db *decodedBlock) {
+	for _, w := range db.job.warns {
+		r.warn("%s", w)
+	}
+	if r.par != nil && r.items != nil {
+		r.par.recycle(r.items)
+	}
+	r.items, r.pos = db.items, 0
+	switch {
+	case db.job.end:
+		if db.job.cutAt > 0 {
+			r.cut = true
+			r.warn("recording cut short at byte %d (inside a block); %d complete blocks read", db.job.cutAt, r.blocks)
 		}
-		r.curGot++
-		if err != nil {
-			r.warn("block %d: %v; rest of the block skipped", r.blocks, err)
-			r.cur = nil
-			continue
+		r.done = true
+		return
+	case db.skip != "":
+		r.warn("%s", db.skip)
+		return
+	}
+	r.blocks++
+	for _, n := range db.notes {
+		if !n.newer || r.newer == 0 {
+			r.warn("block %d%s", r.blocks, n.msg)
 		}
-		ok, err := r.decode(typ, body, it)
-		if errors.Is(err, errNewerEvent) {
-			if r.newer == 0 {
-				r.warn("block %d: %v; such events are skipped (a newer numatrace reads them)", r.blocks, err)
-			}
-			r.newer++
-			continue
-		}
-		if err != nil {
-			r.warn("block %d: %v; rest of the block skipped", r.blocks, err)
-			r.cur = nil
-			continue
-		}
-		if ok {
-			return nil
+		if n.newer {
+			r.newer += n.count
 		}
 	}
 }
 
 // decode decodes one record into it; ok says whether it is an item.
-func (r *Reader) decode(typ byte, body []byte, it *Item) (ok bool, err error) {
+func (d *blockDecoder) decode(typ byte, body []byte, it *Item) (ok bool, err error) {
 	set := func(v Item, err error) (bool, error) {
 		if err == nil {
 			*it = v
@@ -237,15 +268,15 @@ func (r *Reader) decode(typ byte, body []byte, it *Item) (ok bool, err error) {
 	}
 	switch typ {
 	case recThread:
-		return false, r.cur.thread(body)
+		return false, d.thread(body)
 	case recString:
-		return false, r.cur.str(body)
+		return false, d.str(body)
 	case recEvent, recLaterEvent:
 		chain := 0
 		if typ == recLaterEvent {
 			chain = 1
 		}
-		if err := r.cur.eventInto(body, chain, &it.Event); err != nil {
+		if err := d.eventInto(body, chain, &it.Event); err != nil {
 			return false, err
 		}
 		it.Kind, it.Snapshot, it.Procfs, it.Lost, it.End, it.Latency = ItemEvent, nil, nil, Lost{}, nil, nil
@@ -260,7 +291,7 @@ func (r *Reader) decode(typ byte, body []byte, it *Item) (ok bool, err error) {
 		p, err := decodeJSON[Procfs](body, "procfs")
 		return set(Item{Kind: ItemProcfs, Procfs: p}, err)
 	case recLost:
-		l, err := r.cur.lost(body)
+		l, err := d.lost(body)
 		return set(Item{Kind: ItemLost, Lost: l}, err)
 	case recLatency:
 		st, err := decodeJSON[latency.Stats](body, "latency")
@@ -281,54 +312,46 @@ func decodeJSON[T any](body []byte, what string) (*T, error) {
 	return v, nil
 }
 
-// nextBlock reads, checks and decompresses the next block.
-func (r *Reader) nextBlock() error {
+// readBlock reads the next block and checks it, without decompressing
+// it; damage skipped on the way is in its warns. At the end of the file it
+// returns a job with end set.
+func (r *Reader) readBlock() *blockJob {
+	j := &blockJob{}
 	for {
 		var hb [blockHeaderSize]byte
 		n, err := r.readFull(hb[:])
 		if err == io.EOF {
-			return io.EOF
+			j.end = true
+			return j
 		}
 		if err != nil {
-			r.cutAt(n)
-			return io.EOF
+			j.end, j.cutAt = true, r.off+int64(n)
+			return j
 		}
 		start := r.off
 		h, ok := parseBlockHeader(hb[:])
 		if !ok || h.Compressed > maxBlockCompressed || h.Raw > maxBlockRaw {
-			r.warn("damaged block header at byte %d; looking for the next block", start)
+			j.warns = append(j.warns, fmt.Sprintf("damaged block header at byte %d; looking for the next block", start))
 			if err := r.resync(hb[1:]); err != nil {
-				return err
+				j.end = true
+				return j
 			}
 			continue
 		}
 		payload := make([]byte, h.Compressed)
 		m, err := r.readFull(payload)
 		if err != nil {
-			r.cutAt(blockHeaderSize + m)
-			return io.EOF
+			j.end, j.cutAt = true, r.off+int64(blockHeaderSize+m)
+			return j
 		}
 		r.off += int64(blockHeaderSize) + int64(h.Compressed)
 		if checksum(payload) != h.CRC {
-			r.warn("block at byte %d fails its checksum; skipped", start)
+			j.warns = append(j.warns, fmt.Sprintf("block at byte %d fails its checksum; skipped", start))
 			continue
 		}
-		raw, err := r.zdec.DecodeAll(payload, r.raw[:0])
-		if err != nil || len(raw) != int(h.Raw) {
-			r.warn("block at byte %d does not decompress; skipped", start)
-			continue
-		}
-		r.raw = raw
-		r.blocks++
-		r.cur = newBlockDecoder(raw)
-		r.curWant, r.curGot = h.Records, 0
-		return nil
+		j.start, j.h, j.payload = start, h, payload
+		return j
 	}
-}
-
-func (r *Reader) cutAt(extra int) {
-	r.cut = true
-	r.warn("recording cut short at byte %d (inside a block); %d complete blocks read", r.off+int64(extra), r.blocks)
 }
 
 // resync scans forward for the next block magic. pending holds bytes

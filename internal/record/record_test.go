@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -265,30 +266,32 @@ func TestLaterCausesAreInvisibleToOlderReaders(t *testing.T) {
 	}
 	defer r.Close()
 	var got []stall.Event
+	var cur *blockDecoder
 	for {
-		if r.cur == nil {
-			if err := r.nextBlock(); err == io.EOF {
+		if cur == nil {
+			var err error
+			if cur, err = nextBlock(r); err == io.EOF {
 				break
 			} else if err != nil {
 				t.Fatal(err)
 			}
 		}
-		typ, body, done, err := r.cur.next()
+		typ, body, done, err := cur.next()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if done {
-			r.cur = nil
+			cur = nil
 			continue
 		}
 		switch typ {
 		case recThread:
-			err = r.cur.thread(body)
+			err = cur.thread(body)
 		case recString:
-			err = r.cur.str(body)
+			err = cur.str(body)
 		case recEvent:
 			var ev stall.Event
-			ev, err = r.cur.event(body, 0)
+			ev, err = cur.event(body, 0)
 			got = append(got, ev)
 		}
 		if err != nil {
@@ -450,5 +453,96 @@ func TestDropsAreCounted(t *testing.T) {
 	typ, body, _, _ := dec.next()
 	if l, err := dec.lost(body); typ != recLost || err != nil || l.Dropped != 200 {
 		t.Fatalf("lost record %+v %v: want the recorder's 200 drops", l, err)
+	}
+}
+
+// Decoding blocks ahead on several goroutines reads what reading in
+// sequence reads: the same items in the same order, the same warnings in
+// the same order, on whole files and on damaged and cut ones.
+func TestParallelReadsWhatSequentialReads(t *testing.T) {
+	w := writeRecording(t, 30000, 11)
+	full, _ := os.ReadFile(w.path)
+	if len(w.blocks) < 6 {
+		t.Fatalf("only %d blocks: the test needs several", len(w.blocks))
+	}
+	damaged := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), full...)) }
+	files := map[string][]byte{
+		"whole": full,
+		"payload": damaged(func(b []byte) []byte {
+			b[w.blocks[2]+blockHeaderSize+7] ^= 0xff
+			return b
+		}),
+		"header": damaged(func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[w.blocks[1]+4:], 0xffffffff)
+			return b
+		}),
+		"cut":         full[:w.blocks[4]+30],
+		"at boundary": full[:w.blocks[3]],
+	}
+	type outcome struct {
+		Items    []Item
+		Warnings []string
+		Blocks   int
+		Cut      bool
+		Newer    int
+	}
+	read := func(b []byte, workers int) outcome {
+		r, err := NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		r.Parallel(workers)
+		if workers > 1 && r.par == nil {
+			t.Fatal("Parallel did not start its workers")
+		}
+		var o outcome
+		for {
+			it, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Items = append(o.Items, it)
+		}
+		o.Warnings, o.Blocks, o.Cut, o.Newer = r.Warnings(), r.Blocks(), r.Truncated(), r.NewerSkipped()
+		return o
+	}
+	for name, b := range files {
+		seq, par := read(b, 1), read(b, 4)
+		if !reflect.DeepEqual(seq, par) {
+			t.Errorf("%s: in parallel %d items, %d blocks, warnings %q; in sequence %d items, %d blocks, warnings %q",
+				name, len(par.Items), par.Blocks, par.Warnings, len(seq.Items), seq.Blocks, seq.Warnings)
+		}
+		if name != "whole" && len(seq.Warnings) == 0 && name != "at boundary" {
+			t.Errorf("%s: no warning", name)
+		}
+	}
+}
+
+// Closing a reader part way stops its workers.
+func TestParallelCloseMidway(t *testing.T) {
+	w := writeRecording(t, 30000, 12)
+	r, err := Open(w.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Parallel(3)
+	for i := 0; i < 10; i++ {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return: a worker is stuck")
 	}
 }

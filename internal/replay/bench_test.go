@@ -49,7 +49,8 @@ func bigRecording(b *testing.B, n int) string {
 
 // BenchmarkReplay replays a large recording as fast as it can through the
 // whole pipeline: read, decompress, decode, window aggregation, summary.
-// Run it with -cpu 1 for the per-core figure (target: 10 M events/s).
+// Run it with -cpu 1 for the per-core figure (target: 10 M events/s), and
+// with -cpu N for N cores: blocks are then decoded ahead in parallel.
 func BenchmarkReplay(b *testing.B) {
 	const n = 2_000_000
 	path := bigRecording(b, n)

@@ -30,12 +30,16 @@ type Options struct {
 	// snapshots and procfs readings in order with the events.
 	OnSnapshot func(record.Snapshot)
 	OnProcfs   func(record.Procfs)
+	// Workers decode blocks ahead of the engine: 0 is one per CPU, 1
+	// decodes in line.
+	Workers int
 }
 
 // Run replays r and returns the report the live run printed. A recording
 // cut short still replays every complete block; the report's note says so.
 func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, error) {
 	f := NewFeeder(r.Header(), opt)
+	r.Parallel(opt.Workers)
 	pace := pacer{speed: opt.Speed, started: time.Now()}
 	if err := f.ReadAll(ctx, r, pace.wait); err != nil {
 		return nil, err
@@ -46,9 +50,8 @@ func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, er
 // ReadAll feeds every item r holds, waiting on pace (if set) before each
 // event; it stops early when ctx ends.
 func (f *Feeder) ReadAll(ctx context.Context, r *record.Reader, pace func(context.Context, uint64) error) error {
-	var it record.Item // one item, decoded into again and again
 	for {
-		err := r.NextInto(&it)
+		it, err := r.NextRef()
 		if err == io.EOF {
 			return nil
 		}
@@ -62,7 +65,7 @@ func (f *Feeder) ReadAll(ctx context.Context, r *record.Reader, pace func(contex
 		} else if err := ctx.Err(); err != nil {
 			return err
 		}
-		f.Item(&it)
+		f.Item(it)
 	}
 }
 
@@ -137,7 +140,7 @@ func (f *Feeder) event(ev *stall.Event) {
 	if f.firstEvNs == 0 || ev.TsNs < f.firstEvNs {
 		f.firstEvNs = ev.TsNs
 	}
-	f.eng.Event(*ev)
+	f.eng.EventRef(ev)
 	if f.final == nil {
 		f.rebuild(ev)
 	}

@@ -57,6 +57,7 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 		OnSnapshot: func(s record.Snapshot) { c.items = append(c.items, item{snap: s.Data}) },
 		OnProcfs:   func(p record.Procfs) { c.items = append(c.items, item{procfs: &p}) },
 	})
+	r.Parallel(0)
 	if err := f.ReadAll(ctx, r, nil); err != nil {
 		return nil, err
 	}

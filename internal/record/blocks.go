@@ -1,0 +1,204 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// blockJob is one block as read from the file, still compressed, with
+// the damage found before it.
+type blockJob struct {
+	start   int64 // byte offset of its header
+	h       blockHeader
+	payload []byte
+	warns   []string // damage skipped before it, in file order
+	end     bool     // no block: the file ended after warns
+	cutAt   int64    // with end: the file ends inside a block at this byte
+}
+
+// decodedBlock is a job decompressed and decoded whole.
+type decodedBlock struct {
+	job   *blockJob
+	skip  string // why the block was skipped, when it was
+	items []Item
+	notes []blockNote
+}
+
+// blockNote is damage inside a block, said once the block's number is
+// known: "block N" + msg.
+type blockNote struct {
+	msg   string
+	newer bool // events of a newer version: count of them
+	count int
+}
+
+// blockScratch is what decoding one block after another reuses.
+type blockScratch struct {
+	raw []byte
+	dec *blockDecoder
+}
+
+// decodeBlock decompresses j and decodes its records into items,
+// appending to the slice given.
+func (sc *blockScratch) decodeBlock(zdec *zstd.Decoder, j *blockJob, items []Item, db *decodedBlock) {
+	db.job, db.items = j, items
+	if j.end {
+		return
+	}
+	raw, err := zdec.DecodeAll(j.payload, sc.raw[:0])
+	sc.raw = raw
+	if err != nil || len(raw) != int(j.h.Raw) {
+		db.skip = fmt.Sprintf("block at byte %d does not decompress; skipped", j.start)
+		return
+	}
+	if sc.dec == nil {
+		sc.dec = newBlockDecoder(raw)
+	} else {
+		sc.dec.reset(raw)
+	}
+	d := sc.dec
+	var got uint32
+	newer := -1 // index of the newer-events note
+	for {
+		typ, body, done, err := d.next()
+		if done {
+			if got != j.h.Records {
+				db.notes = append(db.notes, blockNote{msg: fmt.Sprintf(" holds %d records, its header says %d", got, j.h.Records)})
+			}
+			return
+		}
+		got++
+		if err != nil {
+			db.notes = append(db.notes, blockNote{msg: fmt.Sprintf(": %v; rest of the block skipped", err)})
+			return
+		}
+		if len(db.items) == cap(db.items) {
+			db.items = append(db.items, Item{})[:len(db.items)]
+		}
+		it := &db.items[:len(db.items)+1][len(db.items)]
+		ok, err := d.decode(typ, body, it)
+		if errors.Is(err, errNewerEvent) {
+			if newer < 0 {
+				newer = len(db.notes)
+				db.notes = append(db.notes, blockNote{newer: true,
+					msg: fmt.Sprintf(": %v; such events are skipped (a newer numatrace reads them)", err)})
+			}
+			db.notes[newer].count++
+			continue
+		}
+		if err != nil {
+			db.notes = append(db.notes, blockNote{msg: fmt.Sprintf(": %v; rest of the block skipped", err)})
+			return
+		}
+		if ok {
+			db.items = db.items[:len(db.items)+1]
+		}
+	}
+}
+
+// Parallel decodes blocks ahead on up to workers goroutines (0: one per
+// CPU), while the caller takes items in order. Blocks stand alone, so
+// each is decompressed and decoded on its own; what the reader returns,
+// and its warnings, are the same as reading in sequence. Call it before
+// the first Next; Close stops the workers.
+func (r *Reader) Parallel(workers int) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if workers < 2 || r.par != nil || r.done || len(r.items) > 0 {
+		return
+	}
+	r.par = startPipeline(r, workers)
+}
+
+// pipeline reads blocks in one goroutine, decodes them in workers, and
+// hands them back in file order.
+type pipeline struct {
+	order chan chan *decodedBlock // one result channel per block, in file order
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	free  sync.Pool // item slices the reader is done with
+}
+
+func startPipeline(r *Reader, workers int) *pipeline {
+	p := &pipeline{order: make(chan chan *decodedBlock, 2*workers), quit: make(chan struct{})}
+	type task struct {
+		job *blockJob
+		out chan *decodedBlock
+	}
+	tasks := make(chan task, workers)
+	p.wg.Add(1 + workers)
+	go func() { // the reader: file order
+		defer p.wg.Done()
+		defer close(tasks)
+		defer close(p.order)
+		for {
+			j := r.readBlock()
+			out := make(chan *decodedBlock, 1)
+			if j.end { // no decoding: straight to the caller
+				out <- &decodedBlock{job: j}
+			} else {
+				select {
+				case tasks <- task{j, out}:
+				case <-p.quit:
+					return
+				}
+			}
+			select {
+			case p.order <- out:
+			case <-p.quit:
+				return
+			}
+			if j.end {
+				return
+			}
+		}
+	}()
+	for i := 0; i < workers; i++ {
+		go func() {
+			defer p.wg.Done()
+			var sc blockScratch
+			for t := range tasks {
+				db := &decodedBlock{}
+				sc.decodeBlock(r.zdec, t.job, p.items(), db)
+				t.out <- db
+			}
+		}()
+	}
+	return p
+}
+
+func (p *pipeline) items() []Item {
+	if s, ok := p.free.Get().(*[]Item); ok {
+		return (*s)[:0]
+	}
+	return nil
+}
+
+func (p *pipeline) recycle(items []Item) {
+	clear(items) // drop what the items point to
+	p.free.Put(&items)
+}
+
+// next returns the next block in file order.
+func (p *pipeline) next() *decodedBlock {
+	out, ok := <-p.order
+	if !ok { // stopped
+		return &decodedBlock{job: &blockJob{end: true}}
+	}
+	return <-out
+}
+
+// stop ends the goroutines and waits for them.
+func (p *pipeline) stop() {
+	close(p.quit)
+	// Unblock workers waiting to hand back a block nobody will take:
+	// their result channels hold one each, so they never block.
+	for range p.order {
+	}
+	p.wg.Wait()
+}
