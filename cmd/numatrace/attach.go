@@ -90,10 +90,11 @@ func runProbes(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("probes", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	btfPath := fs.String("btf", "", "kernel BTF file (default /sys/kernel/btf/vmlinux)")
+	via := fs.String("mmap-lock-via", "auto", "load the mmap_lock probe this way: contention, tracepoints or auto (as attach does)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	return live.Probes(*btfPath, *asJSON, stdout)
+	return exitCode(live.Probes(*btfPath, *via, *asJSON, stdout))
 }
 
 // exitCode makes the user's own mistakes exit 2.

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -446,6 +447,54 @@ func TestProbesAllAttachHere(t *testing.T) {
 		if f.Name == "task_storage" && !f.Available {
 			t.Errorf("open stalls are not in task storage here: %s", f.Detail)
 		}
+	}
+}
+
+// numatrace probes --mmap-lock-via says which hooks each way would use:
+// here (6.18) the lock's slow path by default, and the older tracepoints
+// load too when asked for. A bad value is one line and exit status 2.
+func TestProbesMmapLockVia(t *testing.T) {
+	testutil.RequireRoot(t)
+	hooks := func(via string) []string {
+		out, err := exec.Command(binary(t), "probes", "--json", "--mmap-lock-via", via).Output()
+		if err != nil {
+			t.Fatalf("--mmap-lock-via %s: %v", via, err)
+		}
+		var res struct {
+			Probes []struct {
+				Name        string   `json:"name"`
+				Attached    bool     `json:"attached"`
+				Tracepoints []string `json:"tracepoints"`
+			} `json:"probes"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.Probes {
+			if p.Name == "mmap_lock" {
+				if !p.Attached {
+					t.Errorf("--mmap-lock-via %s: mmap_lock did not attach", via)
+				}
+				return p.Tracepoints
+			}
+		}
+		t.Fatalf("--mmap-lock-via %s: no mmap_lock probe listed", via)
+		return nil
+	}
+	for via, first := range map[string]string{"auto": "contention_begin", "contention": "contention_begin",
+		"tracepoints": "mmap_lock_start_locking"} {
+		if got := hooks(via); len(got) == 0 || got[0] != first {
+			t.Errorf("--mmap-lock-via %s: hooks %v, want %s first", via, got, first)
+		}
+	}
+	cmd := exec.Command(binary(t), "probes", "--mmap-lock-via", "sideways")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 ||
+		!strings.Contains(stderr.String(), "--mmap-lock-via") {
+		t.Errorf("bad --mmap-lock-via: %v, stderr %q; want exit 2 and one line naming the flag", err, stderr.String())
 	}
 }
 

@@ -38,7 +38,7 @@ usage:
   numatrace export --format perfetto FILE -o trace.json
   numatrace doctor [--pid PID [--numastat]] [--interval D | --root DIR [--root-later DIR]] [--json]
   numatrace serve [--listen 127.0.0.1:9464] [--cgroup-limit N] [--comm NAME,...]
-  numatrace probes [--json]
+  numatrace probes [--mmap-lock-via MODE] [--json]
   numatrace version
 
 Run "numatrace <command> -h" for a command's flags.

@@ -79,10 +79,8 @@ func (t *Trace) check(command string) error {
 	if rb := t.RingBufMiB; rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
 		return badInput("%s: --ringbuf-mib must be a power of two up to 1024", command)
 	}
-	switch t.MmapLockVia {
-	case "auto", "", tracer.MmapLockContention, tracer.MmapLockTracepoints:
-	default:
-		return badInput("%s: --mmap-lock-via must be auto, contention or tracepoints", command)
+	if _, err := parseMmapLockVia(command, t.MmapLockVia); err != nil {
+		return err
 	}
 	if t.Causes != "" && t.NoCauses != "" {
 		return badInput("%s: give --causes or --no-causes, not both", command)
@@ -95,10 +93,19 @@ func (t *Trace) check(command string) error {
 
 // mmapLockVia is the tracer's spelling of --mmap-lock-via.
 func (t *Trace) mmapLockVia() string {
-	if t.MmapLockVia == "auto" {
-		return tracer.MmapLockAuto
+	via, _ := parseMmapLockVia("", t.MmapLockVia) // checked by check
+	return via
+}
+
+// parseMmapLockVia turns --mmap-lock-via into the tracer's spelling.
+func parseMmapLockVia(command, v string) (string, error) {
+	switch v {
+	case "auto", "":
+		return tracer.MmapLockAuto, nil
+	case tracer.MmapLockContention, tracer.MmapLockTracepoints:
+		return v, nil
 	}
-	return t.MmapLockVia
+	return "", badInput("%s: --mmap-lock-via must be auto, contention or tracepoints", command)
 }
 
 // Attach is one attach or record run.

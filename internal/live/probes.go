@@ -18,13 +18,19 @@ import (
 // a latency source attaches, and says
 // which attach on this kernel and why the others do not, with the
 // optional kernel features.
-func Probes(btfPath string, asJSON bool, stdout io.Writer) error {
+// mmapLockVia is --mmap-lock-via: whether the fallback would load is
+// then a question numatrace probes answers too.
+func Probes(btfPath, mmapLockVia string, asJSON bool, stdout io.Writer) error {
+	via, err := parseMmapLockVia("probes", mmapLockVia)
+	if err != nil {
+		return err
+	}
 	topo, err := topology.Read("/sys")
 	if err != nil {
 		return err
 	}
 	tr, err := tracer.Open(tracer.Config{Filter: tracer.FilterPIDs, FollowForks: true, RunqWait: true,
-		Topology: topo, KernelBTF: btfPath})
+		Topology: topo, KernelBTF: btfPath, MmapLockVia: via})
 	if err != nil {
 		return err
 	}
