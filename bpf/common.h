@@ -96,9 +96,9 @@ struct pending {
 
 /*
  * Open stalls live in the thread's own task storage where the kernel has
- * it for tracing programs (5.12+): one lookup in the task, no insert or
- * delete per stall, and nothing left behind when a thread dies mid-stall.
- * A slot is open while its start_ns is not zero.
+ * it for tracing programs (5.12+): a lookup in the task instead of a hash
+ * insert, lookup and delete per stall, and nothing left behind when a
+ * thread dies mid-stall. A slot is open while its start_ns is not zero.
  */
 const volatile __u32 cfg_task_storage = 0;
 
@@ -389,24 +389,28 @@ static __always_inline void pending_drop(__u32 tid, __u32 slot)
 	bpf_map_delete_elem(&pendings, &key);
 }
 
-/* Opens a stall of the current thread in slot; a full map counts a loss. */
-static __always_inline void pending_start(__u32 tid, __u32 slot, struct pending *p)
+/*
+ * Opens a stall of the current thread in slot. traced: the thread passes
+ * the filter, so a stall that cannot be opened (no memory for its slots,
+ * or a full hash) is a lost event; compaction also notes untraced threads'
+ * attempts, whose loss is nobody's.
+ */
+static __always_inline void pending_start(__u32 tid, __u32 slot, struct pending *p, bool traced)
 {
 	if (slot >= SLOT_MAX)
 		return;
 	if (cfg_task_storage) {
 		struct task_pendings *tp = task_slots(true);
 
-		if (!tp) {
-			counter_add(COUNTER_LOST_EVENTS, 1); /* no memory for the thread's slots */
-			return;
-		}
-		tp->slot[slot] = *p;
+		if (tp)
+			tp->slot[slot] = *p;
+		else if (traced)
+			counter_add(COUNTER_LOST_EVENTS, 1);
 		return;
 	}
 	struct pending_key key = { .tid = tid, .slot = slot };
 
-	if (bpf_map_update_elem(&pendings, &key, p, BPF_ANY))
+	if (bpf_map_update_elem(&pendings, &key, p, BPF_ANY) && traced)
 		counter_add(COUNTER_LOST_EVENTS, 1);
 }
 
@@ -418,8 +422,44 @@ static __always_inline bool pending_take(__u32 tid, __u32 slot, struct pending *
 	if (!p)
 		return false;
 	*out = *p;
-	pending_drop(tid, slot);
+	if (cfg_task_storage)
+		p->start_ns = 0; /* closed, through the pointer already at hand */
+	else
+		pending_drop(tid, slot);
 	return true;
+}
+
+/* Forgets every open stall of a thread that exits: in the hash they would
+ * stay until the map is full (task storage goes with the thread). */
+static __always_inline void pendings_forget(__u32 tid)
+{
+	if (cfg_task_storage)
+		return;
+#pragma unroll
+	for (__u32 slot = 0; slot < SLOT_MAX; slot++)
+		pending_drop(tid, slot);
+}
+
+/* Whether the current thread has a stall open in any slot of mask
+ * (1 << slot each): one lookup in task storage for them all. */
+static __always_inline bool any_open(__u32 tid, __u32 mask)
+{
+	if (cfg_task_storage) {
+		struct task_pendings *tp = task_slots(false);
+
+		if (!tp)
+			return false;
+#pragma unroll
+		for (__u32 slot = 0; slot < SLOT_MAX; slot++)
+			if ((mask & (1u << slot)) && tp->slot[slot].start_ns)
+				return true;
+		return false;
+	}
+#pragma unroll
+	for (__u32 slot = 0; slot < SLOT_MAX; slot++)
+		if ((mask & (1u << slot)) && pending_get(tid, slot))
+			return true;
+	return false;
 }
 
 /*

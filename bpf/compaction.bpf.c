@@ -42,7 +42,7 @@ int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
 		.node = -1,
 		.wanted = want,
 	};
-	pending_start(tid, SLOT_COMPACT_ATTEMPT, &p);
+	pending_start(tid, SLOT_COMPACT_ATTEMPT, &p, want);
 	return 0;
 }
 
@@ -56,7 +56,7 @@ int compact_pass_begin(struct bpf_raw_tracepoint_args *ctx)
 
 	if (attempt && now - attempt->mark_ns > ATTEMPT_GAP_NS)
 		pending_drop(tid, SLOT_COMPACT_ATTEMPT); /* an earlier allocation's */
-	pending_start(tid, SLOT_COMPACT_PASS, &p);
+	pending_start(tid, SLOT_COMPACT_PASS, &p, false);
 	return 0;
 }
 

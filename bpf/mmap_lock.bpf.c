@@ -20,7 +20,7 @@ int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	struct pending p = { .start_ns = now, .node = -1 };
 
-	pending_start(tid, SLOT_MMAP_LOCK, &p);
+	pending_start(tid, SLOT_MMAP_LOCK, &p, true);
 	return 0;
 }
 
@@ -91,7 +91,7 @@ int mmap_contended(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	struct pending p = { .start_ns = now, .node = -1, .aux = (__u32)ctx->args[1] };
 
-	pending_start(tid, SLOT_MMAP_LOCK, &p);
+	pending_start(tid, SLOT_MMAP_LOCK, &p, true);
 	return 0;
 }
 

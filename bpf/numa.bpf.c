@@ -23,7 +23,7 @@ int migrate_start(struct bpf_raw_tracepoint_args *ctx)
 		.aux = ctx->args[0],
 		.node = ctx->args[1],
 	};
-	pending_start(tid, SLOT_MIGRATE, &p);
+	pending_start(tid, SLOT_MIGRATE, &p, true);
 	return 0;
 }
 
@@ -33,8 +33,8 @@ static __always_inline int migrate_end(__u64 succeeded, __s32 mode, __s32 reason
 	struct pending p;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	/* Compaction and reclaim (demotion) migrate pages inside their own stall. */
-	bool nested = is_open(tid, SLOT_COMPACT_PASS) || is_open(tid, SLOT_DIRECT_RECLAIM) ||
-		      is_open(tid, SLOT_MEMCG_RECLAIM) || is_open(tid, SLOT_NODE_RECLAIM);
+	bool nested = any_open(tid, 1u << SLOT_COMPACT_PASS | 1u << SLOT_DIRECT_RECLAIM |
+					    1u << SLOT_MEMCG_RECLAIM | 1u << SLOT_NODE_RECLAIM);
 	struct event *e = stall_close(SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p, nested, now);
 
 	if (!e)

@@ -20,7 +20,7 @@ static __always_inline int reclaim_begin(__u32 slot, __s32 order, __u32 gfp, __s
 		.gfp = gfp,
 		.node = node,
 	};
-	pending_start(tid, slot, &p);
+	pending_start(tid, slot, &p, true);
 	return 0;
 }
 
@@ -31,8 +31,8 @@ static __always_inline __u64 memcg_id_of_current(void)
 	if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
 		return 0;
 	if (cfg_task_storage) {
-		/* Kernels with task storage have the BTF task too: five plain
-		 * loads instead of five probe reads. */
+		/* Set only where bpf_get_current_task_btf loads too (the
+		 * loader probes both): five plain loads, not five probe reads. */
 		struct task_struct *bt = bpf_get_current_task_btf();
 
 		return bt->cgroups->subsys[id]->cgroup->kn->id;

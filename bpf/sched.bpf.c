@@ -96,8 +96,10 @@ SEC("raw_tp/sched_process_exit")
 int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 tgid, tid;
+	bool traced = current_wanted(&tgid, &tid);
 
-	if (!current_wanted(&tgid, &tid))
+	pendings_forget(tid); /* any thread: compaction notes every thread's attempts */
+	if (!traced)
 		return 0;
 	bpf_map_delete_elem(&runq_delay, &tid);
 	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0);

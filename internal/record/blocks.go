@@ -100,15 +100,21 @@ func (sc *blockScratch) decodeBlock(zdec *zstd.Decoder, j *blockJob, items []Ite
 	}
 }
 
+// maxWorkers bounds the decoding ahead: the shared zstd decoder runs at
+// most min(4, GOMAXPROCS) decompressions at once, and every block decoded
+// ahead holds its items (a few MB) until the caller reaches it.
+const maxWorkers = 4
+
 // Parallel decodes blocks ahead on up to workers goroutines (0: one per
-// CPU), while the caller takes items in order. Blocks stand alone, so
-// each is decompressed and decoded on its own; what the reader returns,
-// and its warnings, are the same as reading in sequence. Call it before
-// the first Next; Close stops the workers.
+// CPU, at most maxWorkers), while the caller takes items in order. Blocks
+// stand alone, so each is decompressed and decoded on its own; what the
+// reader returns, and its warnings, are the same as reading in sequence.
+// Call it before the first Next; Close stops the workers.
 func (r *Reader) Parallel(workers int) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	workers = min(workers, maxWorkers)
 	if workers < 2 || r.par != nil || r.done || len(r.items) > 0 {
 		return
 	}
@@ -125,7 +131,7 @@ type pipeline struct {
 }
 
 func startPipeline(r *Reader, workers int) *pipeline {
-	p := &pipeline{order: make(chan chan *decodedBlock, 2*workers), quit: make(chan struct{})}
+	p := &pipeline{order: make(chan chan *decodedBlock, workers), quit: make(chan struct{})}
 	type task struct {
 		job *blockJob
 		out chan *decodedBlock
@@ -137,6 +143,11 @@ func startPipeline(r *Reader, workers int) *pipeline {
 		defer close(tasks)
 		defer close(p.order)
 		for {
+			select { // a stop wins over reading on
+			case <-p.quit:
+				return
+			default:
+			}
 			j := r.readBlock()
 			out := make(chan *decodedBlock, 1)
 			if j.end { // no decoding: straight to the caller
@@ -193,12 +204,19 @@ func (p *pipeline) next() *decodedBlock {
 	return <-out
 }
 
-// stop ends the goroutines and waits for them.
-func (p *pipeline) stop() {
+// stop ends the goroutines and waits for them. closeInput, if set, runs
+// first: the reading goroutine may be blocked reading (a pipe), and only
+// closing its input ends that read.
+func (p *pipeline) stop(closeInput func() error) error {
 	close(p.quit)
-	// Unblock workers waiting to hand back a block nobody will take:
-	// their result channels hold one each, so they never block.
+	var err error
+	if closeInput != nil {
+		err = closeInput()
+	}
+	// Workers hand back into channels that hold one block each, so they
+	// never block; the reading goroutine ends at quit or at the end.
 	for range p.order {
 	}
 	p.wg.Wait()
+	return err
 }

@@ -168,12 +168,17 @@ func (r *Reader) Blocks() int { return r.blocks }
 
 // Close stops any decoding ahead and releases the file.
 func (r *Reader) Close() error {
-	if r.par != nil {
-		r.par.stop()
-		r.par = nil
-	}
+	var closeFile func() error
 	if r.closer != nil {
-		return r.closer.Close()
+		closeFile, r.closer = r.closer.Close, nil
+	}
+	if r.par != nil {
+		p := r.par
+		r.par = nil
+		return p.stop(closeFile)
+	}
+	if closeFile != nil {
+		return closeFile()
 	}
 	return nil
 }

@@ -478,6 +478,7 @@ func TestParallelReadsWhatSequentialReads(t *testing.T) {
 		}),
 		"cut":         full[:w.blocks[4]+30],
 		"at boundary": full[:w.blocks[3]],
+		"newer":       newerEvents(t),
 	}
 	type outcome struct {
 		Items    []Item
@@ -519,7 +520,39 @@ func TestParallelReadsWhatSequentialReads(t *testing.T) {
 		if name != "whole" && len(seq.Warnings) == 0 && name != "at boundary" {
 			t.Errorf("%s: no warning", name)
 		}
+		if name == "newer" && (seq.Newer != 1000 || seq.Blocks < 6) {
+			t.Errorf("newer: %d events skipped in %d blocks, want 1000 in 6 or more", seq.Newer, seq.Blocks)
+		}
 	}
+}
+
+// newerEvents is a recording of several blocks in which every third event
+// has a cause from a newer version.
+func newerEvents(t *testing.T) []byte {
+	path := filepath.Join(t.TempDir(), "newer.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(13))
+	for i := 0; i < 3000; i++ {
+		ev := randomEvent(rng, uint64(1000+i*1000))
+		if i%3 == 1 {
+			ev.Cause = stall.NumCauses + 1
+		}
+		w.Event(&ev)
+		if i%500 == 499 {
+			w.Flush()
+		}
+	}
+	if err := w.Close(End{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // Closing a reader part way stops its workers.
@@ -544,5 +577,34 @@ func TestParallelCloseMidway(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return: a worker is stuck")
+	}
+}
+
+// A reader on a pipe that goes quiet (replay /dev/stdin) still closes:
+// its reading goroutine is blocked in a read that only closing ends.
+func TestParallelCloseOnQuietPipe(t *testing.T) {
+	w := writeRecording(t, 30000, 14)
+	full, _ := os.ReadFile(w.path)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	go pw.Write(full[:w.blocks[2]]) // two blocks, then nothing
+	r, err := NewReader(pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.closer = pr
+	r.Parallel(2)
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Close() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return while the pipe was quiet")
 	}
 }

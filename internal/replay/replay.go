@@ -30,8 +30,8 @@ type Options struct {
 	// snapshots and procfs readings in order with the events.
 	OnSnapshot func(record.Snapshot)
 	OnProcfs   func(record.Procfs)
-	// Workers decode blocks ahead of the engine: 0 is one per CPU, 1
-	// decodes in line.
+	// Workers decode blocks ahead of the engine when replaying as fast
+	// as possible: 0 is one per CPU (up to 4), 1 decodes in line.
 	Workers int
 }
 
@@ -39,7 +39,9 @@ type Options struct {
 // cut short still replays every complete block; the report's note says so.
 func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, error) {
 	f := NewFeeder(r.Header(), opt)
-	r.Parallel(opt.Workers)
+	if opt.Speed == 0 { // paced, the recording's own time is the limit
+		r.Parallel(opt.Workers)
+	}
 	pace := pacer{speed: opt.Speed, started: time.Now()}
 	if err := f.ReadAll(ctx, r, pace.wait); err != nil {
 		return nil, err

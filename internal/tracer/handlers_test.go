@@ -8,6 +8,7 @@ package tracer
 // moves) still go through the exact programs the tool attaches.
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -418,9 +419,8 @@ func TestOlderKernelVariants(t *testing.T) {
 // Where open stalls are kept depends on the kernel: task storage from
 // 5.12, the pendings hash before. Every handler test again on the hash.
 func TestHandlersOnHashFallback(t *testing.T) {
-	if err := haveTaskStorage(); err != nil {
-		t.Fatalf("this kernel has task storage for tracing programs, yet: %v", err)
-	}
+	err := haveTaskStorage()
+	testutil.RequireFeature(t, err == nil, fmt.Sprintf("no task storage for tracing programs here (%v): nothing to compare the hash with", err))
 	tr := openForThread(t, lockedThread(t), nil)
 	if !tr.taskStorage || !hasFeature(tr, "task_storage", true) {
 		t.Fatal("open stalls are not in task storage on a kernel that has it")
@@ -447,6 +447,10 @@ func TestHandlersOnHashFallback(t *testing.T) {
 		{"NUMAMigration", TestNUMAMigrationHandler},
 		{"MmapLock", TestMmapLockHandler},
 		{"OlderKernelVariants", TestOlderKernelVariants},
+		{"FilterDropsOtherThreads", TestFilterDropsOtherThreads},
+		{"MinEventKeepsHistogramExact", TestMinEventKeepsHistogramExact},
+		{"NUMATaskMove", TestNUMATaskMoveHandlers},
+		{"ExitForgetsOpenStalls", exitForgetsOpenStalls},
 	} {
 		t.Run(tc.name, tc.fn)
 	}
@@ -459,4 +463,21 @@ func hasFeature(tr *Tracer, name string, available bool) bool {
 		}
 	}
 	return false
+}
+
+// On the hash, a thread that exits mid-stall leaves no entry behind (task
+// storage goes with the thread by itself).
+func exitForgetsOpenStalls(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	key := reclaimPendingKey{Tid: tid, Slot: 0} // SLOT_DIRECT_RECLAIM
+	var p reclaimPending
+	run(t, tr, "direct_reclaim_begin", 0, gfpKernel)
+	if err := tr.maps["pendings"].Lookup(&key, &p); err != nil {
+		t.Fatalf("the open stall is not in the hash: %v", err)
+	}
+	run(t, tr, "thread_exit")
+	if err := tr.maps["pendings"].Lookup(&key, &p); err == nil {
+		t.Fatal("the exited thread's open stall is still in the hash")
+	}
 }

@@ -253,6 +253,8 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	if !t.taskStorage {
 		spec.Maps["task_pendings"] = taskStorageStandIn(spec.Maps["task_pendings"])
+	} else {
+		spec.Maps["pendings"].MaxEntries = 1 // as createMaps made it
 	}
 	if err := spec.Variables["cfg_task_storage"].Set(boolU32(t.taskStorage)); err != nil {
 		return fmt.Errorf("set cfg_task_storage: %w", err)
@@ -329,6 +331,9 @@ func (t *Tracer) createMaps(cfg Config) error {
 		ms = ms.Copy()
 		if name == "task_pendings" && !t.taskStorage {
 			ms = taskStorageStandIn(ms)
+		}
+		if name == "pendings" && t.taskStorage {
+			ms.MaxEntries = 1 // never used: open stalls are in task storage
 		}
 		if name == "events" && cfg.RingBufBytes > 0 {
 			ms.MaxEntries = uint32(cfg.RingBufBytes)
