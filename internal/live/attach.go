@@ -72,7 +72,7 @@ func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (trac
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
 		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
 		RequestStalls: a.Latency.Uprobe != "" && a.RequestStalls, RunqWait: a.runqWait(tgt),
-		MmapLockVia: a.Trace.mmapLockVia(), Skip: a.Trace.skip}
+		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip}
 	switch tgt.Kind {
 	case target.Process:
 		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}

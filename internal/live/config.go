@@ -62,6 +62,7 @@ type Trace struct {
 
 	minEventNs, minStallNs [stall.NumCauses]uint64
 	skip                   map[string]bool
+	mmapLockVia            string // the tracer's spelling of MmapLockVia
 }
 
 // check validates and parses the shared flags; command names them.
@@ -79,7 +80,7 @@ func (t *Trace) check(command string) error {
 	if rb := t.RingBufMiB; rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
 		return badInput("%s: --ringbuf-mib must be a power of two up to 1024", command)
 	}
-	if _, err := parseMmapLockVia(command, t.MmapLockVia); err != nil {
+	if t.mmapLockVia, err = parseMmapLockVia(command, t.MmapLockVia); err != nil {
 		return err
 	}
 	if t.Causes != "" && t.NoCauses != "" {
@@ -89,12 +90,6 @@ func (t *Trace) check(command string) error {
 		return badInput("%s: %v", command, err)
 	}
 	return nil
-}
-
-// mmapLockVia is the tracer's spelling of --mmap-lock-via.
-func (t *Trace) mmapLockVia() string {
-	via, _ := parseMmapLockVia("", t.MmapLockVia) // checked by check
-	return via
 }
 
 // parseMmapLockVia turns --mmap-lock-via into the tracer's spelling.

@@ -42,7 +42,7 @@ func (s *Serve) Run(stderr io.Writer) error {
 	}
 	tr, err := tracer.Open(tracer.Config{MinEventNs: s.Trace.minEventNs, MinStallNs: s.Trace.minStallNs,
 		RingBufBytes: s.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: s.Trace.BTF,
-		MmapLockVia: s.Trace.mmapLockVia(), Skip: s.Trace.skip})
+		MmapLockVia: s.Trace.mmapLockVia, Skip: s.Trace.skip})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -56,11 +57,10 @@ func (sc *blockScratch) decodeBlock(zdec *zstd.Decoder, j *blockJob, items []Ite
 		return
 	}
 	if sc.dec == nil {
-		sc.dec = newBlockDecoder(raw)
-	} else {
-		sc.dec.reset(raw)
+		sc.dec = newBlockDecoder(nil)
 	}
 	d := sc.dec
+	d.reset(raw)
 	var got uint32
 	newer := -1 // index of the newer-events note
 	for {
@@ -76,9 +76,8 @@ func (sc *blockScratch) decodeBlock(zdec *zstd.Decoder, j *blockJob, items []Ite
 			db.notes = append(db.notes, blockNote{msg: fmt.Sprintf(": %v; rest of the block skipped", err)})
 			return
 		}
-		if len(db.items) == cap(db.items) {
-			db.items = append(db.items, Item{})[:len(db.items)]
-		}
+		// Decoded in place, in the slot past the end: kept only if ok.
+		db.items = slices.Grow(db.items, 1)
 		it := &db.items[:len(db.items)+1][len(db.items)]
 		ok, err := d.decode(typ, body, it)
 		if errors.Is(err, errNewerEvent) {
@@ -148,16 +147,12 @@ func startPipeline(r *Reader, workers int) *pipeline {
 				return
 			default:
 			}
-			j := r.readBlock()
+			j := r.readBlock() // the end too: decoding it is a no-op
 			out := make(chan *decodedBlock, 1)
-			if j.end { // no decoding: straight to the caller
-				out <- &decodedBlock{job: j}
-			} else {
-				select {
-				case tasks <- task{j, out}:
-				case <-p.quit:
-					return
-				}
+			select {
+			case tasks <- task{j, out}:
+			case <-p.quit:
+				return
 			}
 			select {
 			case p.order <- out:

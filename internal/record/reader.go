@@ -191,19 +191,11 @@ func (r *Reader) warn(format string, a ...any) {
 
 // Next returns the next item, or io.EOF at the end of the file.
 func (r *Reader) Next() (Item, error) {
-	var it Item
-	err := r.NextInto(&it)
-	return it, err
-}
-
-// NextInto reads the next item into it, or returns io.EOF at the end of
-// the file.
-func (r *Reader) NextInto(it *Item) error {
-	p, err := r.NextRef()
-	if err == nil {
-		*it = *p
+	it, err := r.NextRef()
+	if err != nil {
+		return Item{}, err
 	}
-	return err
+	return *it, nil
 }
 
 // NextRef returns the next item, or io.EOF at the end of the file. The

@@ -25,17 +25,6 @@ func haveTaskStorage() error {
 	return nil
 }
 
-// taskStorageStandIn is what the objects get for task_pendings where the
-// kernel has no task storage: a one-entry hash the verifier never sees
-// used, as cfg_task_storage = 0 leaves every use of it dead code.
-func taskStorageStandIn(ms *ebpf.MapSpec) *ebpf.MapSpec {
-	ms = ms.Copy()
-	ms.Type = ebpf.Hash
-	ms.Flags = 0
-	ms.MaxEntries = 1
-	return ms
-}
-
 func boolU32(b bool) uint32 {
 	if b {
 		return 1

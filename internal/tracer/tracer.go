@@ -248,29 +248,35 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	return nil
 }
 
-// configure readies an object for the maps createMaps made: where open
-// stalls are kept, then configure's constants.
-func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
-	if !t.taskStorage {
-		spec.Maps["task_pendings"] = taskStorageStandIn(spec.Maps["task_pendings"])
-	} else {
-		spec.Maps["pendings"].MaxEntries = 1 // as createMaps made it
+// sharedMap is shared map name's spec as this tracer makes it: createMaps
+// creates it so, and configure reshapes every object's copy the same way,
+// as a replacement must match its spec.
+func (t *Tracer) sharedMap(name string, ms *ebpf.MapSpec) *ebpf.MapSpec {
+	ms = ms.Copy()
+	switch {
+	case name == "task_pendings" && !t.taskStorage:
+		// A one-entry hash the verifier never sees used: cfg_task_storage
+		// = 0 leaves every use of it dead code.
+		ms.Type, ms.Flags, ms.MaxEntries = ebpf.Hash, 0, 1
+	case name == "pendings" && t.taskStorage:
+		ms.MaxEntries = 1 // never used: open stalls are in task storage
+	case name == "events" && t.cfg.RingBufBytes > 0:
+		ms.MaxEntries = uint32(t.cfg.RingBufBytes)
+	case name == "thread_stalls" && !t.cfg.RequestStalls:
+		ms.MaxEntries = 1 // never written: no request timer reads it
 	}
-	if err := spec.Variables["cfg_task_storage"].Set(boolU32(t.taskStorage)); err != nil {
-		return fmt.Errorf("set cfg_task_storage: %w", err)
-	}
-	return configure(spec, t.cfg)
+	return ms
 }
 
-// configure sets the load-time constants the verifier will see, and the
-// ring buffer size, which must match the shared map it is replaced with.
-func configure(spec *ebpf.CollectionSpec, cfg Config) error {
-	if ev, ok := spec.Maps["events"]; ok && cfg.RingBufBytes > 0 {
-		ev.MaxEntries = uint32(cfg.RingBufBytes)
+// configure readies an object for the maps createMaps made, and sets the
+// load-time constants the verifier will see.
+func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
+	for _, name := range sharedMaps {
+		if ms, ok := spec.Maps[name]; ok {
+			spec.Maps[name] = t.sharedMap(name, ms)
+		}
 	}
-	if ts, ok := spec.Maps["thread_stalls"]; ok && !cfg.RequestStalls {
-		ts.MaxEntries = 1 // as createMaps made it
-	}
+	cfg := t.cfg
 	mode := typesFilterModeFILTER_NONE
 	switch cfg.Filter {
 	case FilterPIDs:
@@ -278,23 +284,12 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	case FilterTID:
 		mode = typesFilterModeFILTER_TID
 	}
-	ring := cfg.RingBufBytes
-	if ring <= 0 {
-		ring = int(spec.Maps["events"].MaxEntries)
-	}
-	multi := uint32(0)
-	if cfg.Topology != nil && len(cfg.Topology.Nodes) > 1 {
-		multi = 1
-	}
-	stalls := uint32(0)
-	if cfg.RequestStalls {
-		stalls = 1
-	}
 	set := map[string]any{
-		"cfg_request_stalls": stalls,
-		"cfg_multi_node":     multi,
+		"cfg_task_storage":   boolU32(t.taskStorage),
+		"cfg_request_stalls": boolU32(cfg.RequestStalls),
+		"cfg_multi_node":     boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
 		"cfg_target_cgroup":  cfg.CgroupID,
-		"cfg_wakeup_bytes":   uint64(ring / 8),
+		"cfg_wakeup_bytes":   uint64(spec.Maps["events"].MaxEntries / 8),
 		"cfg_filter_mode":    uint32(mode),
 		"cfg_filter_tid":     cfg.TID,
 		"cfg_filter_tgid":    singleTgid(cfg),
@@ -328,20 +323,7 @@ func (t *Tracer) createMaps(cfg Config) error {
 		if !ok {
 			return fmt.Errorf("map %s missing from BPF object", name)
 		}
-		ms = ms.Copy()
-		if name == "task_pendings" && !t.taskStorage {
-			ms = taskStorageStandIn(ms)
-		}
-		if name == "pendings" && t.taskStorage {
-			ms.MaxEntries = 1 // never used: open stalls are in task storage
-		}
-		if name == "events" && cfg.RingBufBytes > 0 {
-			ms.MaxEntries = uint32(cfg.RingBufBytes)
-		}
-		if name == "thread_stalls" && !cfg.RequestStalls {
-			ms.MaxEntries = 1 // never written: no request timer reads it
-		}
-		m, err := ebpf.NewMap(ms)
+		m, err := ebpf.NewMap(t.sharedMap(name, ms))
 		if err != nil {
 			return wrapLoadErr(fmt.Errorf("create map %s: %w", name, err))
 		}
