@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/tidmap"
 )
 
 // Aggregator assigns events to fixed windows and remembers thread names
@@ -15,14 +16,24 @@ type Aggregator struct {
 	next     uint64 // index of the oldest window not yet closed
 	// last is the window the previous event went to: events come in
 	// time order, so most go to the same one.
-	last *Window
+	last        *Window
+	lastThreads int // how many threads the last window had
 
-	names  map[uint32]string
-	exited map[uint32]bool
+	threads tidmap.Map[threadState]
 	// LateEvents counts events that arrived after their window closed;
 	// they are folded into the oldest open window.
 	LateEvents uint64
 	Events     uint64
+}
+
+// threadState is what the aggregator knows of one thread.
+type threadState struct {
+	name   string
+	exited bool
+	// The thread's row in window win, so that its next event in the same
+	// window (most are) needs no lookup in the window.
+	win uint64
+	tw  *ThreadWindow
 }
 
 // New starts windows of windowNs at startNs (CLOCK_MONOTONIC).
@@ -34,8 +45,6 @@ func New(startNs, windowNs uint64) *Aggregator {
 		startNs:  startNs,
 		windowNs: windowNs,
 		open:     map[uint64]*Window{},
-		names:    map[uint32]string{},
-		exited:   map[uint32]bool{},
 	}
 }
 
@@ -50,10 +59,15 @@ func (a *Aggregator) window(i uint64) *Window {
 	if a.last != nil && a.last.Index == i {
 		return a.last
 	}
+	if a.last != nil {
+		a.lastThreads = len(a.last.Threads)
+	}
 	w := a.open[i]
 	if w == nil {
+		// Sized for as many threads as the last window had: windows
+		// next to each other see much the same threads.
 		w = &Window{Index: i, StartNs: a.startNs + i*a.windowNs, EndNs: a.startNs + (i+1)*a.windowNs,
-			Threads: map[uint32]*ThreadWindow{}}
+			Threads: make(map[uint32]*ThreadWindow, a.lastThreads)}
 		a.open[i] = w
 	}
 	a.last = w
@@ -63,11 +77,15 @@ func (a *Aggregator) window(i uint64) *Window {
 // Add takes one event.
 func (a *Aggregator) Add(ev *stall.Event) {
 	a.Events++
-	if ev.Comm != "" && a.names[ev.TID] != ev.Comm { // a lookup is cheaper than a store
-		a.names[ev.TID] = ev.Comm
+	st, added := a.threads.Put(ev.TID)
+	if added {
+		st.win = ^uint64(0)
+	}
+	if ev.Comm != "" && st.name != ev.Comm { // a compare is cheaper than a store
+		st.name = ev.Comm
 	}
 	if ev.Kind == stall.KindExit {
-		a.exited[ev.TID] = true
+		st.exited = true
 		return
 	}
 	i := a.index(ev.TsNs)
@@ -75,7 +93,11 @@ func (a *Aggregator) Add(ev *stall.Event) {
 		a.LateEvents++
 		i = a.next
 	}
-	a.window(i).add(ev)
+	w := a.window(i)
+	if st.win != i {
+		st.win, st.tw = i, w.thread(ev)
+	}
+	w.add(ev, st.tw)
 }
 
 // Close returns, in order, every window that ended at or before nowNs,
@@ -87,7 +109,9 @@ func (a *Aggregator) Close(nowNs uint64) []*Window {
 		if end > nowNs {
 			break
 		}
-		out = append(out, a.window(a.next))
+		w := a.window(a.next)
+		w.slab = nil
+		out = append(out, w)
 		delete(a.open, a.next)
 		a.last = nil
 		a.next++
@@ -107,6 +131,7 @@ func (a *Aggregator) CloseAll(nowNs uint64) []*Window {
 	for ; a.next <= last; a.next++ {
 		w := a.window(a.next)
 		w.Partial = w.EndNs > nowNs
+		w.slab = nil
 		out = append(out, w)
 		delete(a.open, a.next)
 		a.last = nil
@@ -115,10 +140,18 @@ func (a *Aggregator) CloseAll(nowNs uint64) []*Window {
 }
 
 // Name returns the latest name seen for tid, or "".
-func (a *Aggregator) Name(tid uint32) string { return a.names[tid] }
+func (a *Aggregator) Name(tid uint32) string {
+	if st := a.threads.Get(tid); st != nil {
+		return st.name
+	}
+	return ""
+}
 
 // Exited reports whether tid was seen exiting.
-func (a *Aggregator) Exited(tid uint32) bool { return a.exited[tid] }
+func (a *Aggregator) Exited(tid uint32) bool {
+	st := a.threads.Get(tid)
+	return st != nil && st.exited
+}
 
 // CauseSummary is one cause's exact totals and histogram percentiles.
 type CauseSummary struct {
@@ -187,10 +220,10 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
 	commTID := map[uint32]uint32{}
 	for tid, th := range snap.Threads {
-		ts := ThreadSummary{PID: th.PID, TID: tid, Comm: th.Comm, Exited: a.exited[tid],
+		ts := ThreadSummary{PID: th.PID, TID: tid, Comm: th.Comm, Exited: a.Exited(tid),
 			Stalls:     map[string]CauseSummary{},
 			Migrations: Migrations{Total: th.Migrations, CrossNode: th.CrossNodeMigrations}}
-		if n := a.names[tid]; n != "" {
+		if n := a.Name(tid); n != "" {
 			ts.Comm = n
 		}
 		ph := procHists[th.PID]

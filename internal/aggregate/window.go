@@ -57,6 +57,8 @@ type Window struct {
 	// LostEvents is how many records the kernel dropped while this window
 	// was the newest one; set by the engine.
 	LostEvents uint64
+
+	slab []ThreadWindow // rows not yet handed out
 }
 
 // TopThreads returns up to n threads by stall time, worst first.
@@ -77,14 +79,28 @@ func (w *Window) TopThreads(n int) []*ThreadWindow {
 	return out
 }
 
-func (w *Window) add(ev *stall.Event) {
-	w.Causes[ev.Cause].add(ev)
+// thread returns ev's thread's row, adding it.
+func (w *Window) thread(ev *stall.Event) *ThreadWindow {
 	t := w.Threads[ev.TID]
 	if t == nil {
-		t = &ThreadWindow{PID: ev.PID, TID: ev.TID}
+		// Rows come from a slab: one allocation for many threads.
+		if len(w.slab) == 0 {
+			w.slab = make([]ThreadWindow, min(max(len(w.Threads), 8), 256))
+		}
+		t = &w.slab[0]
+		w.slab = w.slab[1:]
+		t.PID, t.TID = ev.PID, ev.TID
 		w.Threads[ev.TID] = t
 	}
-	t.Comm = ev.Comm
+	return t
+}
+
+// add counts ev in the window and in t, its thread's row.
+func (w *Window) add(ev *stall.Event, t *ThreadWindow) {
+	w.Causes[ev.Cause].add(ev)
+	if t.Comm != ev.Comm {
+		t.Comm = ev.Comm
+	}
 	t.TotalNs += ev.FreezeNs()
 	t.ByCause[ev.Cause].add(ev)
 }

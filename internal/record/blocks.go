@@ -39,14 +39,28 @@ type blockNote struct {
 
 // blockScratch is what decoding one block after another reuses.
 type blockScratch struct {
-	raw []byte
-	dec *blockDecoder
+	payload []byte // compressed, read from the file: only the sequential reader's
+	raw     []byte
+	dec     *blockDecoder
 }
 
-// decodeBlock decompresses j and decodes its records into items,
-// appending to the slice given.
-func (sc *blockScratch) decodeBlock(zdec *zstd.Decoder, j *blockJob, items []Item, db *decodedBlock) {
-	db.job, db.items = j, items
+// blockIter decodes a decompressed block's records one at a time, so the
+// sequential reader hands each event on while it is still in cache.
+type blockIter struct {
+	d     *blockDecoder
+	want  uint32 // records, as the block header says
+	got   uint32
+	newer int // index of the newer-events note in notes, or -1
+	notes []blockNote
+	live  bool // records remain
+}
+
+// open decompresses j and readies sc's decoder for its records; when the
+// block has none to read (the end, or it does not decompress), db says
+// why and the iterator is done.
+func (sc *blockScratch) open(zdec *zstd.Decoder, j *blockJob, db *decodedBlock, it *blockIter) {
+	db.job = j
+	*it = blockIter{want: j.h.Records, newer: -1, notes: it.notes[:0]}
 	if j.end {
 		return
 	}
@@ -59,44 +73,67 @@ func (sc *blockScratch) decodeBlock(zdec *zstd.Decoder, j *blockJob, items []Ite
 	if sc.dec == nil {
 		sc.dec = newBlockDecoder(nil)
 	}
-	d := sc.dec
-	d.reset(raw)
-	var got uint32
-	newer := -1 // index of the newer-events note
-	for {
-		typ, body, done, err := d.next()
+	sc.dec.reset(raw)
+	it.d, it.live = sc.dec, true
+}
+
+// next decodes the block's next item into item; false at the block's end,
+// when notes holds the damage found in it.
+func (it *blockIter) next(item *Item) bool {
+	for it.live {
+		typ, body, done, err := it.d.next()
 		if done {
-			if got != j.h.Records {
-				db.notes = append(db.notes, blockNote{msg: fmt.Sprintf(" holds %d records, its header says %d", got, j.h.Records)})
+			if it.got != it.want {
+				it.note(fmt.Sprintf(" holds %d records, its header says %d", it.got, it.want))
 			}
-			return
+			it.live = false
+			return false
 		}
-		got++
+		it.got++
 		if err != nil {
-			db.notes = append(db.notes, blockNote{msg: fmt.Sprintf(": %v; rest of the block skipped", err)})
-			return
+			it.note(fmt.Sprintf(": %v; rest of the block skipped", err))
+			it.live = false
+			return false
 		}
-		// Decoded in place, in the slot past the end: kept only if ok.
-		db.items = slices.Grow(db.items, 1)
-		it := &db.items[:len(db.items)+1][len(db.items)]
-		ok, err := d.decode(typ, body, it)
+		ok, err := it.d.decode(typ, body, item)
 		if errors.Is(err, errNewerEvent) {
-			if newer < 0 {
-				newer = len(db.notes)
-				db.notes = append(db.notes, blockNote{newer: true,
+			if it.newer < 0 {
+				it.newer = len(it.notes)
+				it.notes = append(it.notes, blockNote{newer: true,
 					msg: fmt.Sprintf(": %v; such events are skipped (a newer numatrace reads them)", err)})
 			}
-			db.notes[newer].count++
+			it.notes[it.newer].count++
 			continue
 		}
 		if err != nil {
-			db.notes = append(db.notes, blockNote{msg: fmt.Sprintf(": %v; rest of the block skipped", err)})
-			return
+			it.note(fmt.Sprintf(": %v; rest of the block skipped", err))
+			it.live = false
+			return false
 		}
 		if ok {
-			db.items = db.items[:len(db.items)+1]
+			return true
 		}
 	}
+	return false
+}
+
+func (it *blockIter) note(msg string) { it.notes = append(it.notes, blockNote{msg: msg}) }
+
+// decodeBlock decompresses j and decodes its records into items,
+// appending to the slice given: a block decoded ahead on another core.
+func (sc *blockScratch) decodeBlock(zdec *zstd.Decoder, j *blockJob, items []Item, db *decodedBlock) {
+	var it blockIter
+	sc.open(zdec, j, db, &it)
+	db.items = items
+	for {
+		// Decoded in place, in the slot past the end: kept only if ok.
+		db.items = slices.Grow(db.items, 1)
+		if !it.next(&db.items[:len(db.items)+1][len(db.items)]) {
+			break
+		}
+		db.items = db.items[:len(db.items)+1]
+	}
+	db.notes = it.notes
 }
 
 // maxWorkers bounds the decoding ahead: the shared zstd decoder runs at
@@ -114,7 +151,7 @@ func (r *Reader) Parallel(workers int) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = min(workers, maxWorkers)
-	if workers < 2 || r.par != nil || r.done || len(r.items) > 0 {
+	if workers < 2 || r.par != nil || r.done || len(r.items) > 0 || r.iter.live {
 		return
 	}
 	r.par = startPipeline(r, workers)
@@ -147,7 +184,7 @@ func startPipeline(r *Reader, workers int) *pipeline {
 				return
 			default:
 			}
-			j := r.readBlock() // the end too: decoding it is a no-op
+			j := r.readBlockNew() // the end too: decoding it is a no-op
 			out := make(chan *decodedBlock, 1)
 			select {
 			case tasks <- task{j, out}:

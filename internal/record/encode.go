@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/tidmap"
 )
 
 // blockEncoder builds one block's records. Every block stands alone: its
@@ -170,10 +171,19 @@ func (e *blockEncoder) lost(l Lost) {
 
 // blockDecoder reads one block's records back.
 type blockDecoder struct {
-	buf     []byte
-	threads map[uint32]threadInfo
+	buf []byte
+	// threads holds every thread declared in this decoder's blocks; only
+	// those of block gen are declared in the current one. Entries outlive
+	// their block so a name declared again is not allocated again.
+	threads tidmap.Map[declared]
+	gen     uint32
 	strings map[uint64]string
 	lastTs  [2]uint64 // per timestamp chain: recEvent, recLaterEvent
+}
+
+type declared struct {
+	threadInfo
+	gen uint32 // the block that declared it last
 }
 
 var errCorrupt = errors.New("corrupt record")
@@ -184,14 +194,14 @@ var errCorrupt = errors.New("corrupt record")
 var errNewerEvent = errors.New("event of a newer version")
 
 func newBlockDecoder(raw []byte) *blockDecoder {
-	return &blockDecoder{buf: raw, threads: map[uint32]threadInfo{}, strings: map[uint64]string{}}
+	return &blockDecoder{buf: raw, gen: 1, strings: map[uint64]string{}}
 }
 
 // reset readies d for another block, keeping its tables' room: the next
 // block declares much the same threads again.
 func (d *blockDecoder) reset(raw []byte) {
 	d.buf, d.lastTs = raw, [2]uint64{}
-	clear(d.threads)
+	d.gen++
 	clear(d.strings)
 }
 
@@ -233,27 +243,34 @@ func (u *uvarints) next() uint64 {
 	return v
 }
 
-func (u *uvarints) str() string {
+func (u *uvarints) str() string { return string(u.bytes()) }
+
+// bytes returns a length-prefixed string's bytes, in the record.
+func (u *uvarints) bytes() []byte {
 	n := u.next()
 	if u.err != nil {
-		return ""
+		return nil
 	}
 	if n > uint64(len(u.b)) {
 		u.err = fmt.Errorf("%w: string past the record", errCorrupt)
-		return ""
+		return nil
 	}
-	s := string(u.b[:n])
+	b := u.b[:n]
 	u.b = u.b[n:]
-	return s
+	return b
 }
 
 func (d *blockDecoder) thread(body []byte) error {
 	u := uvarints{b: body}
-	tid, pid, comm := u.next(), u.next(), u.str()
+	tid, pid, comm := u.next(), u.next(), u.bytes()
 	if u.err != nil {
 		return u.err
 	}
-	d.threads[uint32(tid)] = threadInfo{uint32(pid), comm}
+	t, _ := d.threads.Put(uint32(tid))
+	if t.comm != string(comm) { // compared without a copy
+		t.comm = string(comm)
+	}
+	t.pid, t.gen = uint32(pid), d.gen
 	return nil
 }
 
@@ -276,91 +293,159 @@ func (d *blockDecoder) event(body []byte, chain int) (stall.Event, error) {
 	return ev, nil
 }
 
+// uvarintAt reads the uvarint at b[i:] and returns it with the index past
+// it; an index below 0 is a failed read, and stays failed. Replay reads
+// millions of events, and this keeps the common one-byte case inline.
+func uvarintAt(b []byte, i int) (uint64, int) {
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1
+	}
+	return uvarintSlow(b, i)
+}
+
+func uvarintSlow(b []byte, i int) (uint64, int) {
+	if i < 0 || i >= len(b) {
+		return 0, -1
+	}
+	// Times and tids take two or three bytes: spelt out.
+	if i+3 <= len(b) {
+		b0, b1, b2 := uint64(b[i]), uint64(b[i+1]), uint64(b[i+2])
+		if b1 < 0x80 {
+			return b0&0x7f | b1<<7, i + 2
+		}
+		if b2 < 0x80 {
+			return b0&0x7f | (b1&0x7f)<<7 | b2<<14, i + 3
+		}
+	}
+	v, k := binary.Uvarint(b[i:])
+	if k <= 0 {
+		return 0, -1
+	}
+	return v, i + k
+}
+
 // eventInto decodes into ev, which it overwrites whole: replay decodes
 // millions of events into one.
 func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error {
 	if len(body) < 1 {
 		return fmt.Errorf("%w: empty event", errCorrupt)
 	}
-	*ev = stall.Event{Kind: stall.Kind(body[0] >> 4), Cause: stall.Cause(body[0] & 0x0f),
-		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
-	u := uvarints{b: body[1:]}
-	flags := u.next()
-	d.lastTs[chain] += uint64(unzigzag(u.next()))
-	ev.TsNs = d.lastTs[chain]
-	ev.DurNs = u.next()
-	ev.TID = uint32(u.next())
-	ev.CPU = uint32(u.next())
-	mask := u.next()
-	// Each optional field, in mask order; spelt out, not looped: replay
-	// decodes millions of events.
-	if mask&fOrder != 0 {
-		ev.Order = int32(unzigzag(u.next()))
+	b := body
+	flags, i := uvarintAt(b, 1)
+	dts, i := uvarintAt(b, i)
+	dur, i := uvarintAt(b, i)
+	tid, i := uvarintAt(b, i)
+	cpu, i := uvarintAt(b, i)
+	mask, i := uvarintAt(b, i)
+	d.lastTs[chain] += uint64(unzigzag(dts))
+	// Field by field, not a whole new Event: replay decodes into one
+	// Event, and rewriting its strings when they have not changed costs a
+	// GC write barrier each.
+	ev.Kind, ev.Cause = stall.Kind(b[0]>>4), stall.Cause(b[0]&0x0f)
+	ev.TsNs, ev.DurNs, ev.TID, ev.CPU = d.lastTs[chain], dur, uint32(tid), uint32(cpu)
+	ev.Order, ev.GFP, ev.Pages, ev.CgroupID, ev.OtherTID, ev.Pass, ev.AttemptNs = 0, 0, 0, 0, 0, 0, 0
+	ev.Node, ev.DstNode, ev.SrcCPU, ev.DstCPU = -1, -1, -1, -1
+	setString(&ev.Reason, "")
+	setString(&ev.Mode, "")
+	setString(&ev.Status, "")
+	if mask != 0 {
+		i = d.optional(b, i, mask, ev)
 	}
-	if mask&fGFP != 0 {
-		ev.GFP = uint32(u.next())
-	}
-	if mask&fPages != 0 {
-		ev.Pages = u.next()
-	}
-	if mask&fCgroup != 0 {
-		ev.CgroupID = u.next()
-	}
-	if mask&fNode != 0 {
-		ev.Node = int32(unzigzag(u.next()))
-	}
-	if mask&fDstNode != 0 {
-		ev.DstNode = int32(unzigzag(u.next()))
-	}
-	if mask&fSrcCPU != 0 {
-		ev.SrcCPU = int32(unzigzag(u.next()))
-	}
-	if mask&fDstCPU != 0 {
-		ev.DstCPU = int32(unzigzag(u.next()))
-	}
-	if mask&(fReason|fMode|fStatus) != 0 {
-		for _, f := range []struct {
-			bit uint64
-			dst *string
-		}{{fReason, &ev.Reason}, {fMode, &ev.Mode}, {fStatus, &ev.Status}} {
-			if mask&f.bit == 0 {
-				continue
-			}
-			v := u.next()
-			s, known := d.strings[v]
-			if !known && u.err == nil {
-				return fmt.Errorf("%w: unknown string %d", errCorrupt, v)
-			}
-			*f.dst = s
+	if i < 0 {
+		if i == errUnknownString {
+			return fmt.Errorf("%w: unknown string", errCorrupt)
 		}
-	}
-	if mask&fOtherTID != 0 {
-		ev.OtherTID = uint32(u.next())
-	}
-	if mask&fPass != 0 {
-		ev.Pass = uint32(u.next())
-	}
-	if mask&fAttempt != 0 {
-		ev.AttemptNs = u.next()
-	}
-	if u.err != nil {
-		return u.err
+		return fmt.Errorf("%w: bad varint", errCorrupt)
 	}
 	if ev.Kind > stall.KindExit || ev.Cause >= stall.NumCauses {
 		// Checked after the fields are read, so a corrupt body is still
 		// called corrupt.
 		return fmt.Errorf("%w: kind %d cause %d", errNewerEvent, ev.Kind, ev.Cause)
 	}
-	t, ok := d.threads[ev.TID]
-	if !ok {
+	t := d.threads.Get(ev.TID)
+	if t == nil || t.gen != d.gen {
 		return fmt.Errorf("%w: event for unknown thread %d", errCorrupt, ev.TID)
 	}
+	// Stored, not compared: the name is the thread's own string, the same
+	// for each of its events, so later comparisons of it stop at the
+	// pointer.
 	ev.PID, ev.Comm = t.pid, t.comm
-	if flags != 0 {
-		ev.SoftLimit, ev.Write, ev.Acquired = flags&flSoftLimit != 0, flags&flWrite != 0, flags&flAcquired != 0
-		ev.Swap, ev.Stick, ev.GroupDead, ev.Nested = flags&flSwap != 0, flags&flStick != 0, flags&flGroupDead != 0, flags&flNested != 0
-	}
+	ev.SoftLimit, ev.Write, ev.Acquired = flags&flSoftLimit != 0, flags&flWrite != 0, flags&flAcquired != 0
+	ev.Swap, ev.Stick, ev.GroupDead, ev.Nested = flags&flSwap != 0, flags&flStick != 0, flags&flGroupDead != 0, flags&flNested != 0
 	return nil
+}
+
+// setString stores s in *dst unless it is already there.
+func setString(dst *string, s string) {
+	if *dst != s {
+		*dst = s
+	}
+}
+
+// errUnknownString is optional's index for a string id the block never
+// declared.
+const errUnknownString = -2
+
+// optional reads the fields mask says are present, in mask order, from
+// b[i:], and returns the index past them (below 0 on damage).
+func (d *blockDecoder) optional(b []byte, i int, mask uint64, ev *stall.Event) int {
+	var v uint64
+	if mask&fOrder != 0 {
+		v, i = uvarintAt(b, i)
+		ev.Order = int32(unzigzag(v))
+	}
+	if mask&fGFP != 0 {
+		v, i = uvarintAt(b, i)
+		ev.GFP = uint32(v)
+	}
+	if mask&fPages != 0 {
+		ev.Pages, i = uvarintAt(b, i)
+	}
+	if mask&fCgroup != 0 {
+		ev.CgroupID, i = uvarintAt(b, i)
+	}
+	if mask&fNode != 0 {
+		v, i = uvarintAt(b, i)
+		ev.Node = int32(unzigzag(v))
+	}
+	if mask&fDstNode != 0 {
+		v, i = uvarintAt(b, i)
+		ev.DstNode = int32(unzigzag(v))
+	}
+	if mask&fSrcCPU != 0 {
+		v, i = uvarintAt(b, i)
+		ev.SrcCPU = int32(unzigzag(v))
+	}
+	if mask&fDstCPU != 0 {
+		v, i = uvarintAt(b, i)
+		ev.DstCPU = int32(unzigzag(v))
+	}
+	for _, f := range [...]struct {
+		bit uint64
+		dst *string
+	}{{fReason, &ev.Reason}, {fMode, &ev.Mode}, {fStatus, &ev.Status}} {
+		if mask&f.bit == 0 {
+			continue
+		}
+		v, i = uvarintAt(b, i)
+		s, known := d.strings[v]
+		if !known && i >= 0 {
+			return errUnknownString
+		}
+		*f.dst = s
+	}
+	if mask&fOtherTID != 0 {
+		v, i = uvarintAt(b, i)
+		ev.OtherTID = uint32(v)
+	}
+	if mask&fPass != 0 {
+		v, i = uvarintAt(b, i)
+		ev.Pass = uint32(v)
+	}
+	if mask&fAttempt != 0 {
+		ev.AttemptNs, i = uvarintAt(b, i)
+	}
+	return i
 }
 
 func (d *blockDecoder) lost(body []byte) (Lost, error) {

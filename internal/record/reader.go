@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -59,11 +60,14 @@ type Reader struct {
 	newer    int    // events of a newer kind or cause, skipped
 	pending  []byte // bytes read ahead by a resync, served before r.r
 
-	// The items of the block being served, decoded whole.
+	// The items of the block being served, decoded whole (Parallel)...
 	items []Item
 	pos   int
-	par   *pipeline // blocks decoded ahead on other cores (Parallel)
-	done  bool      // the last block was served
+	// ... or one at a time, in line.
+	iter blockIter
+	cur  Item
+	par  *pipeline // blocks decoded ahead on other cores (Parallel)
+	done bool      // the last block was served
 }
 
 func (r *Reader) Read(p []byte) (int, error) {
@@ -202,25 +206,30 @@ func (r *Reader) Next() (Item, error) {
 // item is the reader's and valid until the next call: replaying millions
 // of events then copies none of them.
 func (r *Reader) NextRef() (*Item, error) {
-	for r.pos >= len(r.items) {
-		if r.done {
+	for {
+		switch {
+		case r.pos < len(r.items):
+			r.pos++
+			return &r.items[r.pos-1], nil
+		case r.iter.live:
+			if r.iter.next(&r.cur) {
+				return &r.cur, nil
+			}
+			r.noteDamage(r.iter.notes)
+		case r.done:
 			return nil, io.EOF
+		case r.par != nil:
+			db := r.par.next()
+			r.serve(db)
+			r.noteDamage(db.notes)
+		default:
+			var db decodedBlock
+			j := r.readBlock(r.scratch.payload)
+			r.scratch.payload = j.payload
+			r.scratch.open(r.zdec, j, &db, &r.iter)
+			r.serve(&db)
 		}
-		r.serve(r.nextDecoded())
 	}
-	r.pos++
-	return &r.items[r.pos-1], nil
-}
-
-// nextDecoded returns the next block decoded: from the pipeline, or read
-// and decoded here.
-func (r *Reader) nextDecoded() *decodedBlock {
-	if r.par != nil {
-		return r.par.next()
-	}
-	var db decodedBlock
-	r.scratch.decodeBlock(r.zdec, r.readBlock(), r.items[:0], &db)
-	return &db
 }
 
 // serve takes a decoded block's warnings, in file order, and its items.
@@ -245,7 +254,11 @@ func (r *Reader) serve(db *decodedBlock) {
 		return
 	}
 	r.blocks++
-	for _, n := range db.notes {
+}
+
+// noteDamage says what was found inside the block just read.
+func (r *Reader) noteDamage(notes []blockNote) {
+	for _, n := range notes {
 		if !n.newer || r.newer == 0 {
 			r.warn("block %d%s", r.blocks, n.msg)
 		}
@@ -309,10 +322,14 @@ func decodeJSON[T any](body []byte, what string) (*T, error) {
 	return v, nil
 }
 
-// readBlock reads the next block and checks it, without decompressing
-// it; damage skipped on the way is in its warns. At the end of the file it
-// returns a job with end set.
-func (r *Reader) readBlock() *blockJob {
+// readBlockNew reads the next block into new memory: for a block handed
+// to another goroutine.
+func (r *Reader) readBlockNew() *blockJob { return r.readBlock(nil) }
+
+// readBlock reads the next block into buf's room and checks it, without
+// decompressing it; damage skipped on the way is in its warns. At the end
+// of the file it returns a job with end set.
+func (r *Reader) readBlock(buf []byte) *blockJob {
 	j := &blockJob{}
 	for {
 		var hb [blockHeaderSize]byte
@@ -335,7 +352,7 @@ func (r *Reader) readBlock() *blockJob {
 			}
 			continue
 		}
-		payload := make([]byte, h.Compressed)
+		payload := slices.Grow(buf[:0], int(h.Compressed))[:h.Compressed]
 		m, err := r.readFull(payload)
 		if err != nil {
 			j.end, j.cutAt = true, r.off+int64(blockHeaderSize+m)

@@ -608,3 +608,49 @@ func TestParallelCloseOnQuietPipe(t *testing.T) {
 		t.Fatal("Close did not return while the pipe was quiet")
 	}
 }
+
+// TestEventIntoOverwritesEveryField decodes a bare event over an Event
+// with every field set: replay decodes every event into the same one, so
+// a field left from the one before would be a wrong value.
+func TestEventIntoOverwritesEveryField(t *testing.T) {
+	bare := stall.Event{Kind: stall.KindStall, Cause: stall.MmapLock, TsNs: 10, DurNs: 5, PID: 1, TID: 2, Comm: "c",
+		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+	e := newBlockEncoder()
+	e.event(&bare)
+	d := newBlockDecoder(nil)
+	d.reset(e.buf)
+	var dirty stall.Event
+	v := reflect.ValueOf(&dirty).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.String:
+			f.SetString("stale")
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int:
+			f.SetInt(7)
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+			f.SetUint(7)
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to set it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	for {
+		typ, body, done, err := d.next()
+		if done || err != nil {
+			t.Fatalf("no event decoded (err %v)", err)
+		}
+		if typ == recEvent {
+			if err := d.eventInto(body, 0, &dirty); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if _, err := d.decode(typ, body, &Item{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dirty != bare {
+		t.Fatalf("decoded over a used event:\n got %+v\nwant %+v", dirty, bare)
+	}
+}

@@ -6,7 +6,7 @@ import "io"
 // walk its records one by one.
 func nextBlock(r *Reader) (*blockDecoder, error) {
 	for {
-		j := r.readBlock()
+		j := r.readBlockNew()
 		if j.end {
 			return nil, io.EOF
 		}

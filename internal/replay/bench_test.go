@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -14,15 +15,17 @@ import (
 // bigRecording writes n stall events from 2,000 threads over 100 s: the
 // mix of a busy machine (mostly mmap_lock and memcg reclaim, some
 // compaction and NUMA migration).
-func bigRecording(b *testing.B, n int) string {
+func bigRecording(b testing.TB, n int) string {
 	path := filepath.Join(b.TempDir(), "big.ntr")
 	w, err := record.Create(path, record.Header{StartNs: 1e9, WindowNs: uint64(time.Second), Target: "system-wide"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	// As a live session writes them: the kernel's aggregates at the start
-	// and at the end.
+	// and at the end, and a lost record where each window closed (a
+	// quarter second after its end), at which the replay closes it too.
 	w.Snapshot(record.Snapshot{MonoNs: 1e9, Data: &stall.Snapshot{}})
+	closes := uint64(2e9) // the end of the first window
 	final := &stall.Snapshot{}
 	rng := rand.New(rand.NewSource(1))
 	causes := []stall.Cause{stall.MmapLock, stall.MmapLock, stall.MmapLock, stall.MemcgReclaim, stall.MemcgReclaim,
@@ -33,6 +36,10 @@ func bigRecording(b *testing.B, n int) string {
 		ev := stall.Event{Cause: causes[rng.Intn(len(causes))], TsNs: 1e9 + uint64(i)*span/uint64(n),
 			DurNs: uint64(1000 + rng.Intn(200000)), PID: tid - tid%10, TID: tid, Comm: "worker", CPU: uint32(rng.Intn(64)),
 			Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1, Pass: 1}
+		if ev.TsNs >= closes+uint64(engine.Grace) {
+			w.Lost(record.Lost{MonoNs: closes})
+			closes += uint64(time.Second)
+		}
 		w.Event(&ev)
 		th := final.Thread(ev.PID, ev.TID, ev.Comm)
 		if th.Hists[ev.Cause] == nil {

@@ -39,11 +39,16 @@ type Options struct {
 // cut short still replays every complete block; the report's note says so.
 func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, error) {
 	f := NewFeeder(r.Header(), opt)
-	if opt.Speed == 0 { // paced, the recording's own time is the limit
+	var wait func(context.Context, uint64) error
+	if opt.Speed == 0 {
+		// Decoding is the limit: do it ahead on other cores. (Paced, the
+		// recording's own time is.)
 		r.Parallel(opt.Workers)
+	} else {
+		pace := pacer{speed: opt.Speed, started: time.Now()}
+		wait = pace.wait
 	}
-	pace := pacer{speed: opt.Speed, started: time.Now()}
-	if err := f.ReadAll(ctx, r, pace.wait); err != nil {
+	if err := f.ReadAll(ctx, r, wait); err != nil {
 		return nil, err
 	}
 	return f.Finish(r.Blocks()), nil
