@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -48,6 +49,11 @@ func TestSnapshotsKeepTheirFormat(t *testing.T) {
 			var s Snapshot
 			if err := json.Unmarshal(body, &s); err != nil {
 				t.Fatalf("%s: %v", f, err)
+			}
+			// The hand decoder takes what numatrace wrote, and reads what
+			// encoding/json reads.
+			if fast, ok := readSnapshot(body); !ok || !reflect.DeepEqual(*fast, s) {
+				t.Fatalf("%s: the hand decoder (took it: %v) reads a snapshot otherwise than encoding/json", f, ok)
 			}
 			again, err := json.Marshal(s)
 			if err != nil {

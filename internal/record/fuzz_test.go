@@ -2,13 +2,17 @@ package record
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // smallRecording is a valid recording for seeds.
@@ -90,4 +94,27 @@ func TestWriteSeedCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// FuzzSnapshotRecord holds the hand-decoded snapshot record to what
+// encoding/json makes of the same bytes.
+func FuzzSnapshotRecord(f *testing.F) {
+	snap := &stall.Snapshot{LostPerCPU: []uint64{3}, HistCapacity: 10}
+	snap.Thread(1, 2, "worker").Hists[stall.MemcgReclaim] = &stall.Hist{Count: 2, TotalNs: 9}
+	for _, rec := range []Snapshot{{MonoNs: 5, Final: true, Data: snap}, {Data: &stall.Snapshot{}}} {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"mono_ns":1,"data":{},"data":{"LostEvents":2}}`))
+	f.Add([]byte(`{"MONO_NS":1,"data":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, fastErr := decodeSnapshot(b)
+		plain, plainErr := decodeJSON[Snapshot](b, "snapshot")
+		if (fastErr == nil) != (plainErr == nil) || !reflect.DeepEqual(fast, plain) {
+			t.Fatalf("%q: hand-decoded %+v (%v), encoding/json %+v (%v)", b, fast, fastErr, plain, plainErr)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/numatrace/numatrace/internal/jsonfast"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -292,7 +293,7 @@ func (d *blockDecoder) decode(typ byte, body []byte, it *Item) (ok bool, err err
 		it.Kind, it.Snapshot, it.Procfs, it.Lost, it.End, it.Latency = ItemEvent, nil, nil, Lost{}, nil, nil
 		return true, nil
 	case recSnapshot:
-		s, err := decodeJSON[Snapshot](body, "snapshot")
+		s, err := decodeSnapshot(body)
 		if err == nil && s.Data == nil {
 			err = fmt.Errorf("%w: snapshot without data", errCorrupt)
 		}
@@ -311,6 +312,46 @@ func (d *blockDecoder) decode(typ byte, body []byte, it *Item) (ok bool, err err
 		return set(Item{Kind: ItemEnd, End: e}, err)
 	}
 	return false, nil // a record type from a newer minor version
+}
+
+// decodeSnapshot decodes a snapshot record: by hand when it is as
+// numatrace writes it (a final snapshot holds a histogram per thread and
+// cause, and this is replay's largest record), else with encoding/json.
+func decodeSnapshot(body []byte) (*Snapshot, error) {
+	if s, ok := readSnapshot(body); ok {
+		return s, nil
+	}
+	return decodeJSON[Snapshot](body, "snapshot")
+}
+
+// readSnapshot decodes a snapshot record as numatrace writes it, or says
+// it is not in that shape.
+func readSnapshot(body []byte) (*Snapshot, bool) {
+	var s Snapshot
+	var seen [3]bool
+	p := jsonfast.New(body)
+	ok := p.Object(func(key string) (ok bool) {
+		var i int
+		switch key {
+		case "mono_ns":
+			i = 0
+			s.MonoNs, ok = p.Uint(64)
+		case "final":
+			i = 1
+			s.Final, ok = p.Bool()
+		case "data":
+			i = 2
+			s.Data, ok = stall.ReadSnapshot(p)
+		default:
+			return false
+		}
+		if seen[i] {
+			return false // encoding/json merges a repeated key: leave it to it
+		}
+		seen[i] = true
+		return ok
+	})
+	return &s, ok && p.End()
 }
 
 // decodeJSON decodes one JSON record, or says it is corrupt.
