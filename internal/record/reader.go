@@ -149,8 +149,10 @@ var (
 // for concurrent use, and a decoder is costly to make.
 func decoder() (*zstd.Decoder, error) {
 	decoderOnce.Do(func() {
+		// Frame checksums, which older writers add, are not verified:
+		// the block's CRC-32C has already passed over the same bytes.
 		sharedDec, decoderErr = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxBlockRaw),
-			zstd.WithDecoderMaxWindow(maxBlockRaw))
+			zstd.WithDecoderMaxWindow(maxBlockRaw), zstd.IgnoreChecksum(true))
 	})
 	return sharedDec, decoderErr
 }

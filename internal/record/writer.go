@@ -61,7 +61,11 @@ func newWriter(h Header, s sink) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	z, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	// No frame checksum: the block's CRC-32C covers the compressed bytes
+	// and the reader checks the decompressed length, and hashing every
+	// byte again cost an eighth of replay's decompression.
+	z, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false))
 	if err != nil {
 		return nil, err
 	}
