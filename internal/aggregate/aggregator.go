@@ -88,12 +88,18 @@ func (a *Aggregator) Add(ev *stall.Event) {
 		st.exited = true
 		return
 	}
-	i := a.index(ev.TsNs)
-	if i < a.next {
-		a.LateEvents++
-		i = a.next
+	var w *Window
+	if l := a.last; l != nil && ev.TsNs >= l.StartNs && ev.TsNs < l.EndNs {
+		w = l // most events: no division to find the window
+	} else {
+		i := a.index(ev.TsNs)
+		if i < a.next {
+			a.LateEvents++
+			i = a.next
+		}
+		w = a.window(i)
 	}
-	w := a.window(i)
+	i := w.Index
 	if st.win != i {
 		st.win, st.tw = i, w.thread(ev)
 	}

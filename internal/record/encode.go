@@ -172,6 +172,7 @@ func (e *blockEncoder) lost(l Lost) {
 // blockDecoder reads one block's records back.
 type blockDecoder struct {
 	buf []byte
+	off int // the next record's start in buf
 	// threads holds every thread declared in this decoder's blocks; only
 	// those of block gen are declared in the current one. Entries outlive
 	// their block so a name declared again is not allocated again.
@@ -200,24 +201,26 @@ func newBlockDecoder(raw []byte) *blockDecoder {
 // reset readies d for another block, keeping its tables' room: the next
 // block declares much the same threads again.
 func (d *blockDecoder) reset(raw []byte) {
-	d.buf, d.lastTs = raw, [2]uint64{}
+	d.buf, d.off, d.lastTs = raw, 0, [2]uint64{}
 	d.gen++
 	clear(d.strings)
 }
 
 // next returns the next record's type and body, or io.EOF-like done=true.
+// It moves an index, not the buffer: a new slice stored in the decoder
+// would cost a GC write barrier per record.
 func (d *blockDecoder) next() (typ byte, body []byte, done bool, err error) {
-	if len(d.buf) == 0 {
+	b, off := d.buf, d.off
+	if off >= len(b) {
 		return 0, nil, true, nil
 	}
-	typ = d.buf[0]
-	n, k := binary.Uvarint(d.buf[1:])
-	if k <= 0 || n > maxRecordBytes || uint64(len(d.buf)-1-k) < n {
+	typ = b[off]
+	n, i := uvarintAt(b, off+1)
+	if i < 0 || n > maxRecordBytes || uint64(len(b)-i) < n {
 		return 0, nil, false, fmt.Errorf("%w: bad length", errCorrupt)
 	}
-	body = d.buf[1+k : 1+k+int(n)]
-	d.buf = d.buf[1+k+int(n):]
-	return typ, body, false, nil
+	d.off = i + int(n)
+	return typ, b[i:d.off:d.off], false, nil
 }
 
 type uvarints struct {

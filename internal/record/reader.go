@@ -292,7 +292,12 @@ func (d *blockDecoder) decode(typ byte, body []byte, it *Item) (ok bool, err err
 		if err := d.eventInto(body, chain, &it.Event); err != nil {
 			return false, err
 		}
-		it.Kind, it.Snapshot, it.Procfs, it.Lost, it.End, it.Latency = ItemEvent, nil, nil, Lost{}, nil, nil
+		it.Kind, it.Lost = ItemEvent, Lost{}
+		if it.Snapshot != nil || it.Procfs != nil || it.End != nil || it.Latency != nil {
+			// Only after another kind of item: a pointer stored costs a
+			// write barrier, and most items are events.
+			it.Snapshot, it.Procfs, it.End, it.Latency = nil, nil, nil, nil
+		}
 		return true, nil
 	case recSnapshot:
 		s, err := decodeSnapshot(body)
