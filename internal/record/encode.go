@@ -423,19 +423,21 @@ func (d *blockDecoder) optional(b []byte, i int, mask uint64, ev *stall.Event) i
 		v, i = uvarintAt(b, i)
 		ev.DstCPU = int32(unzigzag(v))
 	}
-	for _, f := range [...]struct {
-		bit uint64
-		dst *string
-	}{{fReason, &ev.Reason}, {fMode, &ev.Mode}, {fStatus, &ev.Status}} {
-		if mask&f.bit == 0 {
-			continue
+	if mask&(fReason|fMode|fStatus) != 0 {
+		for _, f := range [...]struct {
+			bit uint64
+			dst *string
+		}{{fReason, &ev.Reason}, {fMode, &ev.Mode}, {fStatus, &ev.Status}} {
+			if mask&f.bit == 0 {
+				continue
+			}
+			v, i = uvarintAt(b, i)
+			s, known := d.strings[v]
+			if !known && i >= 0 {
+				return errUnknownString
+			}
+			*f.dst = s
 		}
-		v, i = uvarintAt(b, i)
-		s, known := d.strings[v]
-		if !known && i >= 0 {
-			return errUnknownString
-		}
-		*f.dst = s
 	}
 	if mask&fOtherTID != 0 {
 		v, i = uvarintAt(b, i)

@@ -66,10 +66,10 @@ func TestResetKeepsRoomAndEmpties(t *testing.T) {
 		v, _ := m.Put(i)
 		*v = "x"
 	}
-	room := len(m.keys)
+	room := len(m.slots)
 	m.Reset()
-	if m.Len() != 0 || m.Get(5) != nil || len(m.keys) != room {
-		t.Fatalf("after Reset: len %d, Get(5) %v, room %d (was %d)", m.Len(), m.Get(5), len(m.keys), room)
+	if m.Len() != 0 || m.Get(5) != nil || len(m.slots) != room {
+		t.Fatalf("after Reset: len %d, Get(5) %v, room %d (was %d)", m.Len(), m.Get(5), len(m.slots), room)
 	}
 	if v, added := m.Put(5); !added || *v != "" {
 		t.Fatalf("Put after Reset: added %v, value %q (a value from before the reset)", added, *v)
