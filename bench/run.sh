@@ -106,9 +106,24 @@ REC=$(go test -run '^$' -bench . -count 1 ./internal/record | grep '^Benchmark')
 # Replay and aggregation throughput per core, and one TUI frame for 10,000
 # threads: Go benchmarks, replay on one CPU and on all of them.
 echo "bench: replay and TUI benchmarks" >&2
-REPLAY=$(go test -run '^$' -bench '^BenchmarkReplay$' -benchtime 5x -cpu 1 ./internal/replay | grep '^BenchmarkReplay')
+# replay_row CPUS TARGET MIN: one table row from BenchmarkReplay lines on
+# stdin (MIN 0: no pass or miss).
+replay_row() {
+	awk '{ for (i=1;i<=NF;i++) if ($(i+1)=="events/s") print $i }' | sort -n |
+		awk -v cpus="$1" -v target="$2" -v min="$3" '
+			{ r[n++] = $1 }
+			END {
+				med = r[int((n-1)/2)]; best = r[n-1]
+				res = (min == 0) ? "" : ((med >= min) ? "pass" : "**miss**")
+				printf "| %s | %.0f | %.0f | %s | %s |\n", cpus, med, best, target, res
+			}'
+}
+
+# Three runs each: this shared machine's speed drifts by a third from one
+# minute to the next, so the table gives the median and the best.
+REPLAY=$(go test -run '^$' -bench '^BenchmarkReplay$' -benchtime 5x -count 3 -cpu 1 ./internal/replay | grep '^BenchmarkReplay')
 NCPU=$(nproc)
-REPLAY_ALL=$(go test -run '^$' -bench '^BenchmarkReplay$' -benchtime 5x -cpu "$NCPU" ./internal/replay | grep '^BenchmarkReplay')
+REPLAY_ALL=$(go test -run '^$' -bench '^BenchmarkReplay$' -benchtime 5x -count 3 -cpu "$NCPU" ./internal/replay | grep '^BenchmarkReplay')
 FRAME=$(go test -run '^$' -bench '^BenchmarkFrame10kThreads$' -cpu 1 ./internal/tui | grep '^BenchmarkFrame')
 {
 	echo
@@ -116,10 +131,10 @@ FRAME=$(go test -run '^$' -bench '^BenchmarkFrame10kThreads$' -cpu 1 ./internal/
 	echo
 	echo "\`go test -bench BenchmarkReplay -cpu N ./internal/replay\`: a 2,000,000-event recording of 2,000 threads replayed as fast as possible through the whole pipeline (read, CRC, zstd, decode, window aggregation, summary). With one CPU the blocks are decoded in line; with more, they are decompressed and decoded ahead on every CPU while the engine aggregates in order."
 	echo
-	echo "| CPUs | events/s | target | result |"
-	echo "|--:|--:|---|---|"
-	echo "$REPLAY" | awk '{ for (i=1;i<=NF;i++) if ($(i+1)=="events/s") r=$i; res = (r >= 10000000) ? "pass" : "**miss**"; printf "| 1 | %.0f | ≥ 10,000,000 per core | %s |\n", r, res }'
-	echo "$REPLAY_ALL" | awk -v n="$NCPU" '{ for (i=1;i<=NF;i++) if ($(i+1)=="events/s") r=$i; printf "| %d (all) | %.0f | (reported) | |\n", n, r }'
+	echo "| CPUs | events/s, median of 3 runs | best | target | result (median) |"
+	echo "|--:|--:|--:|---|---|"
+	echo "$REPLAY" | replay_row 1 "≥ 10,000,000 per core" 10000000
+	echo "$REPLAY_ALL" | replay_row "$NCPU (all)" "(reported)" 0
 	echo
 	echo "## Interactive view"
 	echo

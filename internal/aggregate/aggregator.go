@@ -30,8 +30,9 @@ type Aggregator struct {
 type threadState struct {
 	name   string
 	exited bool
-	// The thread's row in window win, so that its next event in the same
-	// window (most are) needs no lookup in the window.
+	// The newest window the thread has a row in, plus one (0: none), and
+	// that row: most events go to it, and a newer window has none yet,
+	// so neither case looks in the window's map.
 	win uint64
 	tw  *ThreadWindow
 }
@@ -77,10 +78,7 @@ func (a *Aggregator) window(i uint64) *Window {
 // Add takes one event.
 func (a *Aggregator) Add(ev *stall.Event) {
 	a.Events++
-	st, added := a.threads.Put(ev.TID)
-	if added {
-		st.win = ^uint64(0)
-	}
+	st, _ := a.threads.Put(ev.TID)
 	if ev.Comm != "" && st.name != ev.Comm { // a compare is cheaper than a store
 		st.name = ev.Comm
 	}
@@ -99,11 +97,18 @@ func (a *Aggregator) Add(ev *stall.Event) {
 		}
 		w = a.window(i)
 	}
-	i := w.Index
-	if st.win != i {
-		st.win, st.tw = i, w.thread(ev)
+	tw := st.tw
+	switch i := w.Index; {
+	case st.win == i+1: // its row in this window
+	case st.win == 0 || i+1 > st.win:
+		// Its first event in a window newer than any it had: no row to
+		// look for.
+		tw = w.newThread(ev)
+		st.win, st.tw = i+1, tw
+	default: // a late event, in an older window still open
+		tw = w.thread(ev)
 	}
-	w.add(ev, st.tw)
+	w.add(ev, tw)
 }
 
 // Close returns, in order, every window that ended at or before nowNs,

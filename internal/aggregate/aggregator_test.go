@@ -422,3 +422,37 @@ func TestCloseAllMarksOnlyTheCutWindowPartial(t *testing.T) {
 		t.Fatalf("partial flags %v %v %v, want only the last", ws[0].Partial, ws[1].Partial, ws[2].Partial)
 	}
 }
+
+// TestThreadRowsAcrossOpenWindows sends one thread's events back and
+// forth between open windows (events arrive out of order): each window
+// keeps one row per thread, holding exactly that window's events, the
+// same as summing the events by window and thread independently.
+func TestThreadRowsAcrossOpenWindows(t *testing.T) {
+	a := New(start, win)
+	type key struct {
+		w   uint64
+		tid uint32
+	}
+	want := map[key]uint64{}
+	order := []struct {
+		w   uint64
+		tid uint32
+	}{{2, 1}, {1, 1}, {2, 1}, {0, 1}, {1, 1}, {3, 2}, {1, 2}, {3, 1}, {0, 2}, {3, 2}, {2, 2}, {1, 1}}
+	for n, o := range order {
+		dur := uint64(n + 1)
+		a.Add(stallEv(start+o.w*win+uint64(n), o.tid, stall.DirectReclaim, dur))
+		want[key{o.w, o.tid}] += dur
+	}
+	got := map[key]uint64{}
+	for _, w := range a.CloseAll(start + 4*win - 1) {
+		for tid, tw := range w.Threads {
+			if tw.TID != tid {
+				t.Errorf("window %d: row of %d filed under %d", w.Index, tw.TID, tid)
+			}
+			got[key{w.Index, tid}] = tw.ByCause[stall.DirectReclaim].TotalNs
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows by window and thread: got %v, want %v", got, want)
+	}
+}

@@ -81,17 +81,22 @@ func (w *Window) TopThreads(n int) []*ThreadWindow {
 
 // thread returns ev's thread's row, adding it.
 func (w *Window) thread(ev *stall.Event) *ThreadWindow {
-	t := w.Threads[ev.TID]
-	if t == nil {
-		// Rows come from a slab: one allocation for many threads.
-		if len(w.slab) == 0 {
-			w.slab = make([]ThreadWindow, min(max(len(w.Threads), 8), 256))
-		}
-		t = &w.slab[0]
-		w.slab = w.slab[1:]
-		t.PID, t.TID = ev.PID, ev.TID
-		w.Threads[ev.TID] = t
+	if t := w.Threads[ev.TID]; t != nil {
+		return t
 	}
+	return w.newThread(ev)
+}
+
+// newThread adds a row for ev's thread, which has none.
+func (w *Window) newThread(ev *stall.Event) *ThreadWindow {
+	// Rows come from a slab: one allocation for many threads.
+	if len(w.slab) == 0 {
+		w.slab = make([]ThreadWindow, min(max(len(w.Threads), 8), 256))
+	}
+	t := &w.slab[0]
+	w.slab = w.slab[1:]
+	t.PID, t.TID = ev.PID, ev.TID
+	w.Threads[ev.TID] = t
 	return t
 }
 
