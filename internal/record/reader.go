@@ -402,15 +402,31 @@ func (r *Reader) readBlock(buf []byte) *blockJob {
 		}
 		payload := slices.Grow(buf[:0], int(h.Compressed))[:h.Compressed]
 		m, err := r.readFull(payload)
+		// A block that fails is looked past from its second byte, not from
+		// where its length says it ends: a damaged length would otherwise
+		// hide every block it claims, or end the file.
 		if err != nil {
-			j.end, j.cutAt = true, r.off+int64(blockHeaderSize+m)
-			return j
-		}
-		r.off += int64(blockHeaderSize) + int64(h.Compressed)
-		if checksum(payload) != h.CRC {
-			j.warns = append(j.warns, fmt.Sprintf("block at byte %d fails its checksum; skipped", start))
+			rest := append(hb[1:], payload[:m]...)
+			if !bytes.Contains(rest, blockMagic[:]) { // the file was cut here
+				j.end, j.cutAt = true, r.off+int64(blockHeaderSize+m)
+				return j
+			}
+			j.warns = append(j.warns, fmt.Sprintf("block at byte %d claims %d bytes, past the end of the file; looking for the next block", start, h.Compressed))
+			if r.resync(rest) != nil {
+				j.end = true
+				return j
+			}
 			continue
 		}
+		if checksum(payload) != h.CRC {
+			j.warns = append(j.warns, fmt.Sprintf("block at byte %d fails its checksum; looking for the next block", start))
+			if r.resync(append(hb[1:], payload...)) != nil {
+				j.end = true
+				return j
+			}
+			continue
+		}
+		r.off += int64(blockHeaderSize) + int64(h.Compressed)
 		j.start, j.h, j.payload = start, h, payload
 		return j
 	}

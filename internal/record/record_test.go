@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -228,6 +229,51 @@ func TestCorruptBlockIsSkipped(t *testing.T) {
 		}
 		if len(evs) == 0 || len(evs) >= len(w.events) {
 			t.Errorf("%s: %d of %d events read", how, len(evs), len(w.events))
+		}
+	}
+}
+
+// A damaged length field loses its own block and no other: longer than
+// the file, a little off either way, or ending inside the next block.
+// Reading the blocks after it is what a payload flip already gives.
+func TestDamagedLengthKeepsLaterBlocks(t *testing.T) {
+	w := writeRecording(t, 12000, 4)
+	full, _ := os.ReadFile(w.path)
+	if len(w.blocks) < 4 {
+		t.Fatalf("%d blocks: the test needs a few", len(w.blocks))
+	}
+	read := func(b []byte) ([]stall.Event, *End, []string) {
+		r, err := NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _, end := readAll(t, r)
+		return evs, end, r.Warnings()
+	}
+	victim := w.blocks[1]
+	ref := append([]byte(nil), full...)
+	ref[victim+blockHeaderSize+10] ^= 0xff
+	want, _, _ := read(ref)
+	if len(want) == 0 || len(want) >= len(w.events) {
+		t.Fatalf("reference: %d of %d events", len(want), len(w.events))
+	}
+	length := binary.LittleEndian.Uint32(full[victim+4:])
+	next := uint32(w.blocks[2] - victim - blockHeaderSize)
+	for name, n := range map[string]uint32{
+		"past the end":        uint32(len(full)),
+		"one more":            length + 1,
+		"one less":            length - 1,
+		"into the next block": next + 30,
+		"flipped high byte":   length ^ 0x00100000,
+	} {
+		b := append([]byte(nil), full...)
+		binary.LittleEndian.PutUint32(b[victim+4:], n)
+		evs, end, warns := read(b)
+		if !reflect.DeepEqual(evs, want) || end == nil {
+			t.Errorf("%s (%d for %d): %d events (want %d), end record read: %v; warnings %q", name, n, length, len(evs), len(want), end != nil, warns)
+		}
+		if len(warns) == 0 || !strings.Contains(warns[0], fmt.Sprintf("byte %d", victim)) {
+			t.Errorf("%s: warnings %q: want the damaged block named", name, warns)
 		}
 	}
 }
