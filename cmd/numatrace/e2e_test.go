@@ -526,6 +526,48 @@ func TestAttachMissingPIDExits2(t *testing.T) {
 	}
 }
 
+// A mistyped uprobe symbol, or a target that is not ELF, is bad input:
+// one line naming it and exit 2, not a panic.
+func TestLatencyUprobeBadTargetIsOneLine(t *testing.T) {
+	testutil.RequireRoot(t)
+	text := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(text, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ target, want string }{
+		{"/bin/true:no_such_symbol", "no_such_symbol"},
+		{text + ":main", "not an ELF executable"},
+		{"/nonexistent/server:main", "/nonexistent/server"},
+	} {
+		code, msg := runForError(exec.Command(binary(t), "attach", "--no-tui", "--duration", "2s", "--runq-wait=false",
+			"--latency-uprobe", c.target))
+		if code != 2 || strings.Contains(msg, "\n") || strings.Contains(msg, "panic") || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: exit %d, message %q: want exit 2 and one line saying %q", c.target, code, msg, c.want)
+		}
+	}
+}
+
+// record -o does not write through a link planted at the path.
+func TestRecordRefusesASymlinkedOutput(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "rec.ntr")
+	if err := os.Symlink(victim, out); err != nil {
+		t.Fatal(err)
+	}
+	code, msg := runForError(exec.Command(binary(t), "record", "-o", out, "--duration", "1s"))
+	if code == 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, "symbolic link") {
+		t.Errorf("exit %d, message %q: want a failure in one line saying the path is a symbolic link", code, msg)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious" {
+		t.Fatalf("the link's target now holds %.40q", b)
+	}
+}
+
 // A BTF file that cannot be read is one clear line, exit 1.
 func TestAttachBadBTFIsOneLine(t *testing.T) {
 	testutil.RequireRoot(t)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 )
 
@@ -104,5 +105,30 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
-	return nil
+	return checkGiven(fs)
+}
+
+// checkGiven refuses values the flag package takes but that mean nothing
+// here, in the flags the user gave: a process or thread id of 0 or below
+// (leaving the flag out is how to trace the whole machine, and 0 would do
+// that silently), and a number that is not finite.
+func checkGiven(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok || err != nil {
+			return
+		}
+		switch v := g.Get().(type) {
+		case int:
+			if (f.Name == "pid" || f.Name == "tid") && v <= 0 {
+				err = usageErr("%s: invalid %s %d: --%s must be above 0 (leave it out to trace the whole machine)", fs.Name(), f.Name, v, f.Name)
+			}
+		case float64:
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				err = usageErr("%s: --%s must be a finite number", fs.Name(), f.Name)
+			}
+		}
+	})
+	return err
 }

@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,6 +139,10 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"--pid", "1", "--cgroup", "/"}, []string{"at most one of"}},
 		{[]string{"--pid=-3"}, []string{"invalid pid -3"}},
 		{[]string{"--tid=-3"}, []string{"invalid tid -3"}},
+		{[]string{"--pid", "0"}, []string{"invalid pid 0", "--pid must be above 0"}},
+		{[]string{"--tid", "0"}, []string{"invalid tid 0", "--tid must be above 0"}},
+		{[]string{"--spike-k", "NaN"}, []string{"--spike-k must be a finite number"}},
+		{[]string{"--spike-k", "+Inf"}, []string{"--spike-k must be a finite number"}},
 		{[]string{"--cgroup", "no/such/numatrace-test.slice"}, []string{"no cgroup at /sys/fs/cgroup/no/such/numatrace-test.slice", "not found"}},
 		{[]string{"--causes", "memcg_reclaim,bogus"}, []string{"--causes: no probe or cause \"bogus\"", "probes: direct_reclaim"}},
 		{[]string{"--no-causes", "thread_exit"}, []string{"--no-causes: no probe or cause \"thread_exit\""}},
@@ -236,5 +241,40 @@ func TestReplayShippedRecordingAnywhere(t *testing.T) {
 	}
 	if replayed != reported || !strings.Contains(replayed, "numa_migration") || !strings.Contains(replayed, "PROCESSES") {
 		t.Errorf("replay and report differ, or show no NUMA migration:\n%s\n---\n%s", replayed, reported)
+	}
+}
+
+// A speed that is not a finite positive number is one line and exit 2.
+func TestReplayBadSpeed(t *testing.T) {
+	rec := "../../testdata/recordings/vm-6.1-misplaced.ntr"
+	for _, speed := range []string{"NaN", "Inf", "-1", "0"} {
+		code, stdout, stderr := runCLI("replay", "--no-tui", "--speed", speed, rec)
+		if code != 2 || stdout != "" {
+			t.Errorf("--speed %s: exit %d, stdout %q; want 2 and nothing", speed, code, stdout)
+			continue
+		}
+		if msg := oneErrorLine(t, stderr); !strings.Contains(msg, "--speed") {
+			t.Errorf("--speed %s: message %q does not name the flag", speed, msg)
+		}
+	}
+}
+
+// export -o does not write through a link planted at the path.
+func TestExportRefusesASymlinkedOutput(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "trace.json")
+	if err := os.Symlink(victim, out); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI("export", "--format", "perfetto", "../../testdata/recordings/vm-6.1-misplaced.ntr", "-o", out)
+	if msg := oneErrorLine(t, stderr); code == 0 || !strings.Contains(msg, "symbolic link") {
+		t.Errorf("exit %d, message %q: want a failure saying the path is a symbolic link", code, msg)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious" {
+		t.Fatalf("the link's target now holds %.40q", b)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/perfetto"
 	"github.com/numatrace/numatrace/internal/record"
@@ -45,7 +46,7 @@ func oneFile(fs *flag.FlagSet, args []string, stdout io.Writer) (string, error) 
 	if file == "" {
 		return "", usageErr("%s: name a recording file", fs.Name())
 	}
-	return file, nil
+	return file, checkGiven(fs)
 }
 
 func openRecording(path string) (*record.Reader, error) {
@@ -158,8 +159,8 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	w := stdout
 	var f *os.File
 	if *out != "" && *out != "-" {
-		if f, err = os.Create(*out); err != nil {
-			return err
+		if f, err = outfile.Create(*out); err != nil {
+			return fmt.Errorf("export: %w", err)
 		}
 		w = f
 	}

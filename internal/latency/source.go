@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -94,8 +96,18 @@ func (c Config) Check() error {
 		return errors.New("--latency-prom and --latency-metric go together")
 	}
 	if c.File != "" && c.File != "-" {
-		if _, err := os.Stat(c.File); err != nil {
+		st, err := os.Stat(c.File)
+		if err != nil {
 			return fmt.Errorf("--latency-file: %w", err)
+		}
+		if st.IsDir() {
+			return fmt.Errorf("--latency-file: %s is a directory", c.File)
+		}
+	}
+	if c.PromURL != "" {
+		u, err := url.Parse(c.PromURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--latency-prom: %q is not an http:// or https:// URL", c.PromURL)
 		}
 	}
 	if c.Uprobe != "" {
@@ -195,6 +207,10 @@ func ParseUprobeTarget(s string) (binary, symbol string, err error) {
 	}
 	binary, symbol = s[:i], s[i+1:]
 	f, err := elf.Open(binary)
+	var fe *elf.FormatError
+	if errors.As(err, &fe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", "", fmt.Errorf("--latency-uprobe: %s is not an ELF executable (%v)", binary, err)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("--latency-uprobe: %w", err)
 	}

@@ -223,7 +223,15 @@ func (a *Attach) header(probes []stall.ProbeStatus, tgt *target.Target, topo *to
 type timers struct{ tr *tracer.Tracer }
 
 func (t timers) TimeRequests(binary, symbol string, pid int) (latency.RequestTimer, error) {
-	return t.tr.AttachLatency(binary, symbol, pid)
+	lp, err := t.tr.AttachLatency(binary, symbol, pid)
+	if err != nil { // not lp: a nil *LatencyProbe is a non-nil RequestTimer
+		var bad *tracer.UprobeTargetError
+		if errors.As(err, &bad) {
+			return nil, &BadInput{err}
+		}
+		return nil, err
+	}
+	return lp, nil
 }
 
 // startDoctor is doctor's one-reading view of the machine (and the target

@@ -10,6 +10,7 @@ package live
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -150,7 +151,7 @@ func (a *Attach) Check() error {
 	if a.Duration < 0 {
 		return badInput("%s: --duration must not be negative", a.Command)
 	}
-	if a.SpikeK <= 1 {
+	if !(a.SpikeK > 1) || math.IsInf(a.SpikeK, 1) { // NaN too
 		return badInput("%s: --spike-k must be above 1", a.Command)
 	}
 	if a.SLO < 0 {

@@ -3,6 +3,7 @@
 package live
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,10 @@ func TestChecks(t *testing.T) {
 		{func(a *Attach) { a.Latency.File, a.Latency.PromURL, a.Latency.PromMetric = "-", "http://x", "m" }, "attach: pick one latency source"},
 		{func(a *Attach) { a.Latency.PromURL = "http://x" }, "--latency-prom and --latency-metric go together"},
 		{func(a *Attach) { a.Latency.File = "/no/such/file" }, "attach: --latency-file"},
+		{func(a *Attach) { a.Latency.File = "/" }, "attach: --latency-file: / is a directory"},
+		{func(a *Attach) { a.Latency.PromURL, a.Latency.PromMetric = "not-a-url", "m" }, `--latency-prom: "not-a-url" is not an http:// or https:// URL`},
+		{func(a *Attach) { a.Latency.PromURL, a.Latency.PromMetric = "ftp://h/metrics", "m" }, "--latency-prom"},
+		{func(a *Attach) { a.SpikeK = math.NaN() }, "attach: --spike-k must be above 1"},
 		{func(a *Attach) { a.Latency.Uprobe = "nocolon" }, "--latency-uprobe wants BINARY:SYMBOL"},
 		{func(a *Attach) { a.DumpOnSpike = true }, "--dump-on-spike needs --flight-recorder and a latency source"},
 		{func(a *Attach) { a.Command, a.RecordTo, a.Flight = "record", "x.ntr", "12KiB" }, "record: --flight-recorder: \"12KiB\" is under 1 MiB"},

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -148,7 +149,7 @@ type FileWriter struct {
 
 // Create starts a recording at path. The header is written at once.
 func Create(path string, h Header) (*FileWriter, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create recording: %w", err)
 	}
@@ -268,7 +269,7 @@ func (fr *FlightRecorder) Dump(path string, final Snapshot, end End) error {
 	fr.mu.Lock()
 	frames := append([]frame(nil), fr.frames...)
 	fr.mu.Unlock()
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return fmt.Errorf("create recording: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"unsafe"
 
@@ -15,6 +16,17 @@ import (
 
 	"github.com/numatrace/numatrace/internal/stall"
 )
+
+// UprobeTargetError is a --latency-uprobe target that is not there: a
+// file that cannot be opened or is not ELF, or a function it does not
+// have. It is the user's input, not a failure of the tracer.
+type UprobeTargetError struct{ msg string }
+
+func (e *UprobeTargetError) Error() string { return e.msg }
+
+func badTarget(format string, a ...any) error {
+	return &UprobeTargetError{fmt.Sprintf("--latency-uprobe: "+format, a...)}
+}
 
 // LatencyProbe times every call of one function of the service, in the
 // kernel: a uprobe notes when a thread enters it, a uretprobe streams the
@@ -30,7 +42,7 @@ type LatencyProbe struct {
 // pid, if not zero): a uprobe at its entry, and a uretprobe, or for a Go
 // program a uprobe on each of its return instructions (see
 // bpf/latency.bpf.c).
-func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe, err error) {
+func (t *Tracer) AttachLatency(binary, symbol string, pid int) (_ *LatencyProbe, err error) {
 	spec, err := loadLatency()
 	if err != nil {
 		return nil, fmt.Errorf("parse BPF object: %w", err)
@@ -38,16 +50,21 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (lp *LatencyProbe
 	if err := t.configure(spec); err != nil { // cfg_request_stalls, above all
 		return nil, fmt.Errorf("configure the request timer: %w", err)
 	}
-	lp = &LatencyProbe{}
+	// Not the named result: every error return sets that to nil before
+	// the deferred close runs.
+	lp := &LatencyProbe{}
 	defer func() {
 		if err != nil {
 			lp.Close()
-			lp = nil
 		}
 	}()
 	f, err := elf.Open(binary)
 	if err != nil {
-		return nil, fmt.Errorf("--latency-uprobe: %w", err)
+		var fe *elf.FormatError
+		if errors.As(err, &fe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, badTarget("%s is not an ELF executable (%v)", binary, err)
+		}
+		return nil, badTarget("%v", err)
 	}
 	defer f.Close()
 	// Only the pair this binary needs: the Go pair reads a register only
@@ -84,6 +101,9 @@ func (lp *LatencyProbe) attach(ex *link.Executable, f *elf.File, binary, symbol 
 		}
 	}
 	l, err := ex.Uprobe(symbol, enter, &link.UprobeOptions{PID: pid})
+	if errors.Is(err, link.ErrNoSymbol) {
+		return badTarget("%s has no function %s", binary, symbol)
+	}
 	if err != nil {
 		return fmt.Errorf("uprobe %s:%s: %w", binary, symbol, err)
 	}
