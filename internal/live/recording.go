@@ -19,8 +19,13 @@ import (
 )
 
 // recordEvery is how often a recording gets the kernel's aggregates and a
-// procfs reading, and how much a crash can lose at most.
-const recordEvery = 10 * time.Second
+// procfs reading; flushEvery how often its open block is closed, which
+// bounds what a crash or a kill -9 loses (the session ticks every quarter
+// window, so up to a quarter second more).
+const (
+	recordEvery = 10 * time.Second
+	flushEvery  = 500 * time.Millisecond
+)
 
 // recording is the optional recorder of one trace: a file, or a flight
 // recorder that writes on SIGUSR1. A nil *recording records nothing.
@@ -85,7 +90,7 @@ func (a *Attach) newRecording(h record.Header, opt *session.Options, tgt *target
 	case target.Cgroup:
 		pids = func() []uint32 { p, _ := tgt.CgroupPIDs(); return p }
 	}
-	opt.RecordEvery = recordEvery
+	opt.RecordEvery, opt.FlushEvery = recordEvery, flushEvery
 	opt.ReadProcfs = func(now uint64) (record.Procfs, error) {
 		return procsnap.Read("/proc", "/sys", pids(), now)
 	}

@@ -93,6 +93,9 @@ type Feeder struct {
 	// cut short before any kernel snapshot; dropped at the first snapshot.
 	fallback  *stall.Snapshot
 	firstEvNs uint64
+	// lastNs is the newest time any record carries: where a recording
+	// killed before its end record, or before any event, stopped.
+	lastNs uint64
 }
 
 // NewFeeder starts an engine for the recording h heads.
@@ -111,6 +114,7 @@ func (f *Feeder) Item(it *record.Item) {
 		f.applyClose()
 		f.event(&it.Event)
 	case record.ItemLost:
+		f.lastNs = max(f.lastNs, it.Lost.MonoNs)
 		if f.h.ClosesAtLost() {
 			f.applyClose()
 			f.closeAt, f.hasCloseAt = it.Lost.MonoNs, true
@@ -121,12 +125,14 @@ func (f *Feeder) Item(it *record.Item) {
 		// lost record: either way before they close here.
 		f.eng.Latency(latency.Reading{Window: it.Latency})
 	case record.ItemSnapshot:
+		f.lastNs = max(f.lastNs, it.Snapshot.MonoNs)
 		f.fallback = nil
 		f.final = it.Snapshot.Data
 		if f.opt.OnSnapshot != nil {
 			f.opt.OnSnapshot(*it.Snapshot)
 		}
 	case record.ItemProcfs:
+		f.lastNs = max(f.lastNs, it.Procfs.MonoNs)
 		if f.opt.OnProcfs != nil {
 			f.opt.OnProcfs(*it.Procfs)
 		}
@@ -156,12 +162,14 @@ func (f *Feeder) event(ev *stall.Event) {
 	}
 }
 
-// EndNs is when the recording says tracing stopped, else its newest event.
+// EndNs is when the recording says tracing stopped, else the newest time
+// in it (an event, a snapshot, a lost or procfs record), and never before
+// tracing started.
 func (f *Feeder) EndNs() uint64 {
 	if f.end != nil && f.end.EndNs > 0 {
 		return f.end.EndNs
 	}
-	return f.eng.LastNs()
+	return max(f.eng.LastNs(), f.lastNs, f.h.StartNs)
 }
 
 // Finish closes the remaining windows and builds the report; blocks is

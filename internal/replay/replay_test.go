@@ -237,3 +237,34 @@ func TestOldRecordingKeepsLateLatency(t *testing.T) {
 		t.Errorf("%d latency records counted late", late)
 	}
 }
+
+// A recording killed before any event (or before its end record) ends
+// where its newest record is, never before it started: the start
+// snapshot and the lost records say how long tracing ran.
+func TestKilledRecordingHasASaneDuration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.ntr")
+	start := uint64(50 * time.Second)
+	w, err := record.Create(path, record.Header{StartNs: start, WindowNs: uint64(time.Second), Target: "system-wide"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Snapshot(record.Snapshot{MonoNs: start, Data: &stall.Snapshot{}})
+	w.Lost(record.Lost{MonoNs: start + uint64(1750*time.Millisecond)})
+	w.Flush()
+	w.Close(record.End{})
+	b, _ := os.ReadFile(path)
+	os.WriteFile(path, b[:len(b)-5], 0o644) // killed: the end record's block is cut
+	r, err := record.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := Run(context.Background(), r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DurationNs != uint64(1750*time.Millisecond) || rep.Events != 0 || !strings.Contains(rep.Note, "cut short") {
+		t.Fatalf("duration %d ns, %d events, note %q: want 1.75 s from the last lost record, no events, cut short",
+			rep.DurationNs, rep.Events, rep.Note)
+	}
+}

@@ -58,9 +58,12 @@ type Options struct {
 	Gone <-chan struct{}
 
 	// Recorder, if set, receives every event, and every RecordEvery the
-	// kernel's aggregates and a procfs reading (ReadProcfs).
+	// kernel's aggregates and a procfs reading (ReadProcfs). Its open
+	// block is closed every FlushEvery too, so a crash, or a kill -9
+	// during the incident, loses at most that much.
 	Recorder    Recorder
 	RecordEvery time.Duration
+	FlushEvery  time.Duration
 	ReadProcfs  func(monoNs uint64) (record.Procfs, error)
 	// Dump is called, in the session's goroutine, on each DumpRequests
 	// message, and with DumpOnSpike whenever a closing window is a
@@ -208,6 +211,7 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event, lat <-chan la
 	period := window / 4
 	s.every(s.opt.RescanEvery, s.opt.Rescan != nil, s.rescan)
 	s.every(s.opt.RecordEvery, s.opt.Recorder != nil, s.record)
+	s.every(s.opt.FlushEvery, s.opt.Recorder != nil, func() { s.opt.Recorder.Flush() })
 	s.every(s.opt.SnapshotEvery, s.opt.OnSnapshot != nil, s.snapshot)
 	for _, j := range s.jobs {
 		period = min(period, j.every)
@@ -304,7 +308,7 @@ func (s *run) snapshot() {
 }
 
 // record writes the kernel's aggregates and a procfs reading, and closes
-// the open block so a crash loses at most RecordEvery of data.
+// the open block.
 func (s *run) record() {
 	r := s.opt.Recorder
 	if r == nil {
