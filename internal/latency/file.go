@@ -82,7 +82,7 @@ func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad 
 		defer f.Close() // also ends a read blocked on a FIFO
 		in = f
 	}
-	lines := make(chan string, 256)
+	lines := make(chan fileLine, 256)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(lines)
@@ -96,7 +96,13 @@ func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad 
 			if !ok {
 				return <-errc
 			}
-			t := strings.TrimSpace(line)
+			if line.long {
+				if bad != nil {
+					bad(fmt.Errorf("a line over %d KiB", maxLine>>10))
+				}
+				continue
+			}
+			t := strings.TrimSpace(line.text)
 			if t == "" || strings.HasPrefix(t, "#") {
 				continue
 			}
@@ -112,34 +118,55 @@ func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad 
 	}
 }
 
+// maxLine bounds one line: a sample is a few dozen bytes, and a file
+// with no newline would otherwise be held whole.
+const maxLine = 64 << 10
+
+// fileLine is one line read, or (long) one that was over maxLine and
+// skipped.
+type fileLine struct {
+	text string
+	long bool
+}
+
 // readLines sends whole lines until ctx ends; at the end of a growing file
 // it waits for more, at the end of a stream it stops.
-func readLines(ctx context.Context, in io.Reader, stream bool, out chan<- string) error {
-	r := bufio.NewReaderSize(in, 1<<16)
-	var partial string
+func readLines(ctx context.Context, in io.Reader, stream bool, out chan<- fileLine) error {
+	r := bufio.NewReaderSize(in, maxLine)
+	var partial []byte
+	skipping := false // in a line over maxLine, up to its newline
 	for ctx.Err() == nil {
-		line, err := r.ReadString('\n')
-		if err == io.EOF {
-			partial += line // a line still being written
-			if stream && line == "" {
+		frag, err := r.ReadSlice('\n')
+		if !skipping {
+			partial = append(partial, frag...)
+		}
+		if len(partial) > maxLine {
+			partial, skipping = partial[:0], true
+		}
+		switch {
+		case err == nil: // a newline
+			l := fileLine{text: string(partial), long: skipping}
+			partial, skipping = partial[:0], false
+			select {
+			case out <- l:
+			case <-ctx.Done():
+			}
+		case errors.Is(err, bufio.ErrBufferFull):
+			// More of the same line.
+		case err == io.EOF:
+			// A line still being written, or the end of a stream.
+			if stream && len(frag) == 0 {
 				return nil
 			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(50 * time.Millisecond):
 			}
-			continue
-		}
-		if err != nil {
+		default:
 			if ctx.Err() != nil {
 				return nil // closed as Follow returned
 			}
 			return fmt.Errorf("latency file: %w", err)
-		}
-		select {
-		case out <- partial + line:
-			partial = ""
-		case <-ctx.Done():
 		}
 	}
 	return nil

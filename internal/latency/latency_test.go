@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -180,5 +181,66 @@ func TestSummarizeSamplesBreaksSlowRequestsDown(t *testing.T) {
 	}
 	if st := SummarizeSamples(4, []Sample{{TsNs: 1, LatencyNs: 5}}, 0); st.Requests != nil {
 		t.Errorf("a source without stalls gave %+v", st.Requests)
+	}
+}
+
+// A line over maxLine (a file with no newline, say) is skipped as one bad
+// line and never held whole; the lines around it are read.
+func TestFollowSkipsOverlongLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lat.log")
+	long := strings.Repeat("x", 5*maxLine)
+	os.WriteFile(path, []byte("10 1\n"+long+"\n20 2\n"+long), 0o644) // the last one never ends
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var got []Sample
+	var bad []error
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, path, Clock{}, func(s Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
+			func(err error) { mu.Lock(); bad = append(bad, err); mu.Unlock() })
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[1] != (Sample{TsNs: 20, LatencyNs: 2}) || len(bad) != 1 || !strings.Contains(bad[0].Error(), "over 64 KiB") {
+		t.Fatalf("samples %v, bad %v: want both samples and the first long line reported once", got, bad)
+	}
+}
+
+// Bad lines are said once and counted: the count is what the report
+// shows.
+func TestFileSourceCountsSkippedLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lat.log")
+	os.WriteFile(path, []byte("10 1\nbad\nworse line\n20 2\nthird bad\n"), 0o644)
+	src, err := Config{File: path}.Open(Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Reading, 10)
+	var mu sync.Mutex
+	var warned []error
+	done := make(chan error, 1)
+	go func() {
+		done <- src.Run(ctx, out, func(err error) { mu.Lock(); warned = append(warned, err); mu.Unlock() })
+	}()
+	for i := 0; i < 2; i++ {
+		select {
+		case <-out:
+		case <-time.After(3 * time.Second):
+			t.Fatal("no sample")
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(warned) != 1 || !strings.Contains(warned[0].Error(), "latency file") || src.Skipped() != "3 malformed lines" {
+		t.Fatalf("warned %v, skipped %q: want one warning and 3 malformed lines counted", warned, src.Skipped())
 	}
 }

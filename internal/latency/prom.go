@@ -3,6 +3,7 @@ package latency
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"sort"
@@ -22,6 +23,9 @@ type Histogram struct {
 	Count  float64
 }
 
+// maxScrapeBytes bounds one scrape's response.
+const maxScrapeBytes = 16 << 20
+
 // Scrape fetches url and returns the histogram named metric, summed over
 // every label set.
 func Scrape(ctx context.Context, client *http.Client, url, metric string) (*Histogram, error) {
@@ -38,8 +42,14 @@ func Scrape(ctx context.Context, client *http.Client, url, metric string) (*Hist
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
 	}
+	// A metrics page is kilobytes to a few MB: a larger body is not one,
+	// and the parser would hold all of it.
+	body := &io.LimitedReader{R: resp.Body, N: maxScrapeBytes + 1}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	fams, err := parser.TextToMetricFamilies(body)
+	if body.N <= 0 {
+		return nil, fmt.Errorf("scrape %s: the response is over %d MiB", url, maxScrapeBytes>>20)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}

@@ -97,3 +97,43 @@ func TestScrapeErrors(t *testing.T) {
 		t.Fatalf("gauge: %v", err)
 	}
 }
+
+// A response over maxScrapeBytes is refused, not held.
+func TestScrapeRefusesAHugeBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		line := []byte("# " + strings.Repeat("x", 1000) + "\n")
+		for n := 0; n <= maxScrapeBytes; n += len(line) {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	_, err := Scrape(context.Background(), srv.Client(), srv.URL, "req_seconds")
+	if err == nil || !strings.Contains(err.Error(), "over 16 MiB") {
+		t.Fatalf("err %v: want the response refused as over 16 MiB", err)
+	}
+}
+
+// A dead endpoint is said once, then counted, not once per window.
+func TestDeadEndpointIsSaidOnce(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	src, err := Config{PromURL: url, PromMetric: "req_seconds"}.Open(Env{Start: time.Now(), Window: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	var mu sync.Mutex
+	var warned []error
+	src.Run(ctx, make(chan Reading, 10), func(err error) { mu.Lock(); warned = append(warned, err); mu.Unlock() })
+	mu.Lock()
+	defer mu.Unlock()
+	var n int
+	fmt.Sscanf(src.Skipped(), "%d failed scrapes", &n)
+	if len(warned) != 1 || n < 3 {
+		t.Fatalf("warned %d times (%v), skipped %q: want one warning and every failed scrape counted", len(warned), warned, src.Skipped())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -30,6 +31,9 @@ type Source interface {
 	Run(ctx context.Context, out chan<- Reading, warn func(error)) error
 	// Close releases what opening the source took.
 	Close() error
+	// Skipped says what the source had to skip, with counts ("412
+	// malformed lines"), or "" when nothing.
+	Skipped() string
 }
 
 // Env is what opening a source needs from the run.
@@ -142,6 +146,42 @@ func (c Config) Open(env Env) (Source, error) {
 	return nil, nil
 }
 
+// skips counts the readings a source skips, by kind: the first of each
+// kind is said at once, the rest only counted, so a dead endpoint or a
+// log full of bad lines says so once and not once per window or line.
+type skips struct {
+	mu    sync.Mutex
+	n     map[string]uint64
+	kinds []string // in the order first seen
+}
+
+func (k *skips) add(kind, source string, err error, warn func(error)) {
+	k.mu.Lock()
+	if k.n == nil {
+		k.n = map[string]uint64{}
+	}
+	first := k.n[kind] == 0
+	k.n[kind]++
+	if first {
+		k.kinds = append(k.kinds, kind)
+	}
+	k.mu.Unlock()
+	if first && warn != nil {
+		warn(fmt.Errorf("%s: %v (skipped; more %s are counted in the report, not shown)", source, err, kind))
+	}
+}
+
+// Skipped is "N kind, M kind", or "".
+func (k *skips) Skipped() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var parts []string
+	for _, kind := range k.kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", k.n[kind], kind))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // send delivers one reading unless ctx ends first.
 func send(ctx context.Context, out chan<- Reading, r Reading) {
 	select {
@@ -151,17 +191,20 @@ func send(ctx context.Context, out chan<- Reading, r Reading) {
 }
 
 type fileSource struct {
+	skips
 	path string
 	clk  Clock
 }
 
 func (s *fileSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
-	return Follow(ctx, s.path, s.clk, func(smp Sample) { send(ctx, out, Reading{Sample: smp}) }, nil)
+	return Follow(ctx, s.path, s.clk, func(smp Sample) { send(ctx, out, Reading{Sample: smp}) },
+		func(err error) { s.skips.add("malformed lines", "latency file", err, warn) })
 }
 
 func (s *fileSource) Close() error { return nil }
 
 type promSource struct {
+	skips
 	url, metric string
 	start       time.Time
 	window      time.Duration
@@ -170,7 +213,8 @@ type promSource struct {
 func (s *promSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
 	stats := make(chan Stats)
 	go func() {
-		ScrapeWindows(ctx, s.url, s.metric, s.start, s.window, stats, warn)
+		ScrapeWindows(ctx, s.url, s.metric, s.start, s.window, stats,
+			func(err error) { s.skips.add("failed scrapes", "latency endpoint", err, warn) })
 		close(stats)
 	}()
 	for st := range stats {
@@ -182,6 +226,8 @@ func (s *promSource) Run(ctx context.Context, out chan<- Reading, warn func(erro
 func (s *promSource) Close() error { return nil }
 
 type uprobeSource struct{ timer RequestTimer }
+
+func (s *uprobeSource) Skipped() string { return "" }
 
 func (s *uprobeSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
 	done := make(chan struct{})

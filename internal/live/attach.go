@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -106,11 +107,13 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	}
 	h := a.header(tr.Probes(), tgt, topo, started, startNs, doc)
 	eng := engine.New(h, engine.Options{Sinks: fe.sinks(h)})
-	opt, closeSource, err := a.sessionOptions(ctx, tr, tgt, h, fe)
+	opt, src, err := a.sessionOptions(ctx, tr, tgt, h, fe)
 	if err != nil {
 		return err
 	}
-	defer closeSource()
+	if src != nil {
+		defer src.Close()
+	}
 	rec, err := a.newRecording(h, &opt, tgt, stderr)
 	if err != nil {
 		return err
@@ -126,9 +129,16 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		return err
 	}
 	end := res.End
+	var notes []string
 	if res.TargetGone {
-		end.Note = fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond))
+		notes = append(notes, fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond)))
 	}
+	if src != nil {
+		if s := src.Skipped(); s != "" {
+			notes = append(notes, "the latency source skipped "+s)
+		}
+	}
+	end.Note = strings.Join(notes, "; ")
 	if err := rec.finish(end, stderr); err != nil {
 		return err
 	}
@@ -160,10 +170,10 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-// sessionOptions wires the target and the latency source into a session;
-// closeSource releases the source.
+// sessionOptions wires the target and the latency source (nil when none:
+// the caller closes it) into a session.
 func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
-	fe *frontEnd) (session.Options, func(), error) {
+	fe *frontEnd) (session.Options, latency.Source, error) {
 	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
@@ -173,15 +183,11 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 		env.PID = int(tgt.ID)
 	}
 	src, err := a.Latency.Open(env)
-	if err != nil {
+	if err != nil || src == nil {
 		return opt, nil, err
 	}
-	closeSource := func() {}
-	if src != nil {
-		opt.Latency, closeSource = src, func() { src.Close() }
-	}
-	opt.DumpOnSpike = a.DumpOnSpike
-	return opt, closeSource, nil
+	opt.Latency, opt.DumpOnSpike = src, a.DumpOnSpike
+	return opt, src, nil
 }
 
 // header describes the run: for the recording, the view and the report.

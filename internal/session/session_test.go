@@ -290,6 +290,8 @@ func (c chanSource) Run(ctx context.Context, out chan<- latency.Reading, _ func(
 
 func (c chanSource) Close() error { return nil }
 
+func (c chanSource) Skipped() string { return "" }
+
 // brokenStream is a tracer whose ring buffer cannot be read.
 type brokenStream struct{ *sessiontest.Kernel }
 

@@ -128,12 +128,27 @@ func loadKernelBTF(path string) (*btf.Spec, error) {
 		}
 		return spec, nil
 	}
+	// A kernel's BTF is a few MB (vmlinux with its debug info is a few
+	// hundred): anything else, such as a device, would be read whole.
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("load BTF %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("load BTF %s: not a regular file", path)
+	}
+	if st.Size() > maxBTFFile {
+		return nil, fmt.Errorf("load BTF %s: %d MiB is more than a kernel's BTF or vmlinux holds (at most %d MiB)", path, st.Size()>>20, maxBTFFile>>20)
+	}
 	spec, err := btf.LoadSpec(path)
 	if err != nil {
 		return nil, fmt.Errorf("load BTF %s: %w", path, err)
 	}
 	return spec, nil
 }
+
+// maxBTFFile bounds a --btf file: raw BTF, or an ELF vmlinux with it.
+const maxBTFFile = 1 << 30
 
 // objectSpecs parses the BPF objects the probes are in.
 func objectSpecs() (map[string]*ebpf.CollectionSpec, error) {
