@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
@@ -566,6 +567,158 @@ func TestRecordRefusesASymlinkedOutput(t *testing.T) {
 	if b, _ := os.ReadFile(victim); string(b) != "precious" {
 		t.Fatalf("the link's target now holds %.40q", b)
 	}
+}
+
+// An incident recorder is most likely killed during the incident (by the
+// OOM killer, in a memory incident): kill -9 of record 3 s into a stream
+// of memcg reclaims keeps the stalls up to at most a second before the
+// kill, and the cut file still reports.
+func TestRecordKilledKeepsAllButTheLastSecond(t *testing.T) {
+	testutil.RequireRoot(t)
+	cg := testutil.MemcgCgroup(t, "numatrace-e2e-kill", 64<<20)
+	file := testutil.BigFile(t)
+	hog := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && while :; do cat %s > /dev/null; done", cg, file))
+	hog.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(-hog.Process.Pid, syscall.SIGKILL); hog.Wait() }()
+	out := filepath.Join(t.TempDir(), "rec.ntr")
+	rec := startTracing(t, "record", "-o", out, "--duration", "60s")
+	time.Sleep(3 * time.Second)
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	rec.cmd.Wait()
+	killNs := uint64(now.Nano())
+
+	r, err := record.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stalls int
+	var newest uint64
+	for {
+		it, err := r.NextRef()
+		if err != nil {
+			break
+		}
+		if it.Kind == record.ItemEvent && it.Event.Cause == stall.MemcgReclaim {
+			stalls++
+			newest = max(newest, it.Event.TsNs)
+		}
+	}
+	r.Close()
+	if stalls == 0 {
+		t.Fatal("no memcg reclaim stall in the killed recording")
+	}
+	if lost := time.Duration(killNs - newest); newest > killNs || lost > time.Second {
+		t.Fatalf("the newest stall kept ended %v before the kill (%d stalls kept): want at most 1s", lost, stalls)
+	}
+	rep, err := exec.Command(binary(t), "report", out, "--json").Output()
+	if err != nil {
+		t.Fatalf("report of the killed recording: %v", err)
+	}
+	var sum struct {
+		Type       string `json:"type"`
+		DurationNs int64  `json:"duration_ns"`
+		Note       string `json:"note"`
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(rep), []byte("\n")) {
+		if json.Unmarshal(line, &sum) == nil && sum.Type == "summary" {
+			break
+		}
+	}
+	if sum.Type != "summary" || sum.DurationNs < int64(2*time.Second) || sum.DurationNs > int64(10*time.Second) ||
+		!strings.Contains(sum.Note, "cut short") {
+		t.Fatalf("report: duration %v, note %q: want about 3 s and cut short", time.Duration(sum.DurationNs), sum.Note)
+	}
+}
+
+// The interactive view stays up after --duration until q, but not once
+// its terminal is gone: a hang-up (a tmux session ended, an ssh connection
+// dropped) ends numatrace, whether it comes as SIGHUP while the terminal
+// is still open or as the terminal closing.
+func TestViewEndsWhenItsTerminalGoes(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Fatalf("script (util-linux, for a pseudo-terminal): %v", err)
+	}
+	for _, how := range []string{"SIGHUP", "terminal closed"} {
+		term, nt, screen := viewUnderScript(t)
+		time.Sleep(4 * time.Second) // tracing stopped after 1 s; the view waits for q
+		if !alive(nt) {
+			t.Fatalf("%s: the view ended by itself after --duration; it should wait for q while its terminal is there", how)
+		}
+		if b, _ := os.ReadFile(screen); !bytes.Contains(b, []byte("--duration reached")) {
+			t.Fatalf("%s: the view does not show that tracing stopped: %q", how, tail(b, 300))
+		}
+		if how == "SIGHUP" {
+			syscall.Kill(nt, syscall.SIGHUP)
+		} else {
+			term.Process.Kill() // the kernel hangs the terminal up
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(nt) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if alive(nt) {
+			syscall.Kill(nt, syscall.SIGKILL)
+			t.Errorf("%s: numatrace still runs 10 s later", how)
+		}
+	}
+}
+
+// viewUnderScript starts `numatrace attach --duration 1s` in its
+// interactive view on a 200×50 pseudo-terminal (script) and returns
+// script, numatrace's pid and the file the screen is copied to. It
+// answers the two questions the view asks a terminal as it starts (its
+// background colour, the cursor's place), as a terminal emulator does:
+// unanswered, the view waits for them and never draws.
+func viewUnderScript(t *testing.T) (*exec.Cmd, int, string) {
+	keep, input, err := os.Pipe() // script's input: the answers, then silence
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { input.Close() })
+	screen := filepath.Join(t.TempDir(), "screen")
+	term := exec.Command("script", "-qfec", "stty rows 50 cols 200; exec "+binary(t)+" attach --duration 1s", screen)
+	term.Stdin, term.Env = keep, append(os.Environ(), "TERM=xterm")
+	if err := term.Start(); err != nil {
+		t.Fatal(err)
+	}
+	keep.Close()
+	t.Cleanup(func() { term.Process.Kill(); term.Wait() })
+	time.Sleep(500 * time.Millisecond)
+	input.WriteString("\x1b]11;rgb:0000/0000/0000\x1b\\\x1b[1;1R")
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", term.Process.Pid, term.Process.Pid))
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if nt, err := strconv.Atoi(f[0]); err == nil {
+				return term, nt, screen
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("numatrace did not start under script")
+	return nil, 0, ""
+}
+
+func tail(b []byte, n int) []byte { return b[max(0, len(b)-n):] }
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && len(b) > i+2 && b[i+2] != 'Z'
 }
 
 // A BTF file that cannot be read is one clear line, exit 1.

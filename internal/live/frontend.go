@@ -123,18 +123,22 @@ func (fe *frontEnd) runView(ctx context.Context, k session.Kernel, eng *engine.E
 		prog.Send(tui.EndedMsg{Why: why})
 	}()
 	// The terminal is raw, so Ctrl-C arrives as a key; a signal from
-	// elsewhere (SIGTERM, SIGHUP) quits the view.
+	// elsewhere (SIGTERM, SIGHUP) quits the view, also once tracing has
+	// stopped and the view waits for q: a terminal closed then (a tmux
+	// session ended) must not leave numatrace running for good.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, os.Interrupt)
 	defer signal.Stop(sigs)
+	uiDone := make(chan struct{})
 	go func() {
 		select {
 		case <-sigs:
 			prog.Quit()
-		case <-done:
+		case <-uiDone:
 		}
 	}()
 	_, uiErr := prog.Run()
+	close(uiDone)
 	cancel()
 	<-done
 	for _, w := range fe.store.Warnings() { // the view is gone: say them again
