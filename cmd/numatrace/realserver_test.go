@@ -383,8 +383,23 @@ func TestRealServerSpikesChargedToMemcgReclaim(t *testing.T) {
 
 func TestRealServerQuietWithoutTheHog(t *testing.T) {
 	// The control of the incident below: the same SLO, no hog.
-	run := runRedisScenario(t, redisScenario{name: "numatrace-e2e-redis-quiet", length: 20 * time.Second,
-		args: []string{"--slo", "5ms"}})
+	quiet := redisScenario{name: "numatrace-e2e-redis-quiet", length: 20 * time.Second, args: []string{"--slo", "5ms"}}
+	run := runRedisScenario(t, quiet)
+	if len(run.Spikes) > run.Correlation.Windows/10 {
+		// The host delays the server now and then, and now and then for
+		// a minute on end: one more run before calling it too noisy.
+		t.Logf("%d spikes in %d windows with the hog off: running again", len(run.Spikes), run.Correlation.Windows)
+		checkQuietRun(t, run, false)
+		quiet.name += "-again" // a cgroup of its own: the first server runs on
+		run = runRedisScenario(t, quiet)
+	}
+	checkQuietRun(t, run, true)
+}
+
+// checkQuietRun checks a run without the hog; noisy says whether too many
+// spikes fail it.
+func checkQuietRun(t *testing.T, run *redisRun, noisy bool) {
+	t.Helper()
 	if run.Correlation.Windows < 30 {
 		t.Errorf("only %d windows had latency samples", run.Correlation.Windows)
 	}
@@ -403,8 +418,8 @@ func TestRealServerQuietWithoutTheHog(t *testing.T) {
 		}
 		t.Logf("spike with the hog off, no memory stall in it: %s", sp.Verdict)
 	}
-	if len(run.Spikes) > run.Correlation.Windows/10 {
-		t.Errorf("%d spikes in %d windows with the hog off: the machine is too noisy", len(run.Spikes), run.Correlation.Windows)
+	if noisy && len(run.Spikes) > run.Correlation.Windows/10 {
+		t.Errorf("%d spikes in %d windows with the hog off, twice: the machine is too noisy", len(run.Spikes), run.Correlation.Windows)
 	}
 	for _, c := range append(run.Correlation.ExplainedBy, run.Correlation.PartlyBy...) {
 		if cause, err := stall.ParseCause(c); err != nil || !cause.Desc().NotMemory {
