@@ -33,15 +33,26 @@ type decodedBlock struct {
 // known: "block N" + msg.
 type blockNote struct {
 	msg   string
-	newer bool // events of a newer version: count of them
-	count int
+	kind  noteKind
+	count int // of the records skipped, for a counted kind
 }
+
+// noteKind says whether a note is said every time, or said the first
+// time in the file and then only counted.
+type noteKind int
+
+const (
+	noteDamage noteKind = iota
+	noteNewer           // events of a newer version
+	noteLate            // records timed past any recording's span
+)
 
 // blockScratch is what decoding one block after another reuses.
 type blockScratch struct {
 	payload []byte // compressed, read from the file: only the sequential reader's
 	raw     []byte
 	dec     *blockDecoder
+	maxTs   uint64 // the latest time a record may carry (spanEnd)
 }
 
 // blockIter decodes a decompressed block's records one at a time, so the
@@ -51,6 +62,8 @@ type blockIter struct {
 	want  uint32 // records, as the block header says
 	got   uint32
 	newer int // index of the newer-events note in notes, or -1
+	late  int // index of the past-the-span note in notes, or -1
+	maxTs uint64
 	notes []blockNote
 	live  bool // records remain
 }
@@ -60,7 +73,7 @@ type blockIter struct {
 // why and the iterator is done.
 func (sc *blockScratch) open(zdec *zstd.Decoder, j *blockJob, db *decodedBlock, it *blockIter) {
 	db.job = j
-	*it = blockIter{want: j.h.Records, newer: -1, notes: it.notes[:0]}
+	*it = blockIter{want: j.h.Records, newer: -1, late: -1, maxTs: sc.maxTs, notes: it.notes[:0]}
 	if j.end {
 		return
 	}
@@ -99,7 +112,7 @@ func (it *blockIter) next(item *Item) bool {
 		if errors.Is(err, errNewerEvent) {
 			if it.newer < 0 {
 				it.newer = len(it.notes)
-				it.notes = append(it.notes, blockNote{newer: true,
+				it.notes = append(it.notes, blockNote{kind: noteNewer,
 					msg: fmt.Sprintf(": %v; such events are skipped (a newer numatrace reads them)", err)})
 			}
 			it.notes[it.newer].count++
@@ -110,11 +123,39 @@ func (it *blockIter) next(item *Item) bool {
 			it.live = false
 			return false
 		}
+		if ok && item.timeNs() > it.maxTs {
+			// A time no recording reaches: replay would close every window
+			// up to it.
+			if it.late < 0 {
+				it.late = len(it.notes)
+				it.notes = append(it.notes, blockNote{kind: noteLate, msg: ": a record timed past any recording's span " +
+					"(more windows after the start than replay closes); such records are skipped"})
+			}
+			it.notes[it.late].count++
+			continue
+		}
 		if ok {
 			return true
 		}
 	}
 	return false
+}
+
+// timeNs is the newest time an item carries, or 0.
+func (it *Item) timeNs() uint64 {
+	switch it.Kind {
+	case ItemEvent:
+		return it.Event.TsNs
+	case ItemLost:
+		return it.Lost.MonoNs
+	case ItemSnapshot:
+		return it.Snapshot.MonoNs
+	case ItemProcfs:
+		return it.Procfs.MonoNs
+	case ItemEnd:
+		return max(it.End.EndNs, it.End.DurationNs)
+	}
+	return 0
 }
 
 func (it *blockIter) note(msg string) { it.notes = append(it.notes, blockNote{msg: msg}) }
@@ -204,7 +245,7 @@ func startPipeline(r *Reader, workers int) *pipeline {
 	for i := 0; i < workers; i++ {
 		go func() {
 			defer p.wg.Done()
-			var sc blockScratch
+			sc := blockScratch{maxTs: r.scratch.maxTs}
 			for t := range tasks {
 				db := &decodedBlock{}
 				sc.decodeBlock(r.zdec, t.job, p.items(), db)

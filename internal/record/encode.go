@@ -176,10 +176,11 @@ type blockDecoder struct {
 	// threads holds every thread declared in this decoder's blocks; only
 	// those of block gen are declared in the current one. Entries outlive
 	// their block so a name declared again is not allocated again.
-	threads tidmap.Map[declared]
-	gen     uint32
-	strings map[uint64]string
-	lastTs  [2]uint64 // per timestamp chain: recEvent, recLaterEvent
+	threads  tidmap.Map[declared]
+	gen      uint32
+	declared int // thread records in this block
+	strings  map[uint64]string
+	lastTs   [2]uint64 // per timestamp chain: recEvent, recLaterEvent
 }
 
 type declared struct {
@@ -203,6 +204,12 @@ func newBlockDecoder(raw []byte) *blockDecoder {
 func (d *blockDecoder) reset(raw []byte) {
 	d.buf, d.off, d.lastTs = raw, 0, [2]uint64{}
 	d.gen++
+	d.declared = 0
+	if d.threads.Len() > maxBlockThreads {
+		// The names kept from earlier blocks only save allocations: a file
+		// declaring new threads in every block must not grow this for good.
+		d.threads.Reset()
+	}
 	clear(d.strings)
 }
 
@@ -246,8 +253,6 @@ func (u *uvarints) next() uint64 {
 	return v
 }
 
-func (u *uvarints) str() string { return string(u.bytes()) }
-
 // bytes returns a length-prefixed string's bytes, in the record.
 func (u *uvarints) bytes() []byte {
 	n := u.next()
@@ -269,6 +274,12 @@ func (d *blockDecoder) thread(body []byte) error {
 	if u.err != nil {
 		return u.err
 	}
+	if len(comm) > maxNameBytes {
+		return fmt.Errorf("%w: a thread name of %d bytes", errCorrupt, len(comm))
+	}
+	if d.declared++; d.declared > maxBlockThreads {
+		return fmt.Errorf("%w: over %d threads in a block", errCorrupt, maxBlockThreads)
+	}
 	t, _ := d.threads.Put(uint32(tid))
 	if t.comm != string(comm) { // compared without a copy
 		t.comm = string(comm)
@@ -279,11 +290,14 @@ func (d *blockDecoder) thread(body []byte) error {
 
 func (d *blockDecoder) str(body []byte) error {
 	u := uvarints{b: body}
-	id, s := u.next(), u.str()
+	id, s := u.next(), u.bytes()
 	if u.err != nil {
 		return u.err
 	}
-	d.strings[id] = s
+	if len(s) > maxNameBytes || len(d.strings) >= maxBlockStrings {
+		return fmt.Errorf("%w: a string of %d bytes, or over %d strings in a block", errCorrupt, len(s), maxBlockStrings)
+	}
+	d.strings[id] = string(s)
 	return nil
 }
 

@@ -36,7 +36,33 @@ const (
 	maxRecordBytes     = 48 << 20
 	// targetBlockRaw is when a writer closes a block.
 	targetBlockRaw = 256 << 10
+
+	// What a reader derives from the file is bounded too, so that a
+	// crafted file cannot make it allocate or loop without end (§11.6).
+	// A block's threads and strings, and a name's length: a 256 KiB block
+	// declares some tens of thousands of threads at most, and kernel task
+	// names are 16 bytes.
+	maxBlockThreads = 1 << 17
+	maxBlockStrings = 1 << 16
+	maxNameBytes    = 256
+	// MinWindowNs is the shortest window (--window) a recording may have.
+	MinWindowNs = 10_000_000
+	// A record's time may be at most maxSpanWindows windows, and at most
+	// maxSpanNs, after the recording's start: replay closes every window
+	// up to the newest time it meets, one by one.
+	maxSpanWindows = 1 << 22
+	maxSpanNs      = 366 * 24 * 3600 * 1_000_000_000
 )
+
+// spanEnd is the latest time a record of a recording with header h may
+// carry.
+func spanEnd(h Header) uint64 {
+	w := h.WindowNs
+	if w == 0 {
+		w = 1e9 // replay's default
+	}
+	return h.StartNs + min(w*maxSpanWindows, maxSpanNs)
+}
 
 // Record types inside a block.
 const (

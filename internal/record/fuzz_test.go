@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -26,13 +27,23 @@ func smallRecording(t testing.TB) []byte {
 }
 
 // FuzzReader feeds arbitrary files to the reader: it must never panic,
-// never loop, and never hold more than its block limits.
+// never loop, and never allocate past its limits (a block's raw bytes,
+// its threads and strings, §11.6), whatever the file says.
 func FuzzReader(f *testing.F) {
 	valid := smallRecording(f)
 	f.Add(valid)
 	f.Add(valid[:len(valid)/2])
 	f.Add(valid[:40])
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		defer func() {
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			if n := after.TotalAlloc - before.TotalAlloc; n > maxFuzzAlloc {
+				t.Fatalf("reading %d bytes allocated %d MiB", len(data), n>>20)
+			}
+		}()
 		r, err := NewReader(bytes.NewReader(data))
 		if err != nil {
 			return
@@ -52,6 +63,10 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// maxFuzzAlloc bounds what reading one fuzz input may allocate: a block's
+// raw bytes at most, its thread table and items, with room.
+const maxFuzzAlloc = maxBlockRaw + 192<<20
 
 // FuzzBlock feeds arbitrary decompressed blocks to the record decoder,
 // which the checksum and zstd layers otherwise shield from fuzzing.

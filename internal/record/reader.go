@@ -59,6 +59,7 @@ type Reader struct {
 	warnings []string
 	cut      bool
 	newer    int    // events of a newer kind or cause, skipped
+	late     int    // records timed past any recording's span, skipped
 	pending  []byte // bytes read ahead by a resync, served before r.r
 
 	// The items of the block being served, decoded whole (Parallel)...
@@ -130,6 +131,10 @@ func NewReader(in io.Reader) (*Reader, error) {
 	if err := json.Unmarshal(js[:n], &r.header); err != nil {
 		return nil, fmt.Errorf("corrupt recording header: %v", err)
 	}
+	if w := r.header.WindowNs; w != 0 && w < MinWindowNs {
+		return nil, fmt.Errorf("corrupt recording header: window_ns %d is under 10 ms, the shortest window", w)
+	}
+	r.scratch.maxTs = spanEnd(r.header)
 	r.off = int64(16 + n + 4)
 	z, err := decoder()
 	if err != nil {
@@ -262,11 +267,19 @@ func (r *Reader) serve(db *decodedBlock) {
 // noteDamage says what was found inside the block just read.
 func (r *Reader) noteDamage(notes []blockNote) {
 	for _, n := range notes {
-		if !n.newer || r.newer == 0 {
-			r.warn("block %d%s", r.blocks, n.msg)
-		}
-		if n.newer {
+		switch n.kind {
+		case noteNewer:
+			if r.newer == 0 {
+				r.warn("block %d%s", r.blocks, n.msg)
+			}
 			r.newer += n.count
+		case noteLate:
+			if r.late == 0 {
+				r.warn("block %d%s", r.blocks, n.msg)
+			}
+			r.late += n.count
+		default:
+			r.warn("block %d%s", r.blocks, n.msg)
 		}
 	}
 }
