@@ -385,7 +385,7 @@ func TestRealServerQuietWithoutTheHog(t *testing.T) {
 	// The control of the incident below: the same SLO, no hog.
 	quiet := redisScenario{name: "numatrace-e2e-redis-quiet", length: 20 * time.Second, args: []string{"--slo", "5ms"}}
 	run := runRedisScenario(t, quiet)
-	if len(run.Spikes) > run.Correlation.Windows/10 {
+	if len(run.Spikes) > run.Correlation.Windows/3 {
 		// The host delays the server now and then, and now and then for
 		// a minute on end: one more run before calling it too noisy.
 		t.Logf("%d spikes in %d windows with the hog off: running again", len(run.Spikes), run.Correlation.Windows)
@@ -408,7 +408,8 @@ func checkQuietRun(t *testing.T, run *redisRun, noisy bool) {
 	// management (p99 of 6-15 ms in 2 of about 10 runs, with nothing else
 	// of ours running); such a spike must carry no memory stall time (a
 	// run-queue wait, which is no memory stall, may explain it), and the
-	// report must blame no memory cause. More than a few of them means
+	// report must blame no memory cause. More than a third of the windows
+	// spiking (the incident below spikes in nearly all), in two runs, means
 	// the machine is too noisy for this test to mean anything.
 	for _, sp := range run.Spikes {
 		for _, c := range sp.Causes {
@@ -418,7 +419,7 @@ func checkQuietRun(t *testing.T, run *redisRun, noisy bool) {
 		}
 		t.Logf("spike with the hog off, no memory stall in it: %s", sp.Verdict)
 	}
-	if noisy && len(run.Spikes) > run.Correlation.Windows/10 {
+	if noisy && len(run.Spikes) > run.Correlation.Windows/3 {
 		t.Errorf("%d spikes in %d windows with the hog off, twice: the machine is too noisy", len(run.Spikes), run.Correlation.Windows)
 	}
 	for _, c := range append(run.Correlation.ExplainedBy, run.Correlation.PartlyBy...) {
