@@ -62,8 +62,36 @@ func binary(t *testing.T) string {
 // attachRun is a running `numatrace attach`.
 type attachRun struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr syncBuffer
 	ready          string
+}
+
+// syncBuffer is a bytes.Buffer that a test may read while the command
+// still writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Bytes is a copy of what was written so far.
+func (b *syncBuffer) Bytes() []byte { return []byte(b.String()) }
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
 }
 
 func startAttach(t *testing.T, args ...string) *attachRun {
@@ -719,6 +747,57 @@ func alive(pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i > 0 && len(b) > i+2 && b[i+2] != 'Z'
+}
+
+// A disk that fills while recording stops the recording at once, in one
+// line, and leaves the live output whole: tracing goes on, the summary is
+// printed, and the run then fails.
+func TestRecordingToAFullDisk(t *testing.T) {
+	testutil.RequireRoot(t)
+	// Stalls to record: memcg reclaims, streamed in blocks every 500 ms.
+	cg := testutil.MemcgCgroup(t, "numatrace-e2e-full", 64<<20)
+	hog := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && while :; do cat %s > /dev/null; done", cg, testutil.BigFile(t)))
+	hog.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(-hog.Process.Pid, syscall.SIGKILL); hog.Wait() }()
+	full := t.TempDir()
+	if err := unix.Mount("tmpfs", full, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount a small tmpfs: %v", err)
+	}
+	defer unix.Unmount(full, unix.MNT_DETACH)
+	for i, args := range [][]string{
+		{"attach", "--no-tui", "--json", "--record", filepath.Join(full, "a.ntr")},
+		{"record", "--json", "-o", filepath.Join(full, "r.ntr")},
+	} {
+		run := startTracing(t, args[0], append(args[1:], "--duration", "4s")...)
+		// The recording has begun: now the disk fills up.
+		filler, err := os.Create(filepath.Join(full, fmt.Sprint("filler", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for err == nil {
+			_, err = filler.Write(make([]byte, 4096))
+		}
+		filler.Close()
+		deadline := time.Now().Add(3 * time.Second)
+		for !strings.Contains(run.stderr.String(), "no space left on device") && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !alive(run.cmd.Process.Pid) || !strings.Contains(run.stderr.String(), "tracing goes on") {
+			t.Errorf("%s: no line at once about the full disk while tracing (stderr %q)", args[0], run.stderr.String())
+		}
+		err = run.cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("%s: exit %v, want 1 after the report", args[0], err)
+		}
+		if !strings.Contains(run.stdout.String(), `"type":"summary"`) {
+			t.Errorf("%s: the summary is missing from stdout (%d bytes); stderr %q", args[0], run.stdout.Len(), run.stderr.String())
+		}
+		os.Remove(filepath.Join(full, fmt.Sprint("filler", i)))
+	}
 }
 
 // A BTF file that cannot be read is one clear line, exit 1.

@@ -139,14 +139,17 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		}
 	}
 	end.Note = strings.Join(notes, "; ")
-	if err := rec.finish(end, stderr); err != nil {
-		return err
-	}
+	// A recording that failed (a full disk, said at once) still leaves
+	// the report whole; the run fails after it.
+	recErr := rec.finish(end, stderr)
 	if res.BadRecords > 0 {
 		fmt.Fprintf(stderr, "numatrace: %d ring-buffer records could not be read or decoded\n", res.BadRecords)
 	}
 	if err := fe.report(eng.Report(end, res.Final, a.Top), stderr); err != nil {
-		return err
+		return errors.Join(err, recErr)
+	}
+	if recErr != nil {
+		return recErr
 	}
 	// A stream line that could not be written: a reader that went away
 	// is fine, anything else (a full disk) is not.

@@ -36,9 +36,11 @@ type frontEnd struct {
 }
 
 func (a *Attach) frontEnd(stdout, stderr io.Writer) *frontEnd {
-	fe := &frontEnd{stdout: stdout, stderr: stderr, quiet: a.Quiet}
+	// record is quiet, unless asked for JSON: then it streams and sums up
+	// as attach --json does.
+	fe := &frontEnd{stdout: stdout, stderr: stderr, quiet: a.Quiet && !a.JSON}
 	switch {
-	case a.Quiet:
+	case fe.quiet:
 	case a.JSON:
 		fe.nd = output.NewNDJSON(stdout)
 	case !a.NoTUI && tui.OnTerminal(stdout):

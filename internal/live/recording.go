@@ -80,6 +80,12 @@ func (a *Attach) newRecording(h record.Header, opt *session.Options, tgt *target
 		if err != nil {
 			return nil, err
 		}
+		warn := opt.Warn
+		fw.OnError(func(err error) {
+			if warn != nil {
+				warn(fmt.Errorf("recording to %s stopped: %v; tracing goes on", a.RecordTo, err))
+			}
+		})
 		rec.file = fw
 		opt.Recorder = fw
 	}

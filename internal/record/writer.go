@@ -144,6 +144,7 @@ type FileWriter struct {
 	done    chan struct{}
 	mu      sync.Mutex
 	err     error
+	onError func(error)
 	closing atomic.Bool // the last block waits for the queue instead of dropping
 }
 
@@ -181,15 +182,29 @@ func (fw *FileWriter) put(fr frame) bool {
 	}
 }
 
+// OnError, if set before the first event, hears at once about the first
+// write that fails (a full disk): the recording stops there, and the
+// caller can say so while tracing goes on.
+func (fw *FileWriter) OnError(f func(error)) {
+	fw.mu.Lock()
+	fw.onError = f
+	fw.mu.Unlock()
+}
+
 func (fw *FileWriter) drain() {
 	defer close(fw.done)
 	for fr := range fw.queue {
+		if fw.Err() != nil {
+			continue // stopped: later blocks would only half fit
+		}
 		if _, err := fw.f.Write(fr.bytes); err != nil {
 			fw.mu.Lock()
-			if fw.err == nil {
-				fw.err = fmt.Errorf("write recording: %w", err)
-			}
+			fw.err = fmt.Errorf("write recording: %w", err)
+			onError := fw.onError
 			fw.mu.Unlock()
+			if onError != nil {
+				onError(fw.err)
+			}
 		}
 	}
 }
