@@ -45,8 +45,9 @@ const (
 	maxBlockThreads = 1 << 17
 	maxBlockStrings = 1 << 16
 	maxNameBytes    = 256
-	// MinWindowNs is the shortest window (--window) a recording may have.
-	MinWindowNs = 10_000_000
+	// MinWindowNs is the shortest window a recording may have (--window
+	// takes 10 ms at least; tests write 1 ms ones).
+	MinWindowNs = 1_000_000
 	// A record's time may be at most maxSpanWindows windows, and at most
 	// maxSpanNs, after the recording's start: replay closes every window
 	// up to the newest time it meets, one by one.

@@ -132,7 +132,7 @@ func NewReader(in io.Reader) (*Reader, error) {
 		return nil, fmt.Errorf("corrupt recording header: %v", err)
 	}
 	if w := r.header.WindowNs; w != 0 && w < MinWindowNs {
-		return nil, fmt.Errorf("corrupt recording header: window_ns %d is under 10 ms, the shortest window", w)
+		return nil, fmt.Errorf("corrupt recording header: window_ns %d is under 1 ms, the shortest window", w)
 	}
 	r.scratch.maxTs = spanEnd(r.header)
 	r.off = int64(16 + n + 4)
