@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -223,5 +224,71 @@ func TestServeBadInput(t *testing.T) {
 		if code != c.code || out != "" || !strings.Contains(oneErrorLine(t, errs), c.msg) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args, code, out, errs)
 		}
+	}
+}
+
+// Writers that stall on their memory cgroup's limit and exit at once
+// (batch jobs, cron) are labelled with their cgroup, from the id the
+// kernel gave with the stall, not "unknown": they have left /proc by the
+// time serve looks their process up.
+func TestServeLabelsShortLivedProcesses(t *testing.T) {
+	testutil.RequireRoot(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ready := filepath.Join(t.TempDir(), "ready")
+	serve := exec.Command(binary(t), "serve", "--listen", listen, "--ready-file", ready)
+	var serveErr strings.Builder
+	serve.Stderr = &serveErr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never ready: %s", serveErr.String())
+		}
+	}
+	file := testutil.BigFile(t)
+	const jobs = 12
+	for i := 0; i < jobs; i++ {
+		cg := testutil.MemcgCgroup(t, fmt.Sprintf("numatrace-e2e-short-%d", i), 64<<20)
+		testutil.DropCaches(t)
+		// 80 MiB through a 64 MiB cgroup: it reclaims at the end, then exits.
+		job := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec dd if=%s of=/dev/null bs=1M count=80 status=none", cg, file))
+		if out, err := job.CombinedOutput(); err != nil {
+			t.Fatalf("job %d: %v %s", i, err, out)
+		}
+	}
+	time.Sleep(2 * time.Second) // the last stalls reach the exporter
+	resp, err := http.Get("http://" + listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	counts := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, `numatrace_stall_seconds_count{cause="memcg_reclaim"`) {
+			continue
+		}
+		m := regexp.MustCompile(`cgroup="([^"]*)".* (\S+)$`).FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		counts[m[1]] += v
+	}
+	labelled := 0
+	for i := 0; i < jobs; i++ {
+		if counts[fmt.Sprintf("/numatrace-e2e-short-%d", i)] > 0 {
+			labelled++
+		}
+	}
+	t.Logf("memcg_reclaim stalls by cgroup: %v", counts)
+	if counts["unknown"] > 0 || labelled < jobs*3/4 {
+		t.Errorf("%v stalls labelled unknown, %d of %d jobs' cgroups labelled: want none unknown and (nearly) every job's cgroup",
+			counts["unknown"], labelled, jobs)
 	}
 }

@@ -15,6 +15,7 @@ import (
 // Config configures the exporter.
 type Config struct {
 	ProcRoot    string          // "/proc"
+	CgroupRoot  string          // "/sys/fs/cgroup": resolves the cgroup ids stalls carry; "" for none
 	CgroupLimit int             // distinct cgroup label values before folding into "other"
 	Comms       map[string]bool // process names that get their own comm label
 	Version     string
@@ -44,7 +45,7 @@ func New(cfg Config) *Exporter {
 	if cfg.CgroupLimit <= 0 {
 		cfg.CgroupLimit = 200
 	}
-	e := &Exporter{Registry: prometheus.NewRegistry(), cfg: cfg, labels: NewLabeller(cfg.ProcRoot, cfg.CgroupLimit)}
+	e := &Exporter{Registry: prometheus.NewRegistry(), cfg: cfg, labels: NewLabeller(cfg.ProcRoot, cfg.CgroupRoot, cfg.CgroupLimit)}
 	e.stalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "numatrace_stall_seconds",
 		Help:                            "Time threads were frozen by memory management, by cause and the cgroup (and container) of the stalled thread; comm is set for allow-listed process names.",
@@ -117,7 +118,7 @@ func (e *Exporter) Stall(ev *stall.Event) error {
 	if ev.Kind != stall.KindStall {
 		return nil
 	}
-	cg, ctr, _ := e.labels.For(ev.PID)
+	cg, ctr, _ := e.labels.For(ev.PID, ev.CgroupID)
 	comm := e.comm(ev.Comm)
 	switch {
 	case ev.Cause == stall.NUMATaskMove:

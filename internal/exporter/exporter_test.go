@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -39,21 +41,21 @@ func fakeProc(t *testing.T) string {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestLabels(t *testing.T) {
-	l := NewLabeller(fakeProc(t), 3)
-	if cg, ctr, _ := l.For(10); cg != "/redis" || ctr != "" {
+	l := NewLabeller(fakeProc(t), "", 3)
+	if cg, ctr, _ := l.For(10, 0); cg != "/redis" || ctr != "" {
 		t.Errorf("v1 memory cgroup: %q %q", cg, ctr)
 	}
-	if cg, ctr, _ := l.For(20); cg != "/system.slice/docker-"+dockerID+".scope" || ctr != dockerID[:12] {
+	if cg, ctr, _ := l.For(20, 0); cg != "/system.slice/docker-"+dockerID+".scope" || ctr != dockerID[:12] {
 		t.Errorf("docker under v2: %q %q", cg, ctr)
 	}
-	if cg, _, _ := l.For(99); cg != "unknown" {
+	if cg, _, _ := l.For(99, 0); cg != "unknown" {
 		t.Errorf("an exited pid: %q", cg)
 	}
 	// The limit is 3 values: /redis, the docker scope, unknown. More fold.
-	if cg, _, folded := l.For(30); cg != Other || !folded || l.Folded() != 1 {
+	if cg, _, folded := l.For(30, 0); cg != Other || !folded || l.Folded() != 1 {
 		t.Errorf("past the limit: %q folded=%v count=%d", cg, folded, l.Folded())
 	}
-	if cg, _, _ := l.For(10); cg != "/redis" {
+	if cg, _, _ := l.For(10, 0); cg != "/redis" {
 		t.Errorf("a known value after the limit: %q", cg)
 	}
 	if l.Values() != 3 {
@@ -138,5 +140,47 @@ numatrace_doctor_finding{check="zone_reclaim_mode",severity="crit",title="zone r
 	}
 	if sum < 0.00499 || sum > 0.00501 {
 		t.Errorf("memcg_reclaim sum %g s, want 0.005", sum)
+	}
+}
+
+// A process gone from /proc by the time its stall is labelled (a short
+// writer) is labelled by the cgroup id the kernel gave with the stall:
+// the inode of its cgroup's directory, found under the cgroup mounts.
+func TestLabelsFromCgroupIDs(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"memory/batch/job-7", "unified/system.slice/docker-" + dockerID + ".scope"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []string{"memory", "unified"} { // what marks a hierarchy
+		os.WriteFile(filepath.Join(root, h, "cgroup.procs"), nil, 0o644)
+	}
+	ino := func(d string) uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(root, d), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	l := NewLabeller(fakeProc(t), root, 10)
+	if cg, _, _ := l.For(99, ino("memory/batch/job-7")); cg != "/batch/job-7" {
+		t.Errorf("an exited writer with its memcg id: %q, want /batch/job-7", cg)
+	}
+	if cg, ctr, _ := l.For(98, ino("unified/system.slice/docker-"+dockerID+".scope")); cg != "/system.slice/docker-"+dockerID+".scope" || ctr != dockerID[:12] {
+		t.Errorf("an exited container process with its v2 id: %q %q", cg, ctr)
+	}
+	if cg, _, _ := l.For(10, ino("memory/batch/job-7")); cg != "/redis" {
+		t.Errorf("a live process is labelled from /proc: %q", cg)
+	}
+	if cg, _, _ := l.For(97, 0); cg != "unknown" {
+		t.Errorf("an exited process without an id: %q", cg)
+	}
+	// A cgroup made after the last walk is found on its first miss, 10 ms
+	// after that walk at most.
+	os.MkdirAll(filepath.Join(root, "memory/batch/job-8"), 0o755)
+	time.Sleep(20 * time.Millisecond)
+	if cg, _, _ := l.For(96, ino("memory/batch/job-8")); cg != "/batch/job-8" {
+		t.Errorf("a new cgroup: %q", cg)
 	}
 }

@@ -1,9 +1,14 @@
 package exporter
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/prometheus/procfs"
 )
@@ -14,6 +19,7 @@ import (
 type Labeller struct {
 	procRoot string
 	limit    int
+	ids      *cgroupIDs // nil: no cgroup mount to resolve ids in
 
 	mu     sync.Mutex
 	byPID  map[uint32]labels
@@ -28,22 +34,38 @@ type labels struct{ cgroup, container string }
 const maxCachedPIDs = 1 << 16
 
 // NewLabeller reads /proc under procRoot and keeps at most limit cgroup
-// values.
-func NewLabeller(procRoot string, limit int) *Labeller {
-	return &Labeller{procRoot: procRoot, limit: limit, byPID: map[uint32]labels{}, seen: map[string]bool{}}
+// values. cgroupRoot ("/sys/fs/cgroup"; "" for none) is where a cgroup id
+// the kernel gave is looked up when the process has gone from /proc.
+func NewLabeller(procRoot, cgroupRoot string, limit int) *Labeller {
+	l := &Labeller{procRoot: procRoot, limit: limit, byPID: map[uint32]labels{}, seen: map[string]bool{}}
+	if cgroupRoot != "" {
+		l.ids = newCgroupIDs(cgroupRoot)
+	}
+	return l
 }
 
 // Other is the label value that over-limit cgroups fold into.
 const Other = "other"
 
+// unknown labels a process that had gone when it was looked up, with no
+// cgroup id to go by.
+const unknown = "unknown"
+
 // For returns the cgroup and container labels of pid, and whether the
-// cgroup was folded into Other.
-func (l *Labeller) For(pid uint32) (cgroup, container string, folded bool) {
+// cgroup was folded into Other. cgroupID, if not 0, is the id (the cgroup
+// directory's inode) the kernel gave with the stall: a process that ended
+// before its /proc entry was read is labelled by it.
+func (l *Labeller) For(pid uint32, cgroupID uint64) (cgroup, container string, folded bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lb, ok := l.byPID[pid]
-	if !ok {
+	if !ok || lb.cgroup == unknown {
 		lb = l.read(pid)
+		if lb.cgroup == unknown && cgroupID != 0 && l.ids != nil {
+			if path, found := l.ids.path(cgroupID); found {
+				lb = labels{cgroup: path, container: containerID(path)}
+			}
+		}
 		if len(l.byPID) >= maxCachedPIDs {
 			l.byPID = map[uint32]labels{}
 		}
@@ -83,7 +105,7 @@ func (l *Labeller) Values() int {
 // read takes the process's cgroup from /proc/PID/cgroup: the unified
 // (v2) path when the process has one, else the v1 memory controller's.
 func (l *Labeller) read(pid uint32) labels {
-	unknown := labels{cgroup: "unknown"} // exited before we looked
+	unknown := labels{cgroup: unknown} // exited before we looked
 	fs, err := procfs.NewFS(l.procRoot)
 	if err != nil {
 		return unknown
@@ -126,4 +148,78 @@ func containerID(cg string) string {
 		return ""
 	}
 	return m[1][:12]
+}
+
+// cgroupIDs finds a cgroup's path from its id, the inode number of its
+// directory, by walking the cgroup mounts: the v1 memory hierarchy (whose
+// ids memcg stalls carry on a v1 or hybrid machine) and the v2 one.
+type cgroupIDs struct {
+	roots   []string
+	byID    map[uint64]string
+	scanned time.Time
+	missed  map[uint64]time.Time // ids no walk found, and when
+}
+
+func newCgroupIDs(root string) *cgroupIDs {
+	return &cgroupIDs{roots: []string{filepath.Join(root, "memory"), filepath.Join(root, "unified"), root},
+		byID: map[uint64]string{}, missed: map[uint64]time.Time{}}
+}
+
+// path is id's path below its hierarchy's root ("/" for the root). An id
+// not known yet (a cgroup made for a short job) walks the mounts again,
+// at most every 10 ms; an id a fresh walk did not find (the cgroup is
+// gone too) is not looked for again for a second.
+func (c *cgroupIDs) path(id uint64) (string, bool) {
+	if p, ok := c.byID[id]; ok {
+		return p, true
+	}
+	now := time.Now()
+	if t, ok := c.missed[id]; ok && now.Sub(t) < time.Second {
+		return "", false
+	}
+	if now.Sub(c.scanned) < 10*time.Millisecond {
+		return "", false // the next stall asks again
+	}
+	c.scan()
+	p, ok := c.byID[id]
+	if !ok {
+		if len(c.missed) >= maxCgroupIDs {
+			clear(c.missed)
+		}
+		c.missed[id] = now
+	}
+	return p, ok
+}
+
+// maxCgroupIDs bounds the id → path table: a machine has some thousands.
+const maxCgroupIDs = 1 << 16
+
+func (c *cgroupIDs) scan() {
+	c.scanned = time.Now()
+	c.byID = map[uint64]string{}
+	for _, root := range c.roots {
+		// Only a cgroup hierarchy (a hybrid machine's /sys/fs/cgroup is
+		// a tmpfs holding them).
+		if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+			continue
+		}
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil || len(c.byID) >= maxCgroupIDs {
+				return fs.SkipDir
+			}
+			st, ok := info.Sys().(*syscall.Stat_t)
+			if !ok {
+				return nil
+			}
+			rel, _ := filepath.Rel(root, path)
+			if _, dup := c.byID[st.Ino]; !dup { // the first hierarchy wins
+				c.byID[st.Ino] = filepath.Clean("/" + rel)
+			}
+			return nil
+		})
+	}
 }

@@ -47,7 +47,7 @@ func (s *Serve) Run(stderr io.Writer) error {
 		return err
 	}
 	defer tr.Close()
-	exp := exporter.New(exporter.Config{ProcRoot: "/proc", CgroupLimit: s.CgroupLimit, Comms: s.comms(), Version: s.Version})
+	exp := exporter.New(exporter.Config{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup", CgroupLimit: s.CgroupLimit, Comms: s.comms(), Version: s.Version})
 	for _, p := range tr.Probes() {
 		if !p.Skipped { // left out on purpose: not a probe that is down
 			exp.SetProbe(p.Name, p.Attached)
