@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"math"
 	"sort"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -60,18 +61,39 @@ func (a *Aggregator) window(i uint64) *Window {
 	if a.last != nil && a.last.Index == i {
 		return a.last
 	}
-	if a.last != nil {
-		a.lastThreads = len(a.last.Threads)
-	}
 	w := a.open[i]
 	if w == nil {
-		// Sized for as many threads as the last window had: windows
-		// next to each other see much the same threads.
+		// Sized for as many threads as the last window that had any:
+		// windows next to each other see much the same threads.
 		w = &Window{Index: i, StartNs: a.startNs + i*a.windowNs, EndNs: a.startNs + (i+1)*a.windowNs,
 			Threads: make(map[uint32]*ThreadWindow, a.lastThreads)}
 		a.open[i] = w
 	}
 	a.last = w
+	return w
+}
+
+// take closes the oldest open window, or the empty one in its place.
+func (a *Aggregator) take() *Window {
+	w := a.open[a.next]
+	if w == nil { // nothing happened in it: no room for threads
+		w = &Window{Index: a.next, StartNs: a.startNs + a.next*a.windowNs, EndNs: a.startNs + (a.next+1)*a.windowNs,
+			Threads: map[uint32]*ThreadWindow{}}
+	}
+	if n := len(w.Threads); n > 0 {
+		a.lastThreads = n
+	}
+	// Its rows are the consumers' now: a thread that stalls no more must
+	// not keep the window's slab alive (serve runs for months).
+	for tid := range w.Threads {
+		if st := a.threads.Get(tid); st != nil && st.win == w.Index+1 {
+			st.tw = nil
+		}
+	}
+	w.slab = nil
+	delete(a.open, a.next)
+	a.last = nil
+	a.next++
 	return w
 }
 
@@ -113,39 +135,33 @@ func (a *Aggregator) Add(ev *stall.Event) {
 
 // Close returns, in order, every window that ended at or before nowNs,
 // including empty ones, so a consumer sees a gap-free series.
-func (a *Aggregator) Close(nowNs uint64) []*Window {
+func (a *Aggregator) Close(nowNs uint64) []*Window { return a.CloseBatch(nowNs, math.MaxInt) }
+
+// CloseBatch is Close for at most limit windows: call it again for the
+// rest. A replay can meet a quiet stretch of millions of windows.
+func (a *Aggregator) CloseBatch(nowNs uint64, limit int) []*Window {
 	var out []*Window
-	for {
-		end := a.startNs + (a.next+1)*a.windowNs
-		if end > nowNs {
-			break
-		}
-		w := a.window(a.next)
-		w.slab = nil
-		out = append(out, w)
-		delete(a.open, a.next)
-		a.last = nil
-		a.next++
+	for len(out) < limit && a.startNs+(a.next+1)*a.windowNs <= nowNs {
+		out = append(out, a.take())
 	}
 	return out
 }
 
 // CloseAll closes every window up to and including the one holding nowNs.
-func (a *Aggregator) CloseAll(nowNs uint64) []*Window {
-	out := a.Close(nowNs)
+func (a *Aggregator) CloseAll(nowNs uint64) []*Window { return a.CloseAllBatch(nowNs, math.MaxInt) }
+
+// CloseAllBatch is CloseAll for at most limit windows: call it again for
+// the rest.
+func (a *Aggregator) CloseAllBatch(nowNs uint64, limit int) []*Window {
+	out := a.CloseBatch(nowNs, limit)
 	last := a.index(nowNs)
 	for i := range a.open {
-		if i > last {
-			last = i
-		}
+		last = max(last, i)
 	}
-	for ; a.next <= last; a.next++ {
-		w := a.window(a.next)
+	for len(out) < limit && a.next <= last {
+		w := a.take()
 		w.Partial = w.EndNs > nowNs
-		w.slab = nil
 		out = append(out, w)
-		delete(a.open, a.next)
-		a.last = nil
 	}
 	return out
 }

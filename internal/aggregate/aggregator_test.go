@@ -456,3 +456,22 @@ func TestThreadRowsAcrossOpenWindows(t *testing.T) {
 		t.Fatalf("rows by window and thread: got %v, want %v", got, want)
 	}
 }
+
+// Closed windows' rows are the consumers': no thread's state keeps one
+// (and with it the window's slab) once its window has closed.
+func TestClosedRowsAreNotKept(t *testing.T) {
+	a := New(start, win)
+	for tid := uint32(1); tid <= 50; tid++ {
+		a.Add(stallEv(start+1, tid, stall.MmapLock, 3))
+	}
+	a.Add(stallEv(start+win+1, 7, stall.MmapLock, 3)) // thread 7 goes on in window 1
+	a.Close(start + win)
+	a.threads.All(func(tid uint32, st *threadState) {
+		if st.tw != nil && st.win != 2 {
+			t.Errorf("thread %d keeps its row of window %d", tid, st.win-1)
+		}
+	})
+	if st := a.threads.Get(7); st.tw == nil || st.tw.TotalNs != 3 {
+		t.Errorf("thread 7's row in the open window: %+v", st.tw)
+	}
+}

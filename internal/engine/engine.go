@@ -205,20 +205,58 @@ func (e *Engine) attachLate(st latency.Stats) bool {
 func (e *Engine) SetLost(total uint64) { e.lost = max(e.lost, total) }
 
 // Close closes every window that ended at or before nowNs, in order and
-// without gaps, and returns them with how many were latency spikes.
+// without gaps, and returns them with how many were latency spikes (see
+// closeBatches for a long stretch).
 func (e *Engine) Close(nowNs uint64) ([]*aggregate.Window, int) {
-	return e.closed(e.agg.Close(nowNs))
+	return e.closeBatches(func(limit int) []*aggregate.Window { return e.agg.CloseBatch(nowNs, limit) })
 }
 
 // Finish closes every window up to the one holding endNs, which may be
 // partial, and flushes the sinks.
 func (e *Engine) Finish(endNs uint64) ([]*aggregate.Window, int) {
-	ws, spikes := e.closed(e.agg.CloseAll(endNs))
+	ws, spikes := e.closeBatches(func(limit int) []*aggregate.Window { return e.agg.CloseAllBatch(endNs, limit) })
 	for _, s := range e.sinks {
 		e.keep(s.Flush())
 	}
 	e.publish(true)
 	return ws, spikes
+}
+
+// closeBatch bounds the windows closed, and held, at once. A live run
+// closes a window or two at a time; a replay can meet a quiet stretch of
+// millions (a recording's span allows 4 million windows).
+const closeBatch = 4096
+
+// closeBatches closes windows batch by batch (next gives the next batch),
+// each through the sinks and the analysis before the next is made. It
+// returns them all, or when more than closeBatch closed, those that carry
+// the service's latency and the last one: what a caller records.
+func (e *Engine) closeBatches(next func(limit int) []*aggregate.Window) ([]*aggregate.Window, int) {
+	var out []*aggregate.Window
+	spikes, n := 0, 0
+	for {
+		ws := next(closeBatch)
+		if len(ws) == 0 {
+			break
+		}
+		_, s := e.closed(ws)
+		spikes += s
+		if n += len(ws); n <= closeBatch {
+			out = append(out, ws...)
+			continue
+		}
+		kept := out[:0:0]
+		for _, w := range append(out, ws...) {
+			if w.Latency != nil {
+				kept = append(kept, w)
+			}
+		}
+		if last := ws[len(ws)-1]; len(kept) == 0 || kept[len(kept)-1] != last {
+			kept = append(kept, last)
+		}
+		out = kept
+	}
+	return out, spikes
 }
 
 func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {

@@ -210,3 +210,28 @@ func TestGapIsASpikeWhenLoadResumes(t *testing.T) {
 		t.Fatalf("analysis spikes %+v", a.Spikes)
 	}
 }
+
+// A long quiet stretch closes in batches: the sinks see every window, in
+// order, and the engine holds no more than a batch at once; what Close
+// returns past a batch is the last window (and any with latency).
+func TestLongStretchClosesInBatches(t *testing.T) {
+	s := &sink{}
+	e := New(record.Header{StartNs: start, WindowNs: sec}, Options{Sinks: []Sink{s}})
+	e.Event(stallAt(stall.MemcgReclaim, start+sec/2, 5000, 11))
+	const n = 3*closeBatch + 5
+	ws, _ := e.Close(start + n*sec)
+	if len(ws) != 1 || ws[0].Index != n-1 {
+		t.Fatalf("Close returned %d windows (last %d), want only the last, %d", len(ws), ws[len(ws)-1].Index, n-1)
+	}
+	if len(s.windows) != n {
+		t.Fatalf("sinks saw %d windows, want %d", len(s.windows), n)
+	}
+	for i, w := range s.windows {
+		if w.Index != uint64(i) {
+			t.Fatalf("window %d is %d: not in order, or a gap", i, w.Index)
+		}
+	}
+	if s.windows[0].Causes[stall.MemcgReclaim].Count != 1 || s.flushes < 3 {
+		t.Errorf("the stall's window %+v, %d flushes (one per batch at least)", s.windows[0].Causes[stall.MemcgReclaim], s.flushes)
+	}
+}

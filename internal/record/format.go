@@ -4,6 +4,8 @@
 // reference implementation.
 package record
 
+import "math"
+
 import (
 	"encoding/binary"
 	"hash/crc32"
@@ -53,6 +55,9 @@ const (
 	// up to the newest time it meets, one by one.
 	maxSpanWindows = 1 << 22
 	maxSpanNs      = 366 * 24 * 3600 * 1_000_000_000
+	// Looking past failed blocks from their second byte reads bytes again:
+	// at most this much more than twice what was read.
+	maxReread = 64 << 20
 )
 
 // spanEnd is the latest time a record of a recording with header h may
@@ -62,7 +67,14 @@ func spanEnd(h Header) uint64 {
 	if w == 0 {
 		w = 1e9 // replay's default
 	}
-	return h.StartNs + min(w*maxSpanWindows, maxSpanNs)
+	span := uint64(maxSpanNs)
+	if w <= maxSpanNs/maxSpanWindows { // no overflow
+		span = min(w*maxSpanWindows, maxSpanNs)
+	}
+	if h.StartNs > math.MaxUint64-span {
+		return math.MaxUint64
+	}
+	return h.StartNs + span
 }
 
 // Record types inside a block.

@@ -60,6 +60,7 @@ type Reader struct {
 	cut      bool
 	newer    int    // events of a newer kind or cause, skipped
 	late     int    // records timed past any recording's span, skipped
+	reread   int64  // bytes read again to look past failed blocks
 	pending  []byte // bytes read ahead by a resync, served before r.r
 
 	// The items of the block being served, decoded whole (Parallel)...
@@ -417,14 +418,18 @@ func (r *Reader) readBlock(buf []byte) *blockJob {
 		m, err := r.readFull(payload)
 		// A block that fails is looked past from its second byte, not from
 		// where its length says it ends: a damaged length would otherwise
-		// hide every block it claims, or end the file.
+		// hide every block it claims, or end the file. That reads its bytes
+		// again; past a budget (a file of nothing but bad headers would
+		// make it quadratic), a failed block is skipped by its length.
+		rescan := r.reread < maxReread+2*r.off
 		if err != nil {
 			rest := append(hb[1:], payload[:m]...)
-			if !bytes.Contains(rest, blockMagic[:]) { // the file was cut here
+			if !rescan || !bytes.Contains(rest, blockMagic[:]) { // the file was cut here
 				j.end, j.cutAt = true, r.off+int64(blockHeaderSize+m)
 				return j
 			}
 			j.warns = append(j.warns, fmt.Sprintf("block at byte %d claims %d bytes, past the end of the file; looking for the next block", start, h.Compressed))
+			r.reread += int64(len(rest))
 			if r.resync(rest) != nil {
 				j.end = true
 				return j
@@ -432,7 +437,13 @@ func (r *Reader) readBlock(buf []byte) *blockJob {
 			continue
 		}
 		if checksum(payload) != h.CRC {
+			if !rescan {
+				r.off += int64(blockHeaderSize) + int64(h.Compressed)
+				j.warns = append(j.warns, fmt.Sprintf("block at byte %d fails its checksum; skipped", start))
+				continue
+			}
 			j.warns = append(j.warns, fmt.Sprintf("block at byte %d fails its checksum; looking for the next block", start))
+			r.reread += int64(len(payload))
 			if r.resync(append(hb[1:], payload...)) != nil {
 				j.end = true
 				return j

@@ -700,3 +700,20 @@ func TestEventIntoOverwritesEveryField(t *testing.T) {
 		t.Fatalf("decoded over a used event:\n got %+v\nwant %+v", dirty, bare)
 	}
 }
+
+// The span bound neither wraps nor shrinks for long windows or a start
+// near the end of the clock.
+func TestSpanEndDoesNotOverflow(t *testing.T) {
+	for _, h := range []Header{
+		{StartNs: 5, WindowNs: 1 << 42}, {StartNs: 5, WindowNs: 1 << 62}, {StartNs: 1<<64 - 10, WindowNs: 1e9},
+		{StartNs: 5, WindowNs: 0}, {StartNs: 5, WindowNs: 1e9},
+	} {
+		end := spanEnd(h)
+		if end <= h.StartNs && h.StartNs < 1<<63 || end-h.StartNs > maxSpanNs && end != 1<<64-1 {
+			t.Errorf("%+v: span end %d", h, end)
+		}
+	}
+	if got := spanEnd(Header{StartNs: 5, WindowNs: 1 << 42}); got != 5+maxSpanNs {
+		t.Errorf("a 73-minute window: span end %d, want the 366 days", got)
+	}
+}
