@@ -96,7 +96,10 @@ func (a *Attach) newRecording(h record.Header, opt *session.Options, tgt *target
 	case target.Cgroup:
 		pids = func() []uint32 { p, _ := tgt.CgroupPIDs(); return p }
 	}
-	opt.RecordEvery, opt.FlushEvery = recordEvery, flushEvery
+	opt.RecordEvery = recordEvery
+	if rec.file != nil { // a flight recorder's blocks are in memory: a crash loses them anyway
+		opt.FlushEvery = flushEvery
+	}
 	opt.ReadProcfs = func(now uint64) (record.Procfs, error) {
 		return procsnap.Read("/proc", "/sys", pids(), now)
 	}

@@ -16,9 +16,10 @@ import (
 // Mode is the permission of a file Create makes.
 const Mode = 0o600
 
-// Create opens path for writing, emptied, making it with Mode if it does
-// not exist. It refuses a symbolic link at path, and an existing file
-// with other hard links, before writing anything to either.
+// Create opens path for writing, emptied and with Mode, making it if it
+// does not exist. It refuses a symbolic link at path, and an existing
+// file with other hard links or of another user, before writing anything
+// to either.
 func Create(path string) (*os.File, error) {
 	// No O_TRUNC: the checks come first, then the truncation.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, Mode)
@@ -33,14 +34,27 @@ func Create(path string) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && st.Mode().IsRegular() && sys.Nlink > 1 {
-		f.Close()
-		return nil, fmt.Errorf("%s has %d hard links: not written; remove it or choose another path", path, sys.Nlink)
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && st.Mode().IsRegular() {
+		switch {
+		case sys.Nlink > 1:
+			f.Close()
+			return nil, fmt.Errorf("%s has %d hard links: not written; remove it or choose another path", path, sys.Nlink)
+		case int(sys.Uid) != os.Geteuid():
+			// Made beforehand by someone else, who could read what we write.
+			f.Close()
+			return nil, fmt.Errorf("%s belongs to another user (uid %d): not written; remove it or choose another path", path, sys.Uid)
+		}
 	}
 	if st.Mode().IsRegular() {
 		if err := f.Truncate(0); err != nil {
 			f.Close()
 			return nil, err
+		}
+		if st.Mode().Perm() != Mode { // an older file of ours, made readable
+			if err := f.Chmod(Mode); err != nil {
+				f.Close()
+				return nil, err
+			}
 		}
 	}
 	return f, nil

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 func TestCreateNewIsPrivate(t *testing.T) {
@@ -59,5 +61,35 @@ func TestCreateRefusesLinks(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "precious" {
 		t.Fatalf("the link's target now holds %q", b)
+	}
+}
+
+// A file someone else made at the path beforehand is refused (they could
+// read what is written); one of ours that others could read is made 0600.
+func TestCreateRefusesAnotherUsersFile(t *testing.T) {
+	testutil.RequireRoot(t) // to make a file of another user
+	dir := t.TempDir()
+	theirs := filepath.Join(dir, "theirs.ntr")
+	if err := os.WriteFile(theirs, []byte("planted"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Create(theirs); err == nil {
+		f.Close()
+		t.Fatal("another user's file was opened for writing")
+	} else if !strings.Contains(err.Error(), "another user") {
+		t.Errorf("error %q", err)
+	}
+	ours := filepath.Join(dir, "ours.ntr")
+	os.WriteFile(ours, []byte("old"), 0o644)
+	f, err := Create(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if st, _ := os.Stat(ours); st.Mode().Perm() != Mode {
+		t.Errorf("an older file of ours is %v, want %v", st.Mode().Perm(), os.FileMode(Mode))
 	}
 }
