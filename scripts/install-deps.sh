@@ -14,6 +14,7 @@ have gcc || need+=(gcc)
 have redis-server || need+=(redis-server) # the real-server correlation test
 have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
 have prometheus || need+=(prometheus)     # scrapes numatrace serve in its test
+have systemd-analyze || need+=(systemd)   # verifies deploy/systemd/numatrace.service (a container may lack it)
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"
