@@ -131,23 +131,7 @@ func TestServeWithPrometheus(t *testing.T) {
 	}
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	ready := filepath.Join(t.TempDir(), "ready")
-	serve := exec.Command(binary(t), "serve", "--listen", listen, "--ready-file", ready, "--comm", "cat")
-	var serveErr strings.Builder
-	serve.Stderr = &serveErr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never ready: %s", serveErr.String())
-		}
-	}
+	listen, serve, serveErr := startServe(t, "--comm", "cat")
 	prom := startPrometheus(t, listen)
 	// A second server takes the native histograms (2.42: a feature flag).
 	native := startPrometheus(t, listen, "--enable-feature=native-histograms")
@@ -233,23 +217,7 @@ func TestServeBadInput(t *testing.T) {
 // time serve looks their process up.
 func TestServeLabelsShortLivedProcesses(t *testing.T) {
 	testutil.RequireRoot(t)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	ready := filepath.Join(t.TempDir(), "ready")
-	serve := exec.Command(binary(t), "serve", "--listen", listen, "--ready-file", ready)
-	var serveErr strings.Builder
-	serve.Stderr = &serveErr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never ready: %s", serveErr.String())
-		}
-	}
+	listen, _, _ := startServe(t)
 	file := testutil.BigFile(t)
 	const jobs = 12
 	for i := 0; i < jobs; i++ {
@@ -290,5 +258,28 @@ func TestServeLabelsShortLivedProcesses(t *testing.T) {
 	if counts["unknown"] > 0 || labelled < jobs*3/4 {
 		t.Errorf("%v stalls labelled unknown, %d of %d jobs' cgroups labelled: want none unknown and (nearly) every job's cgroup",
 			counts["unknown"], labelled, jobs)
+	}
+}
+
+// startServe runs `numatrace serve` on a free loopback port with args,
+// and returns once it serves: its address, the command and its stderr.
+func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Builder) {
+	t.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ready := filepath.Join(t.TempDir(), "ready")
+	serve := exec.Command(binary(t), append([]string{"serve", "--listen", listen, "--ready-file", ready}, args...)...)
+	serveErr := &strings.Builder{}
+	serve.Stderr = serveErr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			return listen, serve, serveErr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never ready: %s", serveErr.String())
+		}
 	}
 }

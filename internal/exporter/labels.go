@@ -59,7 +59,7 @@ func (l *Labeller) For(pid uint32, cgroupID uint64) (cgroup, container string, f
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lb, ok := l.byPID[pid]
-	if !ok || lb.cgroup == unknown {
+	if !ok || lb.cgroup == unknown && cgroupID != 0 { // an id may name it now
 		lb = l.read(pid)
 		if lb.cgroup == unknown && cgroupID != 0 && l.ids != nil {
 			if path, found := l.ids.path(cgroupID); found {

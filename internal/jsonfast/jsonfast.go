@@ -9,6 +9,8 @@
 // encoding/json's.
 package jsonfast
 
+import "slices"
+
 // Parser reads b from the start.
 type Parser struct {
 	b []byte
@@ -116,13 +118,35 @@ func (p *Parser) Bool() (v, ok bool) {
 
 // Object reads an object, calling value for each key with the parser at
 // the key's value, which value must read; ok is false when the object is
-// malformed or value says so.
+// malformed or value says so. A key given twice is not taken either
+// (encoding/json merges or overwrites, depending on the type), nor an
+// object of more than maxKeys keys.
 func (p *Parser) Object(value func(key string) bool) bool {
-	return p.object(func() bool {
+	if !p.Byte('{') {
+		return false
+	}
+	if p.Byte('}') {
+		return true
+	}
+	var seen [maxKeys]string
+	for n := 0; ; n++ {
 		key, ok := p.Str()
-		return ok && p.Byte(':') && value(key)
-	})
+		if !ok || n == maxKeys || slices.Contains(seen[:n], key) || !p.Byte(':') || !value(key) {
+			return false
+		}
+		seen[n] = key
+		if p.Byte('}') {
+			return true
+		}
+		if !p.Byte(',') {
+			return false
+		}
+	}
 }
+
+// maxKeys bounds an Object's keys: the structs numatrace writes have a
+// dozen at most.
+const maxKeys = 16
 
 // UintObject is Object for integer keys.
 func (p *Parser) UintObject(bits uint, value func(key uint64) bool) bool {

@@ -349,27 +349,16 @@ func decodeSnapshot(body []byte) (*Snapshot, error) {
 // it is not in that shape.
 func readSnapshot(body []byte) (*Snapshot, bool) {
 	var s Snapshot
-	var seen [3]bool
 	p := jsonfast.New(body)
 	ok := p.Object(func(key string) (ok bool) {
-		var i int
 		switch key {
 		case "mono_ns":
-			i = 0
 			s.MonoNs, ok = p.Uint(64)
 		case "final":
-			i = 1
 			s.Final, ok = p.Bool()
 		case "data":
-			i = 2
 			s.Data, ok = stall.ReadSnapshot(p)
-		default:
-			return false
 		}
-		if seen[i] {
-			return false // encoding/json merges a repeated key: leave it to it
-		}
-		seen[i] = true
 		return ok
 	})
 	return &s, ok && p.End()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -121,15 +122,7 @@ func writeRecording(t *testing.T, withSnapshot, withEnd bool) string {
 }
 
 func TestReportTakesTotalsFromTheFinalSnapshot(t *testing.T) {
-	r, err := record.Open(writeRecording(t, true, true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rep, err := Run(context.Background(), r, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := replayFile(t, writeRecording(t, true, true))
 	th := rep.Summary.Threads[0]
 	if th.Stalls["memcg_reclaim"].Count != 25 || th.Comm != "db-renamed" || !th.Exited {
 		t.Fatalf("thread %+v: want the snapshot's 25 stalls and the exit's name", th)
@@ -140,15 +133,7 @@ func TestReportTakesTotalsFromTheFinalSnapshot(t *testing.T) {
 }
 
 func TestCutRecordingFallsBackToEvents(t *testing.T) {
-	r, err := record.Open(writeRecording(t, false, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rep, err := Run(context.Background(), r, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := replayFile(t, writeRecording(t, false, false))
 	if !strings.Contains(rep.Note, "cut short") && !strings.Contains(rep.Note, "no final kernel snapshot") {
 		t.Fatalf("note %q", rep.Note)
 	}
@@ -189,15 +174,7 @@ func TestReplayRepeatsTheCorrelation(t *testing.T) {
 		w.Latency(latency.Stats{Index: i, Count: 100, P50Ns: 1e6, P99Ns: p99, MaxNs: p99})
 	}
 	w.Close(record.End{EndNs: 1000 + 10*win, DurationNs: 10 * win})
-	r, err := record.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rep, err := Run(context.Background(), r, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := replayFile(t, path)
 	c := rep.Correlation
 	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 || c.Spikes[0].Causes[0].WorstTID != 6 ||
 		len(c.Explained) != 0 && c.Explained[0] != "memcg_reclaim" {
@@ -254,6 +231,16 @@ func TestKilledRecordingHasASaneDuration(t *testing.T) {
 	w.Close(record.End{})
 	b, _ := os.ReadFile(path)
 	os.WriteFile(path, b[:len(b)-5], 0o644) // killed: the end record's block is cut
+	rep := replayFile(t, path)
+	if rep.DurationNs != uint64(1750*time.Millisecond) || rep.Events != 0 || !strings.Contains(rep.Note, "cut short") {
+		t.Fatalf("duration %d ns, %d events, note %q: want 1.75 s from the last lost record, no events, cut short",
+			rep.DurationNs, rep.Events, rep.Note)
+	}
+}
+
+// replayFile replays the recording at path as fast as it goes.
+func replayFile(t *testing.T, path string) *output.Report {
+	t.Helper()
 	r, err := record.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -263,8 +250,5 @@ func TestKilledRecordingHasASaneDuration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.DurationNs != uint64(1750*time.Millisecond) || rep.Events != 0 || !strings.Contains(rep.Note, "cut short") {
-		t.Fatalf("duration %d ns, %d events, note %q: want 1.75 s from the last lost record, no events, cut short",
-			rep.DurationNs, rep.Events, rep.Note)
-	}
+	return rep
 }

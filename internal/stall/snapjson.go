@@ -40,35 +40,25 @@ func (t *ThreadStats) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(t))
 }
 
-// once reports whether key is seen for the first time, by its bit.
-func once(seen *uint32, bit uint) bool {
-	if *seen&(1<<bit) != 0 {
-		return false
-	}
-	*seen |= 1 << bit
-	return true
-}
-
 func readHist(p *jsonfast.Parser) (h Hist, ok bool) {
-	var seen uint32
 	ok = p.Object(func(key string) (ok bool) {
 		switch key {
 		case "Count":
 			h.Count, ok = p.Uint(64)
-			return ok && once(&seen, 0)
+			return ok
 		case "TotalNs":
 			h.TotalNs, ok = p.Uint(64)
-			return ok && once(&seen, 1)
+			return ok
 		case "MaxNs":
 			h.MaxNs, ok = p.Uint(64)
-			return ok && once(&seen, 2)
+			return ok
 		case "NestedNs":
 			h.NestedNs, ok = p.Uint(64)
-			return ok && once(&seen, 3)
+			return ok
 		case "Slots":
 			// Fewer values than slots leave the rest zero, as in
 			// encoding/json; more are left to it.
-			return once(&seen, 4) && p.Array(func(i int) (ok bool) {
+			return p.Array(func(i int) (ok bool) {
 				if i < HistSlots {
 					h.Slots[i], ok = p.Uint(64)
 				}
@@ -82,30 +72,29 @@ func readHist(p *jsonfast.Parser) (h Hist, ok bool) {
 
 func readThread(p *jsonfast.Parser) (*ThreadStats, bool) {
 	t := &ThreadStats{}
-	var seen uint32
 	ok := p.Object(func(key string) (ok bool) {
 		var v uint64
 		switch key {
 		case "PID":
 			v, ok = p.Uint(32)
 			t.PID = uint32(v)
-			return ok && once(&seen, 0)
+			return ok
 		case "TID":
 			v, ok = p.Uint(32)
 			t.TID = uint32(v)
-			return ok && once(&seen, 1)
+			return ok
 		case "Comm":
 			t.Comm, ok = p.Str()
-			return ok && once(&seen, 2)
+			return ok
 		case "Migrations":
 			t.Migrations, ok = p.Uint(64)
-			return ok && once(&seen, 3)
+			return ok
 		case "CrossNodeMigrations":
 			t.CrossNodeMigrations, ok = p.Uint(64)
-			return ok && once(&seen, 4)
+			return ok
 		case "Hists":
 			t.Hists = map[Cause]*Hist{}
-			return once(&seen, 5) && p.UintObject(8, func(c uint64) bool {
+			return p.UintObject(8, func(c uint64) bool {
 				h, ok := readHist(p)
 				t.Hists[Cause(c)] = &h // a key given twice: the last, as in encoding/json
 				return ok
@@ -120,31 +109,30 @@ func readThread(p *jsonfast.Parser) (*ThreadStats, bool) {
 // it is not in that shape: decode it with encoding/json then.
 func ReadSnapshot(p *jsonfast.Parser) (*Snapshot, bool) {
 	s := &Snapshot{}
-	var seen uint32
 	// The small fields go to encoding/json, one by one.
-	small := func(bit uint, v any) bool {
+	small := func(v any) bool {
 		raw, ok := p.Raw()
-		return ok && once(&seen, bit) && json.Unmarshal(raw, v) == nil
+		return ok && json.Unmarshal(raw, v) == nil
 	}
 	ok := p.Object(func(key string) bool {
 		switch key {
 		case "Threads":
 			s.Threads = map[uint32]*ThreadStats{}
-			return once(&seen, 0) && p.UintObject(32, func(tid uint64) bool {
+			return p.UintObject(32, func(tid uint64) bool {
 				t, ok := readThread(p)
 				s.Threads[uint32(tid)] = t
 				return ok
 			})
 		case "System":
-			return small(1, &s.System)
+			return small(&s.System)
 		case "LostEvents":
-			return small(2, &s.LostEvents)
+			return small(&s.LostEvents)
 		case "LostPerCPU":
-			return small(3, &s.LostPerCPU)
+			return small(&s.LostPerCPU)
 		case "HistEntries":
-			return small(4, &s.HistEntries)
+			return small(&s.HistEntries)
 		case "HistCapacity":
-			return small(5, &s.HistCapacity)
+			return small(&s.HistCapacity)
 		}
 		return false
 	})

@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"unsafe"
 
@@ -59,12 +58,8 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (_ *LatencyProbe,
 		}
 	}()
 	f, err := elf.Open(binary)
-	if err != nil {
-		var fe *elf.FormatError
-		if errors.As(err, &fe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, badTarget("%s is not an ELF executable (%v)", binary, err)
-		}
-		return nil, badTarget("%v", err)
+	if err != nil { // latency.ParseUprobeTarget says why, as flags are checked
+		return nil, badTarget("%s: %v", binary, err)
 	}
 	defer f.Close()
 	// Only the pair this binary needs: the Go pair reads a register only
