@@ -57,8 +57,9 @@ test-unit:
 vmtest: deps
 	$(GO) test -count=1 -timeout 15m -v -run TestGuestKernels ./vmtest -vm
 
-# A short run of each fuzz target on the recording reader and on the fast
-# JSON path for snapshots (held to encoding/json's results). Go minimizes
+# A short run of each fuzz target: the recording reader and a whole
+# replay (both with a memory bound), and the fast JSON path for
+# snapshots (held to encoding/json's results). Go minimizes
 # each new input for up to a minute by default, which on a 30 KB seed
 # recording is the whole run: 2 s leaves the time for fuzzing.
 FUZZTIME ?= 30s
@@ -67,7 +68,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzBlock$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/record
 	$(GO) test -run '^$$' -fuzz '^FuzzHistJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/stall
 	$(GO) test -run '^$$' -fuzz '^FuzzThreadJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/stall
+	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/stall
 	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotRecord$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/record
+	$(GO) test -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/replay
 
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
 test: deps check-generated lint build cross

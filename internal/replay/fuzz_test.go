@@ -1,0 +1,116 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/record"
+)
+
+// maxReplayHeap bounds the heap one fuzz input may hold at once while it
+// replays: the 256 MiB a crafted recording may take as a whole process
+// (FORMAT.md §11.6), less the runtime's own.
+const maxReplayHeap = 192 << 20
+
+// FuzzReplay replays arbitrary files end to end, as `numatrace report`
+// does, text and JSON: never a panic, and never more heap than
+// maxReplayHeap, whatever times, windows, threads and snapshots the file
+// claims. The reader's own bounds are FuzzReader's (internal/record).
+func FuzzReplay(f *testing.F) {
+	for _, name := range []string{"memcg-host.ntr", "vm-6.1-bind.ntr", "vm-6.1-thp.ntr"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "recordings", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		peak := watchHeap()
+		defer func() {
+			if n := peak(); n > maxReplayHeap {
+				t.Fatalf("replaying %d bytes held %d MiB of heap", len(data), n>>20)
+			}
+		}()
+		r, err := record.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return // refused with an error: what report prints
+		}
+		defer r.Close()
+		rep, err := Run(context.Background(), r, Options{Workers: 1})
+		if err != nil {
+			return
+		}
+		if err := rep.Text(io.Discard); err != nil {
+			t.Fatalf("text report: %v", err)
+		}
+		if err := output.Print(rep, output.NewNDJSON(io.Discard), io.Discard); err != nil {
+			t.Fatalf("JSON report: %v", err)
+		}
+	})
+}
+
+// watchHeap samples the live heap every millisecond until the returned
+// function is called, which gives the peak above where it began.
+func watchHeap() func() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	base := read()
+	var (
+		mu   sync.Mutex
+		peak = base
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	note := func() {
+		mu.Lock()
+		peak = max(peak, read())
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				note()
+			}
+		}
+	}()
+	return func() uint64 {
+		note()
+		close(done)
+		wg.Wait()
+		return peak - min(base, peak)
+	}
+}
+
+// The bound is real: a short-lived 64 MiB buffer shows in the peak.
+func TestWatchHeapSeesAPeak(t *testing.T) {
+	peak := watchHeap()
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	time.Sleep(5 * time.Millisecond)
+	b = nil
+	runtime.GC()
+	if n := peak(); n < 64<<20 {
+		t.Fatalf("peak %d MiB while a 64 MiB buffer lived", n>>20)
+	}
+}
