@@ -57,6 +57,18 @@ struct {
 	__type(value, struct hist);
 } hists SEC(".maps");
 
+/*
+ * Every stall by cause, per CPU, as hists counts it per thread: an LRU
+ * hash evicts its least recently used threads when full, and these
+ * totals stay exact then. pid and comm stay empty.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CAUSE_MAX);
+	__type(key, __u32);
+	__type(value, struct hist);
+} cause_totals SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
@@ -237,7 +249,9 @@ static __always_inline struct hist *hist_get(__u32 tgid, __u32 tid, __u32 cause,
 	struct hist zero = { .pid = tgid };
 
 	comm_of(zero.comm, t);
-	bpf_map_update_elem(&hists, &key, &zero, BPF_NOEXIST);
+	/* Counted, so that what the LRU evicts is known: made less present. */
+	if (!bpf_map_update_elem(&hists, &key, &zero, BPF_NOEXIST))
+		counter_add(COUNTER_HIST_NEW, 1);
 	return bpf_map_lookup_elem(&hists, &key);
 }
 
@@ -271,6 +285,49 @@ static __always_inline void hist_grow(struct hist *h, __u64 prev, __u64 now_tota
 }
 
 /*
+ * hist_grow for the cause's total on this CPU: no atomics. A stall that
+ * grows on another CPU than it began on takes its old bucket's count from
+ * this CPU's, which may wrap below zero; the sum over CPUs is right.
+ */
+static __always_inline void total_grow(__u32 cause, __u64 prev, __u64 now_total, bool first, bool nested)
+{
+	struct hist *h = bpf_map_lookup_elem(&cause_totals, &cause);
+
+	if (!h)
+		return;
+	if (first)
+		h->count++;
+	h->total_ns += now_total - prev;
+	if (nested)
+		h->nested_ns += now_total - prev;
+	if (now_total > h->max_ns)
+		h->max_ns = now_total;
+	if (!first) {
+		__u32 old = log2_slot(prev);
+		if (old < HIST_SLOTS)
+			h->slots[old]--;
+	}
+	__u32 slot = log2_slot(now_total);
+	if (slot < HIST_SLOTS)
+		h->slots[slot]++;
+}
+
+/*
+ * Counts a stall of thread tid (task t, or the current one when NULL)
+ * growing from prev to now_total ns: in the thread's histogram and in the
+ * cause's exact total.
+ */
+static __always_inline void stall_count(__u32 tgid, __u32 tid, __u32 cause, struct task_struct *t,
+					__u64 prev, __u64 now_total, bool first, bool nested)
+{
+	struct hist *h = hist_get(tgid, tid, cause, t);
+
+	if (h)
+		hist_grow(h, prev, now_total, first, nested);
+	total_grow(cause, prev, now_total, first, nested);
+}
+
+/*
  * Adds stall time to the current thread's running totals, which a timed
  * request reads as it starts and ends. Only the thread itself writes its
  * entry, so no atomics are needed.
@@ -297,11 +354,30 @@ static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, b
 /* Adds one whole stall of the current thread. */
 static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 dur, bool nested)
 {
-	struct hist *h = hist_get(tgid, tid, cause, NULL);
-
-	if (h)
-		hist_grow(h, 0, dur, true, nested);
+	stall_count(tgid, tid, cause, NULL, 0, dur, true, nested);
 	thread_stall_add(tid, cause, dur, nested);
+}
+
+/*
+ * The kernfs id of t's memory cgroup (t NULL: the current task's), the
+ * hierarchy memcg reclaim is charged in, v1 or v2; 0 without one.
+ */
+static __always_inline __u64 memcg_id(struct task_struct *t)
+{
+	int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+
+	if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
+		return 0;
+	if (!t && cfg_task_storage) {
+		/* Set only where bpf_get_current_task_btf loads too (the
+		 * loader probes both): five plain loads, not five probe reads. */
+		struct task_struct *bt = bpf_get_current_task_btf();
+
+		return bt->cgroups->subsys[id]->cgroup->kn->id;
+	}
+	if (!t)
+		t = (void *)bpf_get_current_task();
+	return BPF_CORE_READ(t, cgroups, subsys[id], cgroup, kn, id);
 }
 
 /* Submits a record, waking the reader only when enough data waits. */
@@ -334,6 +410,9 @@ static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 
 	e->src_cpu = -1;
 	e->dst_cpu = -1;
 	e->cpu = bpf_get_smp_processor_id();
+	/* Taken now: a process that has gone before serve looks it up in
+	 * /proc is still labelled with its cgroup. */
+	e->cgroup_id = memcg_id(NULL);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	return e;
 }

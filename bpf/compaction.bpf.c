@@ -101,9 +101,7 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	attempt->passes++;
 	if (!attempt->wanted)
 		return 0;
-	struct hist *h = hist_get(tgid, tid, CAUSE_COMPACTION, NULL);
-	if (h)
-		hist_grow(h, prev, prev + slice, attempt->passes == 1, false);
+	stall_count(tgid, tid, CAUSE_COMPACTION, NULL, prev, prev + slice, attempt->passes == 1, false);
 	thread_stall_add(tid, CAUSE_COMPACTION, slice, false);
 	if (!stream_wanted(CAUSE_COMPACTION, slice))
 		return 0;

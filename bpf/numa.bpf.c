@@ -76,14 +76,12 @@ static __always_inline void numa_move(struct task_struct *t, __s32 src_cpu, __s3
 	if (!wanted(tgid, tid))
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	struct hist *h = hist_get(tgid, tid, CAUSE_NUMA_TASK_MOVE, t);
-
-	if (h)
-		hist_grow(h, 0, 0, true, false); /* a move takes no time */
+	stall_count(tgid, tid, CAUSE_NUMA_TASK_MOVE, t, 0, 0, true, false); /* a move takes no time */
 	struct event *e = event_reserve(tgid, tid, CAUSE_NUMA_TASK_MOVE, now, 0);
 	if (!e)
 		return;
 	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
+	e->cgroup_id = memcg_id(t);
 	e->src_cpu = src_cpu;
 	e->dst_cpu = dst_cpu;
 	e->node = src_cpu >= 0 ? node_of_cpu(src_cpu) : -1;

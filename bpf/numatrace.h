@@ -50,7 +50,8 @@ enum counter_id {
 	COUNTER_PROACTIVE_NS = 7,
 	COUNTER_DIRECT_COMPACT_ATTEMPTS = 8,
 	COUNTER_TARGETS_FULL = 9,      /* a followed process did not fit in target_tgids */
-	COUNTER_MAX = 10,
+	COUNTER_HIST_NEW = 10,         /* thread x cause histograms made: less those in the map, evicted */
+	COUNTER_MAX = 11,
 };
 
 /* Filter modes, set in .rodata before load. */
@@ -68,7 +69,7 @@ struct event {
 	__u64 ts_ns;
 	__u64 dur_ns;
 	__u64 pages;     /* reclaimed, or migrated successfully */
-	__u64 cgroup_id; /* memcg_reclaim: the task's memory cgroup id */
+	__u64 cgroup_id; /* kernfs id of the thread's memory cgroup (v1 or v2) */
 	__u64 total_ns;  /* compaction: the attempt's time so far, this pass included */
 	__u32 kind;      /* enum event_kind */
 	__u32 cause;     /* enum cause */

@@ -24,24 +24,6 @@ static __always_inline int reclaim_begin(__u32 slot, __s32 order, __u32 gfp, __s
 	return 0;
 }
 
-static __always_inline __u64 memcg_id_of_current(void)
-{
-	int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-
-	if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
-		return 0;
-	if (cfg_task_storage) {
-		/* Set only where bpf_get_current_task_btf loads too (the
-		 * loader probes both): five plain loads, not five probe reads. */
-		struct task_struct *bt = bpf_get_current_task_btf();
-
-		return bt->cgroups->subsys[id]->cgroup->kn->id;
-	}
-	struct task_struct *t = (void *)bpf_get_current_task();
-
-	return BPF_CORE_READ(t, cgroups, subsys[id], cgroup, kn, id);
-}
-
 static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u64 reclaimed)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -58,8 +40,6 @@ static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u
 	e->node = p.node;
 	e->pages = reclaimed;
 	e->flags |= flags;
-	if (cause == CAUSE_MEMCG_RECLAIM)
-		e->cgroup_id = memcg_id_of_current();
 	event_submit(e);
 	return 0;
 }

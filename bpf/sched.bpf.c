@@ -220,9 +220,7 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 
 	if (dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])
 		return 0;
-	struct hist *h = hist_get(tgid, tid, CAUSE_RUNQ_WAIT, next);
-	if (h)
-		hist_grow(h, 0, dur, true, false);
+	stall_count(tgid, tid, CAUSE_RUNQ_WAIT, next, 0, dur, true, false);
 	thread_stall_add(tid, CAUSE_RUNQ_WAIT, dur, false);
 	if (!stream_wanted(CAUSE_RUNQ_WAIT, dur))
 		return 0;
@@ -230,6 +228,7 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	if (!e)
 		return 0;
 	comm_of(e->comm, next);
+	e->cgroup_id = memcg_id(next);
 	event_submit(e);
 	return 0;
 }

@@ -311,6 +311,84 @@ func (b *bpftraceRun) stop(t *testing.T) map[string]float64 {
 	return maps
 }
 
+// bpftraceMmapLock counts pid's mmap_lock acquisitions, as numatrace's
+// tracepoint path times them: start_locking to acquire_returned.
+const bpftraceMmapLock = `
+tracepoint:mmap_lock:mmap_lock_start_locking /pid == %d/ { @s[tid] = nsecs; }
+tracepoint:mmap_lock:mmap_lock_acquire_returned /@s[tid]/ { @n = count(); @t = sum(nsecs - @s[tid]); delete(@s[tid]); }
+END { clear(@s); }
+`
+
+// 36,000 threads that each stall on mmap_lock: more thread histograms
+// than the kernel's map holds. The evicted ones are counted and said, and
+// the totals by cause stay within 1% of bpftrace's count.
+func TestEvictedHistogramsKeepExactTotals(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := filepath.Join(t.TempDir(), "threadstorm")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/threadstorm").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	const threads = 36000
+	wl := exec.Command(bin, "-threads", fmt.Sprint(threads))
+	stdin, _ := wl.StdinPipe()
+	stdout, _ := wl.StdoutPipe()
+	if err := wl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { wl.Process.Kill(); wl.Wait() }()
+	bt := startBpftrace(t, fmt.Sprintf(bpftraceMmapLock, wl.Process.Pid))
+	nt := startAttach(t, "--pid", fmt.Sprint(wl.Process.Pid), "--json", "--causes", "mmap_lock",
+		"--mmap-lock-via", "tracepoints", "--min-stall", "0", "--duration", "5m") // every acquisition, as bpftrace counts
+	fmt.Fprintln(stdin, "go")
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != fmt.Sprintf("done %d\n", threads) {
+		t.Fatalf("threadstorm: %q, %v", line, err)
+	}
+	nt.cmd.Process.Signal(os.Interrupt)
+	nt.wait(t, 60*time.Second)
+	maps := bt.stop(t)
+
+	var sum struct {
+		Type    string `json:"type"`
+		Evicted uint64 `json:"histograms_evicted"`
+		Full    bool   `json:"histogram_map_full"`
+		Causes  map[string]struct {
+			Count uint64 `json:"count"`
+		} `json:"causes"`
+		Unlisted map[string]struct {
+			Count uint64 `json:"count"`
+		} `json:"unlisted"`
+		Threads []struct {
+			Stalls map[string]struct {
+				Count uint64 `json:"count"`
+			} `json:"stalls"`
+		} `json:"threads"`
+	}
+	lines := strings.Split(strings.TrimSpace(nt.stdout.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil || sum.Type != "summary" {
+		t.Fatalf("last line is not the summary (%v): %.300s", err, lines[len(lines)-1])
+	}
+	var listed uint64
+	for _, th := range sum.Threads {
+		listed += th.Stalls["mmap_lock"].Count
+	}
+	total, btCount := sum.Causes["mmap_lock"].Count, maps["@n"]
+	t.Logf("%d threads: numatrace %d mmap_lock stalls by cause, %d in %d listed threads, %d unlisted, %d histograms evicted; bpftrace %.0f",
+		threads, total, listed, len(sum.Threads), sum.Unlisted["mmap_lock"].Count, sum.Evicted, btCount)
+	if btCount < 2*threads {
+		t.Fatalf("bpftrace saw %.0f acquisitions from %d threads of 2 mmap+munmap pairs", btCount, threads)
+	}
+	if d := math.Abs(float64(total)-btCount) / btCount; d > 0.01 {
+		t.Errorf("total %d vs bpftrace %.0f: %.2f%% apart, limit 1%%", total, btCount, d*100)
+	}
+	// 36,000 threads in a map of 16,384: most were evicted, and said so.
+	if !sum.Full || sum.Evicted < threads-16384-1000 {
+		t.Errorf("%d histograms evicted (map full: %v) for %d threads in a map of 16384", sum.Evicted, sum.Full, threads)
+	}
+	if listed+sum.Unlisted["mmap_lock"].Count != total || listed >= total {
+		t.Errorf("listed %d + unlisted %d != total %d", listed, sum.Unlisted["mmap_lock"].Count, total)
+	}
+}
+
 // The issue's acceptance check: for a process doing memcg reclaim,
 // numatrace's count is within 2% and its total within 10% of bpftrace's.
 func TestAttachMemcgReclaimMatchesBpftrace(t *testing.T) {

@@ -236,13 +236,24 @@ type Summary struct {
 	// HistMapFull means the kernel's histogram map filled up during the
 	// run, so the least recently used threads' histograms were evicted.
 	HistMapFull bool
+	// HistEvicted thread×cause histograms were evicted: Threads and
+	// Processes miss their stalls, Causes do not.
+	HistEvicted uint64
+	// Causes are every stall by cause, exact however many threads' were
+	// evicted.
+	Causes map[string]CauseSummary
+	// Unlisted are, by cause, the stalls in Causes that no thread in
+	// Threads holds: the evicted threads'. Only Count and TotalNs are set.
+	Unlisted map[string]CauseSummary
 }
 
 // Summarize builds the final summary from a kernel snapshot. Threads are
 // sorted by total stall time, then migrations, worst first.
 func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU,
-		HistMapFull: snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity}
+		HistMapFull: snap.HistEvicted > 0 || snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity,
+		HistEvicted: snap.HistEvicted, Causes: map[string]CauseSummary{}, Unlisted: map[string]CauseSummary{}}
+	listed := map[stall.Cause]CauseSummary{}
 	procs := map[uint32]*ProcessSummary{}
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
 	commTID := map[uint32]uint32{}
@@ -267,6 +278,10 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 				ph[c] = &stall.Hist{}
 			}
 			ph[c].Merge(h)
+			l := listed[c]
+			l.Count += h.Count
+			l.TotalNs += h.TotalNs
+			listed[c] = l
 		}
 		s.Threads = append(s.Threads, ts)
 
@@ -284,6 +299,12 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		if tid == th.PID || p.Comm == "" || (commTID[th.PID] != th.PID && tid < commTID[th.PID]) {
 			p.Comm = ts.Comm
 			commTID[th.PID] = tid
+		}
+	}
+	for c, h := range snap.Totals() {
+		s.Causes[c.String()] = summarize(h)
+		if l := listed[c]; h.Count > l.Count || h.TotalNs > l.TotalNs {
+			s.Unlisted[c.String()] = CauseSummary{Count: h.Count - min(h.Count, l.Count), TotalNs: h.TotalNs - min(h.TotalNs, l.TotalNs)}
 		}
 	}
 	for pid, p := range procs {

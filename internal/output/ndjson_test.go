@@ -398,7 +398,7 @@ func TestSummaryLine(t *testing.T) {
 		t.Fatalf("%d lines", len(lines))
 	}
 	s := lines[0]
-	want := []string{"duration_ns", "events", "histogram_map_full", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
+	want := []string{"causes", "duration_ns", "events", "histogram_map_full", "histograms_evicted", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
 		"processes", "stream_min_ns", "system", "target", "threads", "type", "windows"}
 	if got := keys(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("summary keys %v, want %v", got, want)
@@ -407,6 +407,18 @@ func TestSummaryLine(t *testing.T) {
 		num(t, s, "events") != 17 || num(t, s, "windows") != 5 || str(t, s, "target") != "pid 100 (db)" ||
 		str(t, s, "kernel") != "6.8.0-test" {
 		t.Errorf("summary = %v", s)
+	}
+	// Without the kernel's per-cause totals (an older recording), the
+	// threads' histograms merged.
+	causes := s["causes"].(map[string]any)
+	if got := keys(causes); !reflect.DeepEqual(got, []string{"direct_reclaim", "numa_task_move"}) {
+		t.Errorf("causes %v", got)
+	}
+	if dr := causes["direct_reclaim"].(map[string]any); num(t, dr, "count") != 3 || num(t, dr, "total_ns") != 43000 {
+		t.Errorf("causes.direct_reclaim = %v", dr)
+	}
+	if num(t, s, "histograms_evicted") != 0 || s["unlisted"] != nil {
+		t.Errorf("histograms_evicted %v, unlisted %v with nothing evicted", s["histograms_evicted"], s["unlisted"])
 	}
 	if lp := s["lost_events_per_cpu"].([]any); len(lp) != 2 {
 		t.Errorf("lost_events_per_cpu = %v", lp)

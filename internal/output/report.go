@@ -50,24 +50,27 @@ type systemJSON struct {
 }
 
 type summaryJSON struct {
-	Type             string                     `json:"type"`
-	DurationNs       uint64                     `json:"duration_ns"`
-	LostEvents       uint64                     `json:"lost_events"`
-	LostEventsPerCPU []uint64                   `json:"lost_events_per_cpu"`
-	Target           string                     `json:"target"`
-	Kernel           string                     `json:"kernel"`
-	Events           uint64                     `json:"events"`
-	LateEvents       uint64                     `json:"late_events"`
-	Windows          uint64                     `json:"windows"`
-	Probes           probesJSON                 `json:"probes"`
-	Threads          []aggregate.ThreadSummary  `json:"threads"`
-	Processes        []aggregate.ProcessSummary `json:"processes"`
-	System           systemJSON                 `json:"system"`
-	HistMapFull      bool                       `json:"histogram_map_full"`
-	StreamMinNs      map[string]uint64          `json:"stream_min_ns"`
-	Note             string                     `json:"note,omitempty"`
-	Spikes           []correlate.Spike          `json:"spikes,omitempty"`
-	Correlation      *correlationJSON           `json:"correlation,omitempty"`
+	Type             string                            `json:"type"`
+	DurationNs       uint64                            `json:"duration_ns"`
+	LostEvents       uint64                            `json:"lost_events"`
+	LostEventsPerCPU []uint64                          `json:"lost_events_per_cpu"`
+	Target           string                            `json:"target"`
+	Kernel           string                            `json:"kernel"`
+	Events           uint64                            `json:"events"`
+	LateEvents       uint64                            `json:"late_events"`
+	Windows          uint64                            `json:"windows"`
+	Probes           probesJSON                        `json:"probes"`
+	Threads          []aggregate.ThreadSummary         `json:"threads"`
+	Processes        []aggregate.ProcessSummary        `json:"processes"`
+	System           systemJSON                        `json:"system"`
+	HistMapFull      bool                              `json:"histogram_map_full"`
+	HistEvicted      uint64                            `json:"histograms_evicted"`
+	Causes           map[string]aggregate.CauseSummary `json:"causes"`
+	Unlisted         map[string]aggregate.CauseSummary `json:"unlisted,omitempty"`
+	StreamMinNs      map[string]uint64                 `json:"stream_min_ns"`
+	Note             string                            `json:"note,omitempty"`
+	Spikes           []correlate.Spike                 `json:"spikes,omitempty"`
+	Correlation      *correlationJSON                  `json:"correlation,omitempty"`
 }
 
 type correlationJSON struct {
@@ -85,6 +88,7 @@ func (r *Report) summaryLine() summaryJSON {
 		LostEventsPerCPU: r.Summary.LostPerCPU, Target: r.Target, Kernel: r.Kernel,
 		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
 		Processes: r.Summary.Processes, Note: r.Note, HistMapFull: r.Summary.HistMapFull,
+		HistEvicted: r.Summary.HistEvicted, Causes: r.Summary.Causes, Unlisted: r.Summary.Unlisted,
 		Probes: probesJSON{Attached: []string{}, Failed: []stall.ProbeStatus{}}}
 	if c := r.Correlation; c != nil {
 		s.Spikes = c.Spikes
@@ -102,6 +106,9 @@ func (r *Report) summaryLine() summaryJSON {
 	}
 	if s.Processes == nil {
 		s.Processes = []aggregate.ProcessSummary{}
+	}
+	if s.Causes == nil {
+		s.Causes = map[string]aggregate.CauseSummary{}
 	}
 	if s.LostEventsPerCPU == nil {
 		s.LostEventsPerCPU = []uint64{}

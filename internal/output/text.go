@@ -74,7 +74,7 @@ func (r *Report) text(w io.Writer) {
 		fmt.Fprintf(w, "left out (--causes / --no-causes): %s\n", strings.Join(skipped, ", "))
 	}
 	if s.HistMapFull {
-		fmt.Fprintln(w, "WARNING: the kernel's histogram map filled up; the least recently stalled threads were evicted (narrow the target)")
+		r.evicted(w)
 	}
 	if s.System.TargetsFull > 0 {
 		fmt.Fprintf(w, "WARNING: %d new processes of the cgroup could not be followed: the target set is full\n", s.System.TargetsFull)
@@ -95,6 +95,42 @@ func (r *Report) text(w io.Writer) {
 	if r.Note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", r.Note)
 	}
+}
+
+// evicted warns that the thread and process tables miss evicted threads'
+// stalls, and gives the exact totals by cause they fall short of.
+func (r *Report) evicted(w io.Writer) {
+	s := r.Summary
+	if s.HistEvicted == 0 && len(s.Unlisted) == 0 {
+		fmt.Fprintln(w, "WARNING: the kernel's histogram map filled up; the least recently stalled threads were evicted (narrow the target)")
+		return
+	}
+	var miss []string
+	for _, c := range sortedCauses(s.Unlisted) {
+		u := s.Unlisted[c]
+		miss = append(miss, fmt.Sprintf("%d %s stalls (%s)", u.Count, c, Dur(u.TotalNs)))
+	}
+	what := "none of their stalls"
+	if len(miss) > 0 {
+		what = strings.Join(miss, ", ")
+	}
+	fmt.Fprintf(w, "WARNING: %d thread histograms were evicted from the kernel's full map (narrow the target); the thread and process tables miss %s. Exact totals by cause:\n",
+		s.HistEvicted, what)
+	for _, c := range sortedCauses(s.Causes) {
+		cs := s.Causes[c]
+		fmt.Fprintf(w, "  %-16s %d stalls, total %s, max %s\n", c, cs.Count, Dur(cs.TotalNs), Dur(cs.MaxNs))
+	}
+}
+
+// sortedCauses lists m's causes in the order of stall.Cause.
+func sortedCauses(m map[string]aggregate.CauseSummary) []string {
+	var out []string
+	for c := stall.Cause(0); c < stall.NumCauses; c++ {
+		if _, ok := m[c.String()]; ok {
+			out = append(out, c.String())
+		}
+	}
+	return out
 }
 
 func (r *Report) threadTable(w io.Writer) {

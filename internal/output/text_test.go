@@ -387,3 +387,43 @@ func TestSkippedProbesAreNotFailures(t *testing.T) {
 		t.Errorf("JSON probes: %+v", js.Probes)
 	}
 }
+
+// Threads evicted from the kernel's histogram map: the report says how
+// many and what the tables miss, and gives the exact totals by cause.
+func TestTextEvictedHistograms(t *testing.T) {
+	rep := testReport()
+	snap := &stall.Snapshot{HistEvicted: 19616, HistEntries: 16384, HistCapacity: 16384,
+		CauseTotals: map[stall.Cause]*stall.Hist{}}
+	listed := snap.Thread(100, 100, "db")
+	lh := &stall.Hist{}
+	lh.Add(1000)
+	listed.Hists[stall.MmapLock] = lh
+	total := &stall.Hist{}
+	for i := 0; i < 5; i++ {
+		total.Add(1000)
+	}
+	snap.CauseTotals[stall.MmapLock] = total
+	rep.Summary = aggregate.New(0, 1).Summarize(snap)
+	if !rep.Summary.HistMapFull {
+		t.Error("19616 histograms evicted but HistMapFull unset")
+	}
+	if u := rep.Summary.Unlisted["mmap_lock"]; u.Count != 4 || u.TotalNs != 4000 {
+		t.Errorf("unlisted mmap_lock = %+v, want 4 stalls of 4µs", u)
+	}
+	if c := rep.Summary.Causes["mmap_lock"]; c.Count != 5 || c.TotalNs != 5000 {
+		t.Errorf("causes mmap_lock = %+v, want the kernel's 5 stalls", c)
+	}
+	var buf bytes.Buffer
+	if err := rep.Text(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"WARNING: 19616 thread histograms were evicted from the kernel's full map (narrow the target); the thread and process tables miss 4 mmap_lock stalls (4.0µs). Exact totals by cause:",
+		"  mmap_lock        5 stalls, total 5.0µs, max 1.0µs",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}

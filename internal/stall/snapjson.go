@@ -133,6 +133,15 @@ func ReadSnapshot(p *jsonfast.Parser) (*Snapshot, bool) {
 			return small(&s.HistEntries)
 		case "HistCapacity":
 			return small(&s.HistCapacity)
+		case "HistEvicted":
+			return small(&s.HistEvicted)
+		case "CauseTotals":
+			s.CauseTotals = map[Cause]*Hist{}
+			return p.UintObject(8, func(c uint64) bool {
+				h, ok := readHist(p)
+				s.CauseTotals[Cause(c)] = &h
+				return ok
+			})
 		}
 		return false
 	})

@@ -150,7 +150,8 @@ func snapshotBoth(t *testing.T, b []byte) {
 
 func TestSnapshotJSONAsEncodingJSON(t *testing.T) {
 	s := &Snapshot{LostEvents: 3, LostPerCPU: []uint64{1, 2}, HistEntries: 5, HistCapacity: 16384,
-		System: SystemStats{KswapdWakeups: 1, TargetsFull: 2}}
+		System: SystemStats{KswapdWakeups: 1, TargetsFull: 2}, HistEvicted: 7,
+		CauseTotals: map[Cause]*Hist{MmapLock: {Count: 9, TotalNs: 90, Slots: [HistSlots]uint64{3: 9}}}}
 	s.Thread(1, 2, "a").Hists[MmapLock] = &Hist{Count: 1}
 	s.Thread(1, 3, "b")
 	written, err := json.Marshal(s)
@@ -168,6 +169,8 @@ func TestSnapshotJSONAsEncodingJSON(t *testing.T) {
 		`{"System":{"KswapdWakeups":"x"}}`, `{"System":{"Other":[1,{"a":"b\"}"}]}}`, `{"Other":1}`,
 		`{"LostEvents":1,"LostEvents":2}`, `{"Threads":{"1":{"Hists":{"2":{"Slots":[` + strings.Repeat("1,", 45) + `1]}}}}}`,
 		`{"Threads":{"1":{"Hists":{"2":{}}}}`, `null`, `{"LostEvents":01}`,
+		`{"CauseTotals":{}}`, `{"CauseTotals":null}`, `{"CauseTotals":{"9":{"Count":1}}}`, `{"CauseTotals":{"x":{}}}`,
+		`{"HistEvicted":-1}`, `{"CauseTotals":{"1":{"Count":1},"1":{"TotalNs":2}}}`,
 	} {
 		snapshotBoth(t, []byte(in))
 	}
@@ -175,6 +178,6 @@ func TestSnapshotJSONAsEncodingJSON(t *testing.T) {
 
 // FuzzSnapshotJSON holds ReadSnapshot to encoding/json's result.
 func FuzzSnapshotJSON(f *testing.F) {
-	f.Add([]byte(`{"Threads":{"5":{"PID":1,"TID":5,"Comm":"x","Hists":{"7":{"Count":1,"Slots":[0,1]}}}},"System":{"KswapdWakeups":1},"LostEvents":0,"LostPerCPU":[1],"HistEntries":1,"HistCapacity":2}`))
+	f.Add([]byte(`{"Threads":{"5":{"PID":1,"TID":5,"Comm":"x","Hists":{"7":{"Count":1,"Slots":[0,1]}}}},"System":{"KswapdWakeups":1},"LostEvents":0,"LostPerCPU":[1],"HistEntries":1,"HistCapacity":2,"HistEvicted":3,"CauseTotals":{"7":{"Count":4}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) { snapshotBoth(t, b) })
 }

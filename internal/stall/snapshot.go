@@ -38,6 +38,29 @@ type Snapshot struct {
 	// full, the kernel evicts the least recently used.
 	HistEntries  int `json:"HistEntries"`
 	HistCapacity int `json:"HistCapacity"`
+	// HistEvicted thread×cause histograms were evicted from the full map.
+	HistEvicted uint64 `json:"HistEvicted,omitempty"`
+	// CauseTotals hold every stall by cause, evicted threads' too.
+	// Recordings made before they were kept have none.
+	CauseTotals map[Cause]*Hist `json:"CauseTotals,omitempty"`
+}
+
+// Totals are the stalls by cause: CauseTotals, or, in a snapshot without
+// them, the threads' histograms merged.
+func (s *Snapshot) Totals() map[Cause]*Hist {
+	if s.CauseTotals != nil {
+		return s.CauseTotals
+	}
+	m := map[Cause]*Hist{}
+	for _, th := range s.Threads {
+		for c, h := range th.Hists {
+			if m[c] == nil {
+				m[c] = &Hist{}
+			}
+			m[c].Merge(h)
+		}
+	}
+	return m
 }
 
 // Thread returns the stats for tid, creating them.

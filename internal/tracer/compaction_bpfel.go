@@ -74,6 +74,7 @@ type compactionThreadStall struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	compactionMapCauseTotals        = "cause_totals"
 	compactionMapCounters           = "counters"
 	compactionMapCpuNode            = "cpu_node"
 	compactionMapEvents             = "events"
@@ -154,6 +155,7 @@ type compactionProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionMapSpecs struct {
+	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -204,6 +206,7 @@ func (o *compactionObjects) Close() error {
 //
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionMaps struct {
+	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -218,6 +221,7 @@ type compactionMaps struct {
 
 func (m *compactionMaps) Close() error {
 	return _CompactionClose(
+		m.CauseTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,

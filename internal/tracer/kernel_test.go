@@ -265,7 +265,11 @@ func holdWriteLock(t *testing.T, stop chan struct{}, wg *sync.WaitGroup) {
 // fault of the Go runtime on that thread, left out.
 func longWaits(t *testing.T, tr *Tracer, tid uint32, min time.Duration) int {
 	n := 0
+	cg := ownMemcgID(t)
 	for _, e := range only(t, drain(t, tr, 300*time.Millisecond), stall.MmapLock) {
+		if e.TID == tid && e.CgroupID != cg {
+			t.Errorf("an mmap_lock wait carries cgroup id %d; the thread's memory cgroup is %d", e.CgroupID, cg)
+		}
 		if e.TID == tid && e.DurNs >= uint64(min) && e.Write {
 			if !e.Acquired {
 				t.Errorf("an mmap's wait streamed as not acquired")
@@ -274,6 +278,43 @@ func longWaits(t *testing.T, tr *Tracer, tid uint32, min time.Duration) int {
 		}
 	}
 	return n
+}
+
+// ownMemcgID is the kernfs id (the directory's inode) of this process's
+// memory cgroup: v1's memory hierarchy, else the nearest v2 cgroup with
+// the memory controller (memory.current), else the v2 root.
+func ownMemcgID(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) < 3:
+		case parts[1] == "memory":
+			dir = filepath.Join("/sys/fs/cgroup/memory", parts[2])
+		case parts[0] == "0" && dir == "":
+			root := "/sys/fs/cgroup"
+			if _, err := os.Stat(filepath.Join(root, "unified", "cgroup.procs")); err == nil {
+				root = filepath.Join(root, "unified")
+			}
+			dir = filepath.Join(root, parts[2])
+			for dir != root {
+				if _, err := os.Stat(filepath.Join(dir, "memory.current")); err == nil {
+					break
+				}
+				dir = filepath.Dir(dir)
+			}
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatalf("memory cgroup of this process: %v", err)
+	}
+	return st.Ino
 }
 
 // A writer holds the mmap_lock while it rewrites 64k PTEs; a second

@@ -82,6 +82,7 @@ type latencyTimedReq struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	latencyMapCauseTotals      = "cause_totals"
 	latencyMapCounters         = "counters"
 	latencyMapCpuNode          = "cpu_node"
 	latencyMapEvents           = "events"
@@ -164,6 +165,7 @@ type latencyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyMapSpecs struct {
+	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -216,6 +218,7 @@ func (o *latencyObjects) Close() error {
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyMaps struct {
+	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -232,6 +235,7 @@ type latencyMaps struct {
 
 func (m *latencyMaps) Close() error {
 	return _LatencyClose(
+		m.CauseTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,

@@ -74,6 +74,7 @@ type mmaplockThreadStall struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	mmaplockMapCauseTotals         = "cause_totals"
 	mmaplockMapCounters            = "counters"
 	mmaplockMapCpuNode             = "cpu_node"
 	mmaplockMapEvents              = "events"
@@ -158,6 +159,7 @@ type mmaplockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockMapSpecs struct {
+	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -208,6 +210,7 @@ func (o *mmaplockObjects) Close() error {
 //
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockMaps struct {
+	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -222,6 +225,7 @@ type mmaplockMaps struct {
 
 func (m *mmaplockMaps) Close() error {
 	return _MmaplockClose(
+		m.CauseTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,

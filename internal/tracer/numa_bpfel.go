@@ -74,6 +74,7 @@ type numaThreadStall struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	numaMapCauseTotals      = "cause_totals"
 	numaMapCounters         = "counters"
 	numaMapCpuNode          = "cpu_node"
 	numaMapEvents           = "events"
@@ -158,6 +159,7 @@ type numaProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaMapSpecs struct {
+	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -208,6 +210,7 @@ func (o *numaObjects) Close() error {
 //
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaMaps struct {
+	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -222,6 +225,7 @@ type numaMaps struct {
 
 func (m *numaMaps) Close() error {
 	return _NumaClose(
+		m.CauseTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,

@@ -74,6 +74,7 @@ type reclaimThreadStall struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	reclaimMapCauseTotals          = "cause_totals"
 	reclaimMapCounters             = "counters"
 	reclaimMapCpuNode              = "cpu_node"
 	reclaimMapEvents               = "events"
@@ -164,6 +165,7 @@ type reclaimProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reclaimMapSpecs struct {
+	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -214,6 +216,7 @@ func (o *reclaimObjects) Close() error {
 //
 // It can be passed to loadReclaimObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reclaimMaps struct {
+	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -228,6 +231,7 @@ type reclaimMaps struct {
 
 func (m *reclaimMaps) Close() error {
 	return _ReclaimClose(
+		m.CauseTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,

@@ -74,6 +74,7 @@ type schedThreadStall struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	schedMapCauseTotals       = "cause_totals"
 	schedMapCounters          = "counters"
 	schedMapCpuNode           = "cpu_node"
 	schedMapEvents            = "events"
@@ -160,6 +161,7 @@ type schedProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedMapSpecs struct {
+	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -210,6 +212,7 @@ func (o *schedObjects) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedMaps struct {
+	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -224,6 +227,7 @@ type schedMaps struct {
 
 func (m *schedMaps) Close() error {
 	return _SchedClose(
+		m.CauseTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,

@@ -34,10 +34,14 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		copy(h.Slots[:], hv.Slots[:])
 		th.Hists[stall.Cause(hk.Cause)] = h
 	}
-	if err := iterErr(it, "hists"); err != nil {
+	err := iterErr(it, "hists")
+	if err != nil {
 		return nil, err
 	}
 	s.HistCapacity = int(t.maps["hists"].MaxEntries())
+	if s.CauseTotals, err = t.causeTotals(); err != nil {
+		return nil, err
+	}
 	var (
 		tid uint32
 		tc  typesThreadCounts
@@ -95,7 +99,38 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		DirectCompactAttempts: c.sum(typesCounterIdCOUNTER_DIRECT_COMPACT_ATTEMPTS),
 		TargetsFull:           c.sum(typesCounterIdCOUNTER_TARGETS_FULL),
 	}
+	// Entries made, less those still there: the LRU evicted the rest.
+	// Read after the map, so an entry made meanwhile can only be counted
+	// as evicted here, never the other way round, until the next read.
+	if made := c.sum(typesCounterIdCOUNTER_HIST_NEW); made > uint64(s.HistEntries) {
+		s.HistEvicted = made - uint64(s.HistEntries)
+	}
 	return s, nil
+}
+
+// causeTotals adds up the exact per-cause totals over CPUs.
+func (t *Tracer) causeTotals() (map[stall.Cause]*stall.Hist, error) {
+	m := map[stall.Cause]*stall.Hist{}
+	var perCPU []typesHist
+	for c := stall.Cause(0); c < stall.NumCauses; c++ {
+		if err := t.maps["cause_totals"].Lookup(uint32(c), &perCPU); err != nil {
+			return nil, fmt.Errorf("read cause_totals: %w", err)
+		}
+		h := &stall.Hist{}
+		for _, v := range perCPU {
+			h.Count += v.Count
+			h.TotalNs += v.TotalNs
+			h.NestedNs += v.NestedNs
+			h.MaxNs = max(h.MaxNs, v.MaxNs)
+			for i := range h.Slots {
+				h.Slots[i] += v.Slots[i] // a CPU's may have wrapped; the sum has not
+			}
+		}
+		if h.Count > 0 || h.TotalNs > 0 {
+			m[c] = h
+		}
+	}
+	return m, nil
 }
 
 // LostEvents is the number of records the kernel could not reserve.

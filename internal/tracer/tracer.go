@@ -115,7 +115,7 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
 
 // sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "task_pendings", "cpu_node", "target_tgids", "counters"}
+var sharedMaps = []string{"events", "hists", "cause_totals", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "task_pendings", "cpu_node", "target_tgids", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {

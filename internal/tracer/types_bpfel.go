@@ -41,7 +41,8 @@ const (
 	typesCounterIdCOUNTER_PROACTIVE_NS            typesCounterId = 7
 	typesCounterIdCOUNTER_DIRECT_COMPACT_ATTEMPTS typesCounterId = 8
 	typesCounterIdCOUNTER_TARGETS_FULL            typesCounterId = 9
-	typesCounterIdCOUNTER_MAX                     typesCounterId = 10
+	typesCounterIdCOUNTER_HIST_NEW                typesCounterId = 10
+	typesCounterIdCOUNTER_MAX                     typesCounterId = 11
 )
 
 type typesEvent struct {
@@ -186,6 +187,7 @@ type typesThreadStall struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	typesMapCauseTotals        = "cause_totals"
 	typesMapCounters           = "counters"
 	typesMapCpuNode            = "cpu_node"
 	typesMapEvents             = "events"
@@ -270,6 +272,7 @@ type typesProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type typesMapSpecs struct {
+	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -332,6 +335,7 @@ func (o *typesObjects) Close() error {
 //
 // It can be passed to loadTypesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type typesMaps struct {
+	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -346,6 +350,7 @@ type typesMaps struct {
 
 func (m *typesMaps) Close() error {
 	return _TypesClose(
+		m.CauseTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,

@@ -394,6 +394,9 @@ func (m *Model) header() string {
 	if f.Lost > 0 {
 		lost = styleWarn.Render(lost)
 	}
+	if f.Evicted > 0 {
+		lost += " " + styleWarn.Render(fmt.Sprintf("evicted %d", f.Evicted))
+	}
 	nodes := fmt.Sprintf("%d nodes", in.Nodes)
 	if in.Nodes == 1 {
 		nodes = "1 node"

@@ -340,3 +340,17 @@ func TestWarningsShowInTheView(t *testing.T) {
 		t.Errorf("the System screen lacks the warning:\n%s", v)
 	}
 }
+
+// Evicted thread histograms are said in the header, next to lost events.
+func TestHeaderSaysEvictedHistograms(t *testing.T) {
+	s := liveStore()
+	m := NewLive(s, Options{NoTicks: true, Now: func() uint64 { return 5e9 }})
+	if strings.Contains(m.View(), "evicted") {
+		t.Fatal("the header speaks of evictions before any")
+	}
+	s.Snapshot(&stall.Snapshot{HistEvicted: 19712})
+	m.Update(TickMsg{})
+	if !strings.Contains(m.View(), "evicted 19712") {
+		t.Errorf("the header does not say 19712 histograms were evicted:\n%s", m.View())
+	}
+}

@@ -72,6 +72,7 @@ type Store struct {
 	maxWin  int // windows kept (0: all); the oldest go first
 	events  uint64
 	lost    uint64
+	evicted uint64 // thread histograms the kernel's full map evicted
 	lastNs  uint64
 	first   *record.Procfs
 	last    *record.Procfs
@@ -208,6 +209,7 @@ func (s *Store) Snapshot(snap *stall.Snapshot) {
 	if snap.LostEvents > s.lost {
 		s.lost = snap.LostEvents
 	}
+	s.evicted = max(s.evicted, snap.HistEvicted)
 }
 
 // Procfs takes a reading of the kernel's memory counters.
@@ -259,6 +261,7 @@ type Frame struct {
 	Warnings []Warning
 	Events   uint64
 	Lost     uint64
+	Evicted  uint64 // thread histograms evicted: exited threads' exact stalls are gone
 	NowNs    uint64 // newest data seen
 	First    *record.Procfs
 	Last     *record.Procfs
@@ -268,7 +271,7 @@ type Frame struct {
 func (s *Store) Frame() *Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := &Frame{Info: s.info, Events: s.events, Lost: s.lost, NowNs: s.lastNs, First: s.first, Last: s.last, Analysis: s.analysis,
+	f := &Frame{Info: s.info, Events: s.events, Lost: s.lost, Evicted: s.evicted, NowNs: s.lastNs, First: s.first, Last: s.last, Analysis: s.analysis,
 		Warnings: append([]Warning(nil), s.warnings...),
 		Rows:     make([]Row, 0, len(s.threads)), win: append([]*aggregate.Window(nil), s.windows...)}
 	for _, t := range s.threads {

@@ -85,7 +85,7 @@ func TestStoreAggregatesWindowsAndEvents(t *testing.T) {
 	s.Snapshot(&stall.Snapshot{Threads: map[uint32]*stall.ThreadStats{
 		11: {PID: 10, TID: 11, Hists: map[stall.Cause]*stall.Hist{stall.MemcgReclaim: exact}, Migrations: 4, CrossNodeMigrations: 3},
 		30: {PID: 30, TID: 30, Comm: "mover", Hists: map[stall.Cause]*stall.Hist{}, Migrations: 9},
-	}, LostEvents: 5})
+	}, LostEvents: 5, HistEvicted: 7})
 	f = s.Frame()
 	if r := rowOf(t, f.Rows, 11); r.Migr != 4 || r.CrossNode != 3 {
 		t.Errorf("migrations %d/%d, want 4/3", r.Migr, r.CrossNode)
@@ -93,8 +93,8 @@ func TestStoreAggregatesWindowsAndEvents(t *testing.T) {
 	if r := rowOf(t, f.Rows, 30); r.Migr != 9 || r.Comm != "mover" {
 		t.Errorf("a thread seen only in the snapshot: %+v", r)
 	}
-	if f.Lost != 5 {
-		t.Errorf("lost %d, want 5", f.Lost)
+	if f.Lost != 5 || f.Evicted != 7 {
+		t.Errorf("lost %d, evicted %d, want 5 and 7", f.Lost, f.Evicted)
 	}
 	if d, _ := s.Detail(11); !d.Exact || d.Hists[stall.MemcgReclaim].Count != 7 {
 		t.Errorf("exact histogram not used: exact=%v count=%d", d.Exact, d.Hists[stall.MemcgReclaim].Count)
