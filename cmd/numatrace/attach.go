@@ -36,6 +36,8 @@ func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {
 	fs.IntVar(&a.PID, "pid", 0, "trace every thread of this process, including threads it creates later")
 	fs.IntVar(&a.TID, "tid", 0, "trace one thread")
 	fs.StringVar(&a.Cgroup, "cgroup", "", "trace the processes of this cgroup (absolute, or relative to /sys/fs/cgroup)")
+	fs.StringVar(&a.Pod, "pod", "", "trace a Kubernetes pod on this node: NAMESPACE/NAME, NAME or UID (its cgroup, found from the kubelet's layout)")
+	fs.StringVar(&a.Container, "container", "", "trace a container on this node by ID, or a unique prefix of one (its cgroup)")
 	fs.DurationVar(&a.Duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
 	traceFlags(fs, &a.Trace, "length of the per-window totals",
 		"stream only stalls at least this long: DUR for every cause, or cause=DUR,... (histograms keep everything)")

@@ -20,6 +20,7 @@ import (
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/kubecg"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/session"
@@ -36,7 +37,7 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	tgt, err := target.Resolve("/proc", "/sys/fs/cgroup", a.PID, a.TID, a.Cgroup)
+	tgt, err := a.resolve(kubecg.Host)
 	if err != nil {
 		return &BadInput{err}
 	}
@@ -57,6 +58,30 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 	}
 	defer tr.Close()
 	return a.trace(tr, tgt, topo, stdout, stderr)
+}
+
+// resolve finds the target; a pod or container is traced as its cgroup.
+func (a *Attach) resolve(node kubecg.Node) (*target.Target, error) {
+	cgroup, name := a.Cgroup, ""
+	switch {
+	case a.Pod != "":
+		p, err := node.FindPod(a.Pod)
+		if err != nil {
+			return nil, err
+		}
+		cgroup, name = p.Dir, p.String()+" ("+p.QoS+")"
+	case a.Container != "":
+		c, err := node.FindContainer(a.Container)
+		if err != nil {
+			return nil, err
+		}
+		cgroup, name = c.Dir, "container "+c.ID[:13]+" of "+c.Pod.String()
+	}
+	tgt, err := target.Resolve("/proc", node.CgroupRoot, a.PID, a.TID, cgroup)
+	if err == nil && name != "" {
+		tgt.Name = name
+	}
+	return tgt, err
 }
 
 // runqWait says whether the target's run-queue wait is traced: with a

@@ -112,6 +112,8 @@ type Attach struct {
 
 	PID, TID    int
 	Cgroup      string
+	Pod         string // NAMESPACE/NAME, NAME or UID: its cgroup (kubecg)
+	Container   string // a container ID or a unique prefix: its cgroup
 	Duration    time.Duration
 	IncludeSelf bool
 
@@ -150,6 +152,15 @@ func (a *Attach) Check() error {
 	}
 	if a.Duration < 0 {
 		return badInput("%s: --duration must not be negative", a.Command)
+	}
+	given := 0
+	for _, set := range []bool{a.PID != 0, a.TID != 0, a.Cgroup != "", a.Pod != "", a.Container != ""} {
+		if set {
+			given++
+		}
+	}
+	if given > 1 {
+		return badInput("%s: give at most one of --pid, --tid, --cgroup, --pod and --container", a.Command)
 	}
 	if !(a.SpikeK > 1) || math.IsInf(a.SpikeK, 1) { // NaN too
 		return badInput("%s: --spike-k must be above 1", a.Command)

@@ -30,6 +30,7 @@ type Target struct {
 	Kind Kind
 	ID   uint32 // Process: pid; Thread: tid
 	Path string // Cgroup: absolute directory
+	Name string // Cgroup: what it is, when more than a directory (a pod)
 	Comm string
 	proc string // procfs root, "/proc" outside tests
 }
@@ -96,6 +97,9 @@ func (t *Target) String() string {
 	case Thread:
 		return fmt.Sprintf("tid %d (%s)", t.ID, t.Comm)
 	case Cgroup:
+		if t.Name != "" {
+			return t.Name + ", cgroup " + t.Path
+		}
 		return "cgroup " + t.Path
 	}
 	return "system-wide"
