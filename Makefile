@@ -6,7 +6,7 @@ GOTEST_FLAGS ?= -count=1 -p 1 -timeout 20m
 
 ARGS ?= --duration 10s
 
-.PHONY: all build cross run demo deps generate check-generated vmlinux lint test test-unit vmtest fuzz bench clean
+.PHONY: all build cross image run demo deps generate check-generated vmlinux lint test test-unit vmtest fuzz bench clean
 
 all: build
 
@@ -18,6 +18,27 @@ build:
 cross:
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/numatrace
 	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/numatrace
+
+# The container image (Containerfile), daemonless with buildah, offline:
+# an empty base and the static binary for each of IMAGE_ARCHES, joined in
+# one manifest list $(IMAGE):$(VERSION). Push it with
+#   buildah manifest push --all $(IMAGE):$(VERSION) docker://ghcr.io/numatrace/numatrace:$(VERSION)
+IMAGE ?= localhost/numatrace
+IMAGE_ARCHES ?= amd64 arm64
+IMAGE_DIR := build/image
+image: deps
+	rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)
+	for arch in $(IMAGE_ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
+			-o $(IMAGE_DIR)/numatrace-linux-$$arch ./cmd/numatrace || exit 1; \
+	done
+	if buildah manifest exists $(IMAGE):$(VERSION); then buildah manifest rm $(IMAGE):$(VERSION); fi
+	buildah manifest create $(IMAGE):$(VERSION)
+	for arch in $(IMAGE_ARCHES); do \
+		buildah build --quiet --pull=never --arch $$arch --os linux --build-arg TARGETARCH=$$arch \
+			-f Containerfile -t $(IMAGE):$(VERSION)-$$arch --manifest $(IMAGE):$(VERSION) $(IMAGE_DIR) || exit 1; \
+	done
+	@echo "built $(IMAGE):$(VERSION) ($(IMAGE_ARCHES)); push: buildah manifest push --all $(IMAGE):$(VERSION) docker://REGISTRY/numatrace:$(VERSION)"
 
 # The main job: trace the whole machine (as root) and print the report.
 run: build
@@ -73,8 +94,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/replay
 
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
-test: deps check-generated lint build cross
-	$(GO) test $(GOTEST_FLAGS) ./...
+test: deps check-generated lint build cross image
+	NUMATRACE_IMAGE=$(IMAGE):$(VERSION)-amd64 $(GO) test $(GOTEST_FLAGS) ./...
 	$(MAKE) fuzz
 	$(MAKE) vmtest
 

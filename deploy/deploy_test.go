@@ -40,7 +40,9 @@ func docs(t *testing.T, path string) [][]byte {
 	return out
 }
 
-func TestDaemonSet(t *testing.T) {
+// daemonSet reads the manifest's DaemonSet, strictly.
+func daemonSet(t *testing.T) *appsv1.DaemonSet {
+	t.Helper()
 	var ds *appsv1.DaemonSet
 	for _, d := range docs(t, "kubernetes/daemonset.yaml") {
 		var meta struct{ Kind string }
@@ -66,6 +68,11 @@ func TestDaemonSet(t *testing.T) {
 	if ds == nil {
 		t.Fatal("no DaemonSet")
 	}
+	return ds
+}
+
+func TestDaemonSet(t *testing.T) {
+	ds := daemonSet(t)
 	if ds.APIVersion != "apps/v1" || ds.Spec.Selector == nil ||
 		ds.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != ds.Spec.Template.Labels["app.kubernetes.io/name"] {
 		t.Error("the selector does not match the pod template")
@@ -104,6 +111,11 @@ func TestDaemonSet(t *testing.T) {
 		if !mounts[want] {
 			t.Errorf("%s is not mounted", want)
 		}
+	}
+	if p := sc.SeccompProfile; p == nil || p.Type != corev1.SeccompProfileTypeLocalhost || p.LocalhostProfile == nil {
+		t.Errorf("seccomp profile %+v: want the shipped Localhost profile", p)
+	} else if _, err := os.Stat(filepath.Join("kubernetes", "seccomp", *p.LocalhostProfile)); err != nil {
+		t.Errorf("the Localhost profile is not shipped: %v", err)
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Error("no /healthz liveness probe")
@@ -185,6 +197,66 @@ func TestGrafanaDashboard(t *testing.T) {
 					t.Errorf("panel %q queries %s, which numatrace does not export", p.Title, m)
 				}
 			}
+		}
+	}
+}
+
+// The shipped seccomp profile is the runtime's default with bpf() and
+// perf_event_open() allowed, and nothing else changed: checked against
+// containers-common's default (make deps installs it).
+func TestSeccompProfileIsDefaultPlusBPF(t *testing.T) {
+	def := "/usr/share/containers/seccomp.json"
+	_, err := os.Stat(def)
+	testutil.RequireFeature(t, err == nil, def+" missing (make deps installs containers-common)")
+	type rule struct {
+		Names    []string        `json:"names"`
+		Action   string          `json:"action"`
+		Args     json.RawMessage `json:"args"`
+		Includes json.RawMessage `json:"includes"`
+		Excludes json.RawMessage `json:"excludes"`
+		ErrnoRet *int            `json:"errnoRet"`
+	}
+	type profile struct {
+		DefaultAction   string          `json:"defaultAction"`
+		DefaultErrnoRet *int            `json:"defaultErrnoRet"`
+		ArchMap         json.RawMessage `json:"archMap"`
+		Syscalls        []rule          `json:"syscalls"`
+	}
+	read := func(path string) profile {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p profile
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return p
+	}
+	ours, base := read("kubernetes/seccomp/numatrace.json"), read(def)
+	added := []string{"bpf", "perf_event_open"}
+	if first := ours.Syscalls[0]; first.Action != "SCMP_ACT_ALLOW" || !slices.Equal(first.Names, added) ||
+		string(first.Includes) != "{}" || string(first.Args) != "[]" {
+		t.Fatalf("the first rule is not an unconditional allow of %v: %+v", added, first)
+	}
+	// Take the addition back out: what is left must be the default,
+	// less bpf and perf_event_open in the rule that refuses them
+	// without CAP_SYS_ADMIN (an errno rule would win over the allow).
+	ours.Syscalls = ours.Syscalls[1:]
+	for i := range base.Syscalls {
+		r := &base.Syscalls[i]
+		if r.Action == "SCMP_ACT_ERRNO" && slices.Contains(r.Names, "bpf") {
+			r.Names = slices.DeleteFunc(r.Names, func(n string) bool { return slices.Contains(added, n) })
+		}
+	}
+	a, _ := json.Marshal(ours)
+	b, _ := json.Marshal(base)
+	if !bytes.Equal(a, b) {
+		t.Error("the profile differs from the runtime default by more than bpf and perf_event_open")
+	}
+	for _, r := range ours.Syscalls {
+		if r.Action != "SCMP_ACT_ALLOW" && (slices.Contains(r.Names, "bpf") || slices.Contains(r.Names, "perf_event_open")) {
+			t.Errorf("a %s rule still names bpf or perf_event_open: %v", r.Action, r.Names)
 		}
 	}
 }

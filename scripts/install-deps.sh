@@ -15,6 +15,13 @@ have redis-server || need+=(redis-server) # the real-server correlation test
 have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
 have prometheus || need+=(prometheus)     # scrapes numatrace serve in its test
 have systemd-analyze || need+=(systemd)   # verifies deploy/systemd/numatrace.service (a container may lack it)
+have buildah || need+=(buildah)           # make image: builds the container image, daemonless and offline
+# The image runs under podman as the DaemonSet runs it: runc (crun refuses
+# a hybrid cgroup layout), a bridge network to scrape it from the host, and
+# the runtime default seccomp profile the shipped one is checked against.
+have podman || need+=(podman containernetworking-plugins iptables)
+have runc || need+=(runc)
+[[ -e /usr/share/containers/seccomp.json ]] || need+=(golang-github-containers-common)
 
 if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"

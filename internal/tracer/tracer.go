@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
@@ -390,10 +391,29 @@ func (t *Tracer) AddPIDs(pids []uint32) error {
 }
 
 func wrapLoadErr(err error) error {
-	if errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("%w: %v", ErrPermission, err)
+	if !errors.Is(err, os.ErrPermission) {
+		return err
 	}
-	return err
+	// Refused with the capabilities held: a container's seccomp filter,
+	// whose runtime default allows bpf() only with CAP_SYS_ADMIN.
+	if CheckPrivileges() == nil && seccompFiltered("/proc/self/status") {
+		return fmt.Errorf("%w: %v: the capabilities are held, but a seccomp filter is on: its profile must allow bpf() and perf_event_open() (deploy/kubernetes/seccomp/numatrace.json, docs/FLEET.md)", ErrPermission, err)
+	}
+	return fmt.Errorf("%w: %v", ErrPermission, err)
+}
+
+// seccompFiltered says whether the status file reports a seccomp filter.
+func seccompFiltered(status string) bool {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			return strings.TrimSpace(v) == "2"
+		}
+	}
+	return false
 }
 
 // openProbe loads one probe's programs against the shared maps and
