@@ -79,23 +79,31 @@ vmtest: deps
 	$(GO) test -count=1 -timeout 15m -v -run TestGuestKernels ./vmtest -vm
 
 # A short run of each fuzz target: the recording reader and a whole
-# replay (both with a memory bound), and the fast JSON path for
+# replay (each input held to a heap bound), and the fast JSON path for
 # snapshots (held to encoding/json's results). Go minimizes
 # each new input for up to a minute by default, which on a 30 KB seed
 # recording is the whole run: 2 s leaves the time for fuzzing.
+# Each target runs in a memory cgroup capped at FUZZMEM (all its
+# processes together, FUZZWORKERS workers, and the compiler before them):
+# an input that makes any decoder grow without bound gets the run
+# OOM-killed, which fails it. FuzzReader and FuzzReplay also hold each
+# input to a tighter bound of their own.
 FUZZTIME ?= 30s
+FUZZWORKERS ?= 2
+FUZZMEM ?= 3221225472
+FUZZ := ./scripts/in-memcg.sh $(FUZZMEM) $(GO) test -run '^$$' -parallel $(FUZZWORKERS) -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/record
-	$(GO) test -run '^$$' -fuzz '^FuzzBlock$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/record
-	$(GO) test -run '^$$' -fuzz '^FuzzHistJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/stall
-	$(GO) test -run '^$$' -fuzz '^FuzzThreadJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/stall
-	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/stall
-	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotRecord$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/record
-	$(GO) test -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/replay
+	$(FUZZ) -fuzz '^FuzzReader$$' ./internal/record
+	$(FUZZ) -fuzz '^FuzzBlock$$' ./internal/record
+	$(FUZZ) -fuzz '^FuzzHistJSON$$' ./internal/stall
+	$(FUZZ) -fuzz '^FuzzThreadJSON$$' ./internal/stall
+	$(FUZZ) -fuzz '^FuzzSnapshotJSON$$' ./internal/stall
+	$(FUZZ) -fuzz '^FuzzSnapshotRecord$$' ./internal/record
+	$(FUZZ) -fuzz '^FuzzReplay$$' ./internal/replay
 
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
 test: deps check-generated lint build cross image
-	NUMATRACE_IMAGE=$(IMAGE):$(VERSION)-amd64 $(GO) test $(GOTEST_FLAGS) ./...
+	NUMATRACE_IMAGE=$(IMAGE):$(VERSION)-$(shell $(GO) env GOARCH) $(GO) test $(GOTEST_FLAGS) ./...
 	$(MAKE) fuzz
 	$(MAKE) vmtest
 

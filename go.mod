@@ -13,6 +13,7 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/klauspost/compress v1.20.1
 	github.com/muesli/termenv v0.16.0
+	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0

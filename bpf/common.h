@@ -388,9 +388,10 @@ static __always_inline void event_submit(struct event *e)
 	bpf_ringbuf_submit(e, waiting >= cfg_wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-/* Reserves a stall record for the current thread; counts a loss on failure. */
+/* Reserves a stall record for thread tid, task t (NULL: the current
+ * one, which the caller fills comm for otherwise); counts a loss on failure. */
 static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 cause,
-						   __u64 now, __u64 dur)
+						   __u64 now, __u64 dur, struct task_struct *t)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -412,7 +413,7 @@ static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 
 	e->cpu = bpf_get_smp_processor_id();
 	/* Taken now: a process that has gone before serve looks it up in
 	 * /proc is still labelled with its cgroup. */
-	e->cgroup_id = memcg_id(NULL);
+	e->cgroup_id = memcg_id(t);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	return e;
 }
@@ -562,7 +563,7 @@ static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct
 	hist_add(tgid, tid, cause, dur, nested);
 	if (!stream_wanted(cause, dur))
 		return NULL;
-	struct event *e = event_reserve(tgid, tid, cause, now, dur);
+	struct event *e = event_reserve(tgid, tid, cause, now, dur, NULL);
 	if (e && nested)
 		e->flags |= FLAG_NESTED;
 	return e;

@@ -105,7 +105,7 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	thread_stall_add(tid, CAUSE_COMPACTION, slice, false);
 	if (!stream_wanted(CAUSE_COMPACTION, slice))
 		return 0;
-	struct event *e = event_reserve(tgid, tid, CAUSE_COMPACTION, now, slice);
+	struct event *e = event_reserve(tgid, tid, CAUSE_COMPACTION, now, slice, NULL);
 	if (!e)
 		return 0;
 	e->order = attempt->order;

@@ -77,11 +77,10 @@ static __always_inline void numa_move(struct task_struct *t, __s32 src_cpu, __s3
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	stall_count(tgid, tid, CAUSE_NUMA_TASK_MOVE, t, 0, 0, true, false); /* a move takes no time */
-	struct event *e = event_reserve(tgid, tid, CAUSE_NUMA_TASK_MOVE, now, 0);
+	struct event *e = event_reserve(tgid, tid, CAUSE_NUMA_TASK_MOVE, now, 0, t);
 	if (!e)
 		return;
 	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
-	e->cgroup_id = memcg_id(t);
 	e->src_cpu = src_cpu;
 	e->dst_cpu = dst_cpu;
 	e->node = src_cpu >= 0 ? node_of_cpu(src_cpu) : -1;

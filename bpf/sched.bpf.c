@@ -102,7 +102,7 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!traced)
 		return 0;
 	bpf_map_delete_elem(&runq_delay, &tid);
-	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0);
+	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0, NULL);
 	if (!e)
 		return 0;
 	e->kind = KIND_EXIT;
@@ -224,11 +224,10 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	thread_stall_add(tid, CAUSE_RUNQ_WAIT, dur, false);
 	if (!stream_wanted(CAUSE_RUNQ_WAIT, dur))
 		return 0;
-	struct event *e = event_reserve(tgid, tid, CAUSE_RUNQ_WAIT, now, dur);
+	struct event *e = event_reserve(tgid, tid, CAUSE_RUNQ_WAIT, now, dur, next);
 	if (!e)
 		return 0;
 	comm_of(e->comm, next);
-	e->cgroup_id = memcg_id(next);
 	event_submit(e);
 	return 0;
 }

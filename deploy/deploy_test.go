@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -201,62 +203,142 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 }
 
-// The shipped seccomp profile is the runtime's default with bpf() and
-// perf_event_open() allowed, and nothing else changed: checked against
-// containers-common's default (make deps installs it).
+// The shipped seccomp profile is the runtime's default (containers-
+// common's, which podman and CRI-O use; make deps installs it) resolved for
+// the DaemonSet's capabilities on amd64 and arm64, with bpf() and
+// perf_event_open() allowed, and nothing else changed. Resolved, it has no
+// capability or architecture conditions, which only the containers-common
+// parser reads: containerd reads a Localhost profile as a plain OCI one and
+// would apply every conditional rule. NUMATRACE_WRITE_SECCOMP=1 rewrites it.
 func TestSeccompProfileIsDefaultPlusBPF(t *testing.T) {
 	def := "/usr/share/containers/seccomp.json"
 	_, err := os.Stat(def)
 	testutil.RequireFeature(t, err == nil, def+" missing (make deps installs containers-common)")
-	type rule struct {
-		Names    []string        `json:"names"`
-		Action   string          `json:"action"`
-		Args     json.RawMessage `json:"args"`
-		Includes json.RawMessage `json:"includes"`
-		Excludes json.RawMessage `json:"excludes"`
-		ErrnoRet *int            `json:"errnoRet"`
+	b, err := os.ReadFile(def)
+	if err != nil {
+		t.Fatal(err)
 	}
-	type profile struct {
-		DefaultAction   string          `json:"defaultAction"`
-		DefaultErrnoRet *int            `json:"defaultErrnoRet"`
-		ArchMap         json.RawMessage `json:"archMap"`
-		Syscalls        []rule          `json:"syscalls"`
+	var caps []string
+	for _, c := range daemonSet(t).Spec.Template.Spec.Containers[0].SecurityContext.Capabilities.Add {
+		caps = append(caps, "CAP_"+string(c))
 	}
-	read := func(path string) profile {
-		b, err := os.ReadFile(path)
-		if err != nil {
+	want, err := seccompFor(b, caps, []string{"amd64", "arm64"}, []string{"bpf", "perf_event_open"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("kubernetes", "seccomp", "numatrace.json")
+	if os.Getenv("NUMATRACE_WRITE_SECCOMP") != "" {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var p profile
-		if err := json.Unmarshal(b, &p); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		return p
 	}
-	ours, base := read("kubernetes/seccomp/numatrace.json"), read(def)
-	added := []string{"bpf", "perf_event_open"}
-	if first := ours.Syscalls[0]; first.Action != "SCMP_ACT_ALLOW" || !slices.Equal(first.Names, added) ||
-		string(first.Includes) != "{}" || string(first.Args) != "[]" {
-		t.Fatalf("the first rule is not an unconditional allow of %v: %+v", added, first)
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Take the addition back out: what is left must be the default,
-	// less bpf and perf_event_open in the rule that refuses them
-	// without CAP_SYS_ADMIN (an errno rule would win over the allow).
-	ours.Syscalls = ours.Syscalls[1:]
-	for i := range base.Syscalls {
-		r := &base.Syscalls[i]
-		if r.Action == "SCMP_ACT_ERRNO" && slices.Contains(r.Names, "bpf") {
-			r.Names = slices.DeleteFunc(r.Names, func(n string) bool { return slices.Contains(added, n) })
-		}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not the runtime default resolved for %v plus bpf and perf_event_open (NUMATRACE_WRITE_SECCOMP=1 rewrites it)", path, caps)
 	}
-	a, _ := json.Marshal(ours)
-	b, _ := json.Marshal(base)
-	if !bytes.Equal(a, b) {
-		t.Error("the profile differs from the runtime default by more than bpf and perf_event_open")
+	// containerd reads a Localhost profile into the OCI runtime spec's
+	// type and nothing else: every field must be one of its.
+	var p specs.LinuxSeccomp
+	dec := json.NewDecoder(bytes.NewReader(got))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("not an OCI seccomp profile: %v", err)
 	}
-	for _, r := range ours.Syscalls {
-		if r.Action != "SCMP_ACT_ALLOW" && (slices.Contains(r.Names, "bpf") || slices.Contains(r.Names, "perf_event_open")) {
-			t.Errorf("a %s rule still names bpf or perf_event_open: %v", r.Action, r.Names)
+	allowed := map[string]bool{}
+	for _, r := range p.Syscalls {
+		for _, n := range r.Names {
+			if r.Action == specs.ActAllow {
+				allowed[n] = true
+			} else if n == "bpf" || n == "perf_event_open" {
+				t.Errorf("a %s rule names %s", r.Action, n)
+			}
 		}
 	}
+	for _, n := range []string{"bpf", "perf_event_open", "clone", "mmap", "epoll_pwait"} {
+		if !allowed[n] {
+			t.Errorf("%s is not allowed", n)
+		}
+	}
+	for _, n := range []string{"init_module", "kexec_load", "open_by_handle_at", "iopl", "settimeofday"} {
+		if allowed[n] {
+			t.Errorf("%s is allowed: more than the default gives these capabilities", n)
+		}
+	}
+}
+
+// seccompFor resolves a containers-common profile for a container holding
+// caps on any of arches, as the runtime would, into a plain OCI profile,
+// and allows extra unconditionally.
+func seccompFor(profile []byte, caps, arches, extra []string) ([]byte, error) {
+	type cond struct {
+		Caps      []string `json:"caps"`
+		Arches    []string `json:"arches"`
+		MinKernel string   `json:"minKernel"`
+	}
+	type rule struct {
+		Names    []string          `json:"names"`
+		Action   string            `json:"action"`
+		Args     []json.RawMessage `json:"args"`
+		Includes cond              `json:"includes"`
+		Excludes cond              `json:"excludes"`
+		ErrnoRet *uint             `json:"errnoRet,omitempty"`
+	}
+	var in struct {
+		DefaultAction   string `json:"defaultAction"`
+		DefaultErrnoRet *uint  `json:"defaultErrnoRet"`
+		Syscalls        []rule `json:"syscalls"`
+	}
+	if err := json.Unmarshal(profile, &in); err != nil {
+		return nil, err
+	}
+	type ociRule struct {
+		Names    []string          `json:"names"`
+		Action   string            `json:"action"`
+		Args     []json.RawMessage `json:"args,omitempty"`
+		ErrnoRet *uint             `json:"errnoRet,omitempty"`
+	}
+	out := struct {
+		DefaultAction   string    `json:"defaultAction"`
+		DefaultErrnoRet *uint     `json:"defaultErrnoRet,omitempty"`
+		Syscalls        []ociRule `json:"syscalls"`
+	}{DefaultAction: in.DefaultAction, DefaultErrnoRet: in.DefaultErrnoRet}
+	// First: load and attach BPF with CAP_BPF and CAP_PERFMON (the
+	// default asks CAP_SYS_ADMIN for them).
+	out.Syscalls = append(out.Syscalls, ociRule{Names: extra, Action: "SCMP_ACT_ALLOW"})
+	held := func(c []string) bool { // every one of c
+		for _, x := range c {
+			if !slices.Contains(caps, x) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range in.Syscalls {
+		if r.Includes.MinKernel != "" || r.Excludes.MinKernel != "" {
+			return nil, fmt.Errorf("rule %v: minKernel conditions are not resolved here", r.Names)
+		}
+		switch {
+		case !held(r.Includes.Caps):
+			continue
+		case len(r.Excludes.Caps) > 0 && slices.ContainsFunc(r.Excludes.Caps, func(c string) bool { return slices.Contains(caps, c) }):
+			continue
+		case len(r.Includes.Arches) > 0 && !slices.ContainsFunc(r.Includes.Arches, func(a string) bool { return slices.Contains(arches, a) }):
+			continue
+		case len(r.Excludes.Arches) > 0:
+			return nil, fmt.Errorf("rule %v: architecture exclusions are not resolved here", r.Names)
+		}
+		names := r.Names
+		if r.Action != "SCMP_ACT_ALLOW" { // an errno rule would win over the allow
+			names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(extra, n) })
+			if len(names) == 0 {
+				continue
+			}
+		}
+		out.Syscalls = append(out.Syscalls, ociRule{Names: names, Action: r.Action, Args: r.Args, ErrnoRet: r.ErrnoRet})
+	}
+	b, err := json.MarshalIndent(out, "", " ")
+	return append(b, '\n'), err
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -152,6 +153,12 @@ func podmanArgs(t *testing.T, ds *appsv1.DaemonSet) []string {
 	pod := ds.Spec.Template.Spec
 	c := pod.Containers[0]
 	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		t.Fatal("the container has no securityContext with capabilities")
+	}
+	if pod.SecurityContext != nil && !reflect.DeepEqual(*pod.SecurityContext, corev1.PodSecurityContext{}) {
+		t.Fatalf("a pod-level securityContext (%+v): not one this test can grant", pod.SecurityContext)
+	}
 	var args []string
 	if pod.HostPID {
 		args = append(args, "--pid=host")

@@ -384,8 +384,14 @@ func TestEvictedHistogramsKeepExactTotals(t *testing.T) {
 	if !sum.Full || sum.Evicted < threads-16384-1000 {
 		t.Errorf("%d histograms evicted (map full: %v) for %d threads in a map of 16384", sum.Evicted, sum.Full, threads)
 	}
-	if listed+sum.Unlisted["mmap_lock"].Count != total || listed >= total {
-		t.Errorf("listed %d + unlisted %d != total %d", listed, sum.Unlisted["mmap_lock"].Count, total)
+	// Each thread that stalled is either listed or evicted (a few of the
+	// Go runtime's own threads stalled too), and every evicted one had
+	// at least one stall the tables now miss.
+	if n := len(sum.Threads) + int(sum.Evicted); n < threads || n > threads+100 {
+		t.Errorf("%d listed and %d evicted threads for %d that stalled", len(sum.Threads), sum.Evicted, threads)
+	}
+	if u := sum.Unlisted["mmap_lock"].Count; u < sum.Evicted || listed+u != total {
+		t.Errorf("unlisted %d stalls for %d evicted threads; listed %d, total %d", u, sum.Evicted, listed, total)
 	}
 }
 

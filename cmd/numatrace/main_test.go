@@ -135,7 +135,7 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"--ringbuf-mib", "2048"}, []string{"--ringbuf-mib"}},
 		{[]string{"--min-event", "bogus=1s"}, []string{"--min-event", "unknown cause \"bogus\""}},
 		{[]string{"--min-event", "x"}, []string{"--min-event", "bad duration"}},
-		{[]string{"--pid", "1", "--tid", "1"}, []string{"at most one of --pid, --tid and --cgroup"}},
+		{[]string{"--pid", "1", "--tid", "1"}, []string{"at most one of --pid, --tid, --cgroup, --pod and --container"}},
 		{[]string{"--pid", "1", "--cgroup", "/"}, []string{"at most one of"}},
 		{[]string{"--pid=-3"}, []string{"invalid pid -3"}},
 		{[]string{"--tid=-3"}, []string{"invalid tid -3"}},

@@ -64,14 +64,18 @@ type Container struct {
 	Dir string
 }
 
+// uid is a pod UID: a dashed UUID from the API server, or a static pod's
+// 32-hex-digit hash; systemd slice names carry the dashes as underscores.
+const uid = `[0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}|[0-9a-fA-F]{32}`
+
 var (
-	// A pod's directory: pod<uid> (cgroupfs), or kubepods[-qos]-pod<uid>.slice
-	// (systemd, with the uid's dashes as underscores).
-	podDir = regexp.MustCompile(`^(?:kubepods-(?:(burstable|besteffort)-)?)?pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12})(?:\.slice)?$`)
+	// A pod's directory: pod<uid> (cgroupfs), or [ROOT-]kubepods[-qos]-pod<uid>.slice
+	// (systemd; the kubelet prefixes a --cgroup-root to every slice name).
+	podDir = regexp.MustCompile(`^(?:[a-z0-9_.]+(?:-[a-z0-9_.]+)*-)?pod(` + uid + `)(?:\.slice)?$`)
 	// A container's directory in its pod's: the bare id (cgroupfs) or
 	// <runtime>-<id>.scope (systemd). CRI-O's conmon is not the container.
 	containerDir = regexp.MustCompile(`^(?:(?:cri-containerd|crio|docker|cri-o)-)?([0-9a-f]{64})(?:\.scope)?$`)
-	uidRef       = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	uidRef       = regexp.MustCompile(`^(?:` + uid + `)$`)
 )
 
 // hierarchy is the cgroup tree to search: v2's root, or on v1 the
@@ -119,8 +123,8 @@ func (n Node) Pods() ([]Pod, error) {
 		if m == nil {
 			return nil
 		}
-		uid := strings.ToLower(strings.ReplaceAll(m[2], "_", "-"))
-		p := Pod{UID: uid, Dir: path, QoS: qosOf(m[1], filepath.Base(filepath.Dir(path)))}
+		uid := strings.ToLower(strings.ReplaceAll(m[1], "_", "-"))
+		p := Pod{UID: uid, Dir: path, QoS: qosOf(d.Name(), filepath.Base(filepath.Dir(path)))}
 		if id, ok := names[uid]; ok {
 			p.Namespace, p.Name = id.namespace, id.name
 		}
@@ -140,12 +144,15 @@ func (n Node) Pods() ([]Pod, error) {
 	return pods, nil
 }
 
-// qosOf reads the QoS class from the pod directory's own name (systemd)
-// or its parent's (cgroupfs: kubepods/burstable/pod<uid>).
-func qosOf(fromName, parent string) string {
+// qosOf reads the QoS class from the pod directory's own name (systemd:
+// kubepods-burstable-pod<uid>.slice) or its parent's (cgroupfs:
+// kubepods/burstable/pod<uid>).
+func qosOf(name, parent string) string {
 	switch {
-	case fromName != "":
-		return fromName
+	case strings.Contains(name, "-burstable-pod"):
+		return "burstable"
+	case strings.Contains(name, "-besteffort-pod"):
+		return "besteffort"
 	case parent == "burstable" || strings.HasSuffix(parent, "-burstable.slice"):
 		return "burstable"
 	case parent == "besteffort" || strings.HasSuffix(parent, "-besteffort.slice"):
@@ -181,7 +188,7 @@ func (n Node) FindPod(ref string) (Pod, error) {
 	case 1:
 		return match[0], nil
 	case 0:
-		return Pod{}, fmt.Errorf("no pod %s on this node (%s): %w", ref, podList(pods, n.podNamesKnown()), ErrNotFound)
+		return Pod{}, fmt.Errorf("no pod %s on this node (%s): %w", ref, podList(pods, len(n.podNames()) > 0), ErrNotFound)
 	}
 	return Pod{}, fmt.Errorf("pod %s is ambiguous: %s; give NAMESPACE/NAME or the UID", ref, podList(match, true))
 }
@@ -189,6 +196,10 @@ func (n Node) FindPod(ref string) (Pod, error) {
 // FindContainer resolves a container ID, or a unique prefix of one (as
 // `crictl ps` and `docker ps` print 13 and 12 characters).
 func (n Node) FindContainer(id string) (Container, error) {
+	// As kubectl prints it: containerd://<id>, cri-o://<id>, docker://<id>.
+	if _, rest, ok := strings.Cut(id, "://"); ok {
+		id = rest
+	}
 	id = strings.ToLower(id)
 	if len(id) < 4 || strings.Trim(id, "0123456789abcdef") != "" {
 		return Container{}, fmt.Errorf("container ID %q: want at least 4 hex digits", id)
@@ -276,16 +287,6 @@ func containerList(cs []Container) string {
 }
 
 type podID struct{ namespace, name string }
-
-// podNamesKnown says whether any runtime state directory exists.
-func (n Node) podNamesKnown() bool {
-	for _, r := range n.StateRoots {
-		if _, err := os.Stat(r); err == nil {
-			return true
-		}
-	}
-	return false
-}
 
 // maxStateFile bounds a runtime state file: an OCI config is a few KiB.
 const maxStateFile = 4 << 20

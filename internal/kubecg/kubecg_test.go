@@ -212,3 +212,28 @@ func TestAmbiguousContainerPrefix(t *testing.T) {
 		t.Errorf("abcd2: %+v, %v", c, err)
 	}
 }
+
+// A static pod (its UID a 32-hex-digit hash) under a systemd kubelet with
+// --cgroup-root=/kubelet.slice, as kind lays it out: every slice name
+// carries the root's prefix.
+func TestStaticPodUnderACgroupRoot(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "cgroup")
+	touch(t, filepath.Join(root, "cgroup.controllers"))
+	const static = "8d1c4b2a7e6f5d4c3b2a19087f6e5d4c"
+	pod := filepath.Join(root, "kubelet.slice", "kubelet-kubepods.slice", "kubelet-kubepods-burstable.slice",
+		"kubelet-kubepods-burstable-pod"+static+".slice")
+	touch(t, filepath.Join(pod, "cri-containerd-"+cid(7)+".scope", "cgroup.procs"))
+	state := filepath.Join(dir, "state")
+	write(t, filepath.Join(state, cid(7), "config.json"), `{"annotations":{"io.kubernetes.cri.sandbox-name":"etcd-node1",
+"io.kubernetes.cri.sandbox-namespace":"kube-system","io.kubernetes.cri.sandbox-uid":"`+static+`"}}`)
+	n := Node{CgroupRoot: root, StateRoots: []string{state}}
+	for _, ref := range []string{"kube-system/etcd-node1", static} {
+		if p, err := n.FindPod(ref); err != nil || p.Dir != pod || p.QoS != "burstable" || p.UID != static {
+			t.Errorf("%s: %+v, %v", ref, p, err)
+		}
+	}
+	if c, err := n.FindContainer("containerd://" + cid(7)); err != nil || c.Pod.Name != "etcd-node1" {
+		t.Errorf("containerd:// ID: %+v, %v", c, err)
+	}
+}

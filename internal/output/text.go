@@ -114,8 +114,12 @@ func (r *Report) evicted(w io.Writer) {
 	if len(miss) > 0 {
 		what = strings.Join(miss, ", ")
 	}
-	fmt.Fprintf(w, "WARNING: %d thread histograms were evicted from the kernel's full map (narrow the target); the thread and process tables miss %s. Exact totals by cause:\n",
-		s.HistEvicted, what)
+	evicted := "thread histograms were"
+	if s.HistEvicted > 0 {
+		evicted = fmt.Sprintf("%d thread histograms were", s.HistEvicted)
+	}
+	fmt.Fprintf(w, "WARNING: %s evicted from the kernel's full map (narrow the target); the thread and process tables miss %s. Exact totals by cause:\n",
+		evicted, what)
 	for _, c := range sortedCauses(s.Causes) {
 		cs := s.Causes[c]
 		fmt.Fprintf(w, "  %-16s %d stalls, total %s, max %s\n", c, cs.Count, Dur(cs.TotalNs), Dur(cs.MaxNs))

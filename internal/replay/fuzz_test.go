@@ -58,9 +58,12 @@ func FuzzReplay(f *testing.F) {
 	})
 }
 
-// watchHeap samples the live heap every millisecond until the returned
-// function is called, which gives the peak above where it began.
+// watchHeap samples the heap every millisecond until the returned
+// function is called, which gives the peak above where it began. It
+// collects first: garbage left from before would hide a peak behind the
+// collection that frees it.
 func watchHeap() func() uint64 {
+	runtime.GC()
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	read := func() uint64 {
 		metrics.Read(sample)

@@ -19,6 +19,17 @@ import (
 // counts and system counters.
 func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 	s := &stall.Snapshot{Threads: map[uint32]*stall.ThreadStats{}}
+	// The counters and the totals by cause first, the threads after: a
+	// stall or histogram that comes meanwhile is then in the threads
+	// only, which can hide an eviction for one reading but never make up
+	// one that did not happen.
+	c, err := t.counters()
+	if err != nil {
+		return nil, err
+	}
+	if s.CauseTotals, err = t.causeTotals(); err != nil {
+		return nil, err
+	}
 	var (
 		hk typesHistKey
 		hv typesHist
@@ -29,19 +40,17 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 			continue
 		}
 		th := s.Thread(hv.Pid, hk.Tid, cString(hv.Comm[:]))
-		s.HistEntries++
+		if th.Hists[stall.Cause(hk.Cause)] == nil { // a walk of a changing map may see a key twice
+			s.HistEntries++
+		}
 		h := &stall.Hist{Count: hv.Count, TotalNs: hv.TotalNs, MaxNs: hv.MaxNs, NestedNs: hv.NestedNs}
 		copy(h.Slots[:], hv.Slots[:])
 		th.Hists[stall.Cause(hk.Cause)] = h
 	}
-	err := iterErr(it, "hists")
-	if err != nil {
+	if err := iterErr(it, "hists"); err != nil {
 		return nil, err
 	}
 	s.HistCapacity = int(t.maps["hists"].MaxEntries())
-	if s.CauseTotals, err = t.causeTotals(); err != nil {
-		return nil, err
-	}
 	var (
 		tid uint32
 		tc  typesThreadCounts
@@ -82,10 +91,6 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		return nil, err
 	}
 	refreshComms(s, "/proc")
-	c, err := t.counters()
-	if err != nil {
-		return nil, err
-	}
 	s.LostPerCPU = c.perCPU[typesCounterIdCOUNTER_LOST_EVENTS]
 	s.LostEvents = c.sum(typesCounterIdCOUNTER_LOST_EVENTS)
 	s.System = stall.SystemStats{
@@ -100,8 +105,6 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		TargetsFull:           c.sum(typesCounterIdCOUNTER_TARGETS_FULL),
 	}
 	// Entries made, less those still there: the LRU evicted the rest.
-	// Read after the map, so an entry made meanwhile can only be counted
-	// as evicted here, never the other way round, until the next read.
 	if made := c.sum(typesCounterIdCOUNTER_HIST_NEW); made > uint64(s.HistEntries) {
 		s.HistEvicted = made - uint64(s.HistEntries)
 	}

@@ -397,7 +397,7 @@ func wrapLoadErr(err error) error {
 	// Refused with the capabilities held: a container's seccomp filter,
 	// whose runtime default allows bpf() only with CAP_SYS_ADMIN.
 	if CheckPrivileges() == nil && seccompFiltered("/proc/self/status") {
-		return fmt.Errorf("%w: %v: the capabilities are held, but a seccomp filter is on: its profile must allow bpf() and perf_event_open() (deploy/kubernetes/seccomp/numatrace.json, docs/FLEET.md)", ErrPermission, err)
+		return fmt.Errorf("%w: %v: the capabilities are held, but a seccomp filter is on and may refuse bpf(): its profile must allow bpf() and perf_event_open() (deploy/kubernetes/seccomp/numatrace.json, docs/FLEET.md)", ErrPermission, err)
 	}
 	return fmt.Errorf("%w: %v", ErrPermission, err)
 }

@@ -209,7 +209,7 @@ func (s *Store) Snapshot(snap *stall.Snapshot) {
 	if snap.LostEvents > s.lost {
 		s.lost = snap.LostEvents
 	}
-	s.evicted = max(s.evicted, snap.HistEvicted)
+	s.evicted = snap.HistEvicted // of the whole run so far
 }
 
 // Procfs takes a reading of the kernel's memory counters.
