@@ -193,6 +193,12 @@ type CauseSummary struct {
 	Hist     *stall.Hist `json:"-"`
 }
 
+// StallCount is a number of stalls and their time, without a histogram.
+type StallCount struct {
+	Count   uint64 `json:"count"`
+	TotalNs uint64 `json:"total_ns"`
+}
+
 func summarize(h *stall.Hist) CauseSummary {
 	return CauseSummary{Count: h.Count, TotalNs: h.TotalNs, MaxNs: h.MaxNs, NestedNs: h.NestedNs,
 		P50Ns: h.Quantile(0.50), P90Ns: h.Quantile(0.90), P99Ns: h.Quantile(0.99), Hist: h}
@@ -243,8 +249,8 @@ type Summary struct {
 	// evicted.
 	Causes map[string]CauseSummary
 	// Unlisted are, by cause, the stalls in Causes that no thread in
-	// Threads holds: the evicted threads'. Only Count and TotalNs are set.
-	Unlisted map[string]CauseSummary
+	// Threads holds: the evicted threads'.
+	Unlisted map[string]StallCount
 }
 
 // Summarize builds the final summary from a kernel snapshot. Threads are
@@ -252,7 +258,7 @@ type Summary struct {
 func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU,
 		HistMapFull: snap.HistEvicted > 0 || snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity,
-		HistEvicted: snap.HistEvicted, Causes: map[string]CauseSummary{}, Unlisted: map[string]CauseSummary{}}
+		HistEvicted: snap.HistEvicted, Causes: map[string]CauseSummary{}, Unlisted: map[string]StallCount{}}
 	listed := map[stall.Cause]CauseSummary{}
 	procs := map[uint32]*ProcessSummary{}
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
@@ -304,7 +310,7 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	for c, h := range snap.Totals() {
 		s.Causes[c.String()] = summarize(h)
 		if l := listed[c]; h.Count > l.Count || h.TotalNs > l.TotalNs {
-			s.Unlisted[c.String()] = CauseSummary{Count: h.Count - min(h.Count, l.Count), TotalNs: h.TotalNs - min(h.TotalNs, l.TotalNs)}
+			s.Unlisted[c.String()] = StallCount{Count: h.Count - min(h.Count, l.Count), TotalNs: h.TotalNs - min(h.TotalNs, l.TotalNs)}
 		}
 	}
 	for pid, p := range procs {

@@ -66,7 +66,7 @@ type summaryJSON struct {
 	HistMapFull      bool                              `json:"histogram_map_full"`
 	HistEvicted      uint64                            `json:"histograms_evicted"`
 	Causes           map[string]aggregate.CauseSummary `json:"causes"`
-	Unlisted         map[string]aggregate.CauseSummary `json:"unlisted,omitempty"`
+	Unlisted         map[string]aggregate.StallCount   `json:"unlisted,omitempty"`
 	StreamMinNs      map[string]uint64                 `json:"stream_min_ns"`
 	Note             string                            `json:"note,omitempty"`
 	Spikes           []correlate.Spike                 `json:"spikes,omitempty"`

@@ -127,7 +127,7 @@ func (r *Report) evicted(w io.Writer) {
 }
 
 // sortedCauses lists m's causes in the order of stall.Cause.
-func sortedCauses(m map[string]aggregate.CauseSummary) []string {
+func sortedCauses[V any](m map[string]V) []string {
 	var out []string
 	for c := stall.Cause(0); c < stall.NumCauses; c++ {
 		if _, ok := m[c.String()]; ok {
