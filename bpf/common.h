@@ -216,16 +216,23 @@ static __always_inline __s32 node_of_cpu(__s32 cpu)
 
 static __always_inline __u32 log2_slot(__u64 v)
 {
-	__u32 r = 0;
+	/* floor(log2(v)), 0 for 0 and 1, with no branch: the bits below the
+	 * highest set one are set, and counted. The verifier then walks one
+	 * path here, not one per bucket (a chain of compares made a stall's
+	 * accounting cost 32 paths, and adding the per-cause totals doubled
+	 * the attach time). */
+	v |= 1;
+	v |= v >> 1;
+	v |= v >> 2;
+	v |= v >> 4;
+	v |= v >> 8;
+	v |= v >> 16;
+	v |= v >> 32;
+	v -= (v >> 1) & 0x5555555555555555ULL;
+	v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+	v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	__u32 r = ((v * 0x0101010101010101ULL) >> 56) - 1;
 
-	/* floor(log2(v)), branch-light, for v < 2^64 */
-#pragma unroll
-	for (int shift = 32; shift > 0; shift >>= 1) {
-		if (v >= (1ULL << shift)) {
-			v >>= shift;
-			r += shift;
-		}
-	}
 	return r < HIST_SLOTS ? r : HIST_SLOTS - 1;
 }
 
@@ -256,75 +263,67 @@ static __always_inline struct hist *hist_get(__u32 tgid, __u32 tid, __u32 cause,
 }
 
 /*
- * Grows one stall in the thread's histogram from prev to now_total ns: a
- * new stall when first, else the same stall moved to its new bucket. A
- * thread's own stalls are serial, so only the bucket counters need atomics
- * (numa_task_move may touch another thread's entry).
- */
-static __always_inline void hist_grow(struct hist *h, __u64 prev, __u64 now_total, bool first, bool nested)
-{
-	if (first)
-		__sync_fetch_and_add(&h->count, 1);
-	/* No time, no add: clang turns an atomic add of a constant zero into a
-	 * fetch-add, which kernels before 5.12 reject. */
-	if (now_total != prev) {
-		__sync_fetch_and_add(&h->total_ns, now_total - prev);
-		if (nested)
-			__sync_fetch_and_add(&h->nested_ns, now_total - prev);
-	}
-	if (now_total > h->max_ns)
-		h->max_ns = now_total;
-	if (!first) {
-		__u32 old = log2_slot(prev);
-		if (old < HIST_SLOTS && h->slots[old])
-			__sync_fetch_and_add(&h->slots[old], -1);
-	}
-	__u32 slot = log2_slot(now_total);
-	if (slot < HIST_SLOTS)
-		__sync_fetch_and_add(&h->slots[slot], 1);
-}
-
-/*
- * hist_grow for the cause's total on this CPU: no atomics. A stall that
- * grows on another CPU than it began on takes its old bucket's count from
- * this CPU's, which may wrap below zero; the sum over CPUs is right.
- */
-static __always_inline void total_grow(__u32 cause, __u64 prev, __u64 now_total, bool first, bool nested)
-{
-	struct hist *h = bpf_map_lookup_elem(&cause_totals, &cause);
-
-	if (!h)
-		return;
-	if (first)
-		h->count++;
-	h->total_ns += now_total - prev;
-	if (nested)
-		h->nested_ns += now_total - prev;
-	if (now_total > h->max_ns)
-		h->max_ns = now_total;
-	if (!first) {
-		__u32 old = log2_slot(prev);
-		if (old < HIST_SLOTS)
-			h->slots[old]--;
-	}
-	__u32 slot = log2_slot(now_total);
-	if (slot < HIST_SLOTS)
-		h->slots[slot]++;
-}
-
-/*
  * Counts a stall of thread tid (task t, or the current one when NULL)
- * growing from prev to now_total ns: in the thread's histogram and in the
- * cause's exact total.
+ * growing from prev to now_total ns, in the thread's histogram and in the
+ * cause's exact total: a new stall when first, else the same stall moved
+ * to its new bucket.
+ *
+ * A thread's own stalls are serial, so only its histogram's bucket
+ * counters need atomics (numa_task_move may touch another thread's
+ * entry). The totals are this CPU's and need none; a stall that grows on
+ * another CPU than it began on takes its old bucket's count from this
+ * CPU's, which may wrap below zero, and the sum over CPUs is right.
+ *
+ * Each bucket is worked out once and used by both at once: a log2 is a
+ * chain of branches the verifier walks path by path at load, and a bucket
+ * kept live across other code multiplies those paths (doing it twice
+ * doubled the attach time).
  */
 static __always_inline void stall_count(__u32 tgid, __u32 tid, __u32 cause, struct task_struct *t,
 					__u64 prev, __u64 now_total, bool first, bool nested)
 {
-	struct hist *h = hist_get(tgid, tid, cause, t);
+	struct hist *tot = bpf_map_lookup_elem(&cause_totals, &cause);
 
-	if (h)
-		hist_grow(h, prev, now_total, first, nested);
-	total_grow(cause, prev, now_total, first, nested);
+	if (!tot)
+		return;
+	struct hist *h = hist_get(tgid, tid, cause, t);
+	__u64 add = now_total - prev;
+
+	tot->count += first;
+	tot->total_ns += add;
+	if (nested)
+		tot->nested_ns += add;
+	if (now_total > tot->max_ns)
+		tot->max_ns = now_total;
+	if (h) {
+		if (first)
+			__sync_fetch_and_add(&h->count, 1);
+		/* No time, no add: clang turns an atomic add of a constant
+		 * zero into a fetch-add, which kernels before 5.12 reject. */
+		if (add) {
+			__sync_fetch_and_add(&h->total_ns, add);
+			if (nested)
+				__sync_fetch_and_add(&h->nested_ns, add);
+		}
+		if (now_total > h->max_ns)
+			h->max_ns = now_total;
+	}
+	if (!first) {
+		__u32 old = log2_slot(prev);
+
+		if (old < HIST_SLOTS) {
+			tot->slots[old]--;
+			if (h && h->slots[old])
+				__sync_fetch_and_add(&h->slots[old], -1);
+		}
+	}
+	__u32 slot = log2_slot(now_total);
+
+	if (slot < HIST_SLOTS) {
+		tot->slots[slot]++;
+		if (h)
+			__sync_fetch_and_add(&h->slots[slot], 1);
+	}
 }
 
 /*

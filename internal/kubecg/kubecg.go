@@ -248,23 +248,29 @@ func containersOf(p Pod) ([]Container, error) {
 // maxListed bounds the candidates an error names.
 const maxListed = 8
 
+// listed names the first maxListed of items, and how many more there are.
+func listed[T any](items []T, name func(T) string) string {
+	var s []string
+	for i, it := range items {
+		if i == maxListed {
+			s = append(s, fmt.Sprintf("%d more", len(items)-maxListed))
+			break
+		}
+		s = append(s, name(it))
+	}
+	return strings.Join(s, ", ")
+}
+
 func podList(pods []Pod, named bool) string {
 	if len(pods) == 0 {
 		return "no pod cgroups here"
 	}
-	var s []string
-	for i, p := range pods {
-		if i == maxListed {
-			s = append(s, fmt.Sprintf("%d more", len(pods)-maxListed))
-			break
+	out := "pods here: " + listed(pods, func(p Pod) string {
+		if p.Name == "" {
+			return p.UID
 		}
-		if p.Name != "" {
-			s = append(s, p.Namespace+"/"+p.Name+" ("+p.UID+")")
-		} else {
-			s = append(s, p.UID)
-		}
-	}
-	out := "pods here: " + strings.Join(s, ", ")
+		return p.Namespace + "/" + p.Name + " (" + p.UID + ")"
+	})
 	if !named {
 		out += "; no container runtime state names them, give the UID"
 	}
@@ -275,15 +281,7 @@ func containerList(cs []Container) string {
 	if len(cs) == 0 {
 		return "no container cgroups here"
 	}
-	var s []string
-	for i, c := range cs {
-		if i == maxListed {
-			s = append(s, fmt.Sprintf("%d more", len(cs)-maxListed))
-			break
-		}
-		s = append(s, c.ID[:13]+" in "+c.Pod.String())
-	}
-	return "containers here: " + strings.Join(s, ", ")
+	return "containers here: " + listed(cs, func(c Container) string { return c.ID[:13] + " in " + c.Pod.String() })
 }
 
 type podID struct{ namespace, name string }

@@ -237,3 +237,14 @@ func TestStaticPodUnderACgroupRoot(t *testing.T) {
 		t.Errorf("containerd:// ID: %+v, %v", c, err)
 	}
 }
+
+// An error names at most maxListed candidates, then how many more.
+func TestListedIsCapped(t *testing.T) {
+	var ids []int
+	for i := 0; i < maxListed+2; i++ {
+		ids = append(ids, i)
+	}
+	if got := listed(ids, func(i int) string { return fmt.Sprint(i) }); got != "0, 1, 2, 3, 4, 5, 6, 7, 2 more" {
+		t.Errorf("listed: %q", got)
+	}
+}

@@ -45,6 +45,14 @@ func TestDirectReclaimHandler(t *testing.T) {
 	if h.Count != 1 || h.TotalNs != e.DurNs || h.MaxNs != e.DurNs || h.Slots[stall.SlotOf(e.DurNs)] != 1 {
 		t.Errorf("histogram %+v does not hold exactly the one stall of %d ns", h, e.DurNs)
 	}
+	// The cause's exact total holds the same one stall, in the same bucket.
+	snap, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot := snap.CauseTotals[stall.DirectReclaim]; tot == nil || *tot != *h {
+		t.Errorf("direct_reclaim total %+v, want the thread's histogram %+v", tot, h)
+	}
 }
 
 func TestEndWithoutBeginIsIgnored(t *testing.T) {
@@ -152,6 +160,11 @@ func TestDirectCompactionHandler(t *testing.T) {
 	}
 	if after.System.DirectCompactAttempts-before.System.DirectCompactAttempts < 1 {
 		t.Error("direct compaction attempt not counted system-wide")
+	}
+	// The cause's exact total moved the attempt between buckets the same
+	// way (only this thread is traced).
+	if tot := after.CauseTotals[stall.Compaction]; tot == nil || *tot != *h {
+		t.Errorf("compaction total %+v, want the thread's histogram %+v", tot, h)
 	}
 	if after.System.ProactivePasses != before.System.ProactivePasses {
 		t.Error("direct passes were counted as proactive compaction")
