@@ -274,10 +274,7 @@ static __always_inline struct hist *hist_get(__u32 tgid, __u32 tid, __u32 cause,
  * another CPU than it began on takes its old bucket's count from this
  * CPU's, which may wrap below zero, and the sum over CPUs is right.
  *
- * Each bucket is worked out once and used by both at once: a log2 is a
- * chain of branches the verifier walks path by path at load, and a bucket
- * kept live across other code multiplies those paths (doing it twice
- * doubled the attach time).
+ * Each bucket is worked out once, for both.
  */
 static __always_inline void stall_count(__u32 tgid, __u32 tid, __u32 cause, struct task_struct *t,
 					__u64 prev, __u64 now_total, bool first, bool nested)

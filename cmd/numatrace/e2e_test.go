@@ -663,22 +663,12 @@ func TestLatencyUprobeBadTargetIsOneLine(t *testing.T) {
 // record -o does not write through a link planted at the path.
 func TestRecordRefusesASymlinkedOutput(t *testing.T) {
 	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	victim := filepath.Join(dir, "victim")
-	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "rec.ntr")
-	if err := os.Symlink(victim, out); err != nil {
-		t.Fatal(err)
-	}
+	out, untouched := plantedLink(t, "rec.ntr")
 	code, msg := runForError(exec.Command(binary(t), "record", "-o", out, "--duration", "1s"))
 	if code == 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, "symbolic link") {
 		t.Errorf("exit %d, message %q: want a failure in one line saying the path is a symbolic link", code, msg)
 	}
-	if b, _ := os.ReadFile(victim); string(b) != "precious" {
-		t.Fatalf("the link's target now holds %.40q", b)
-	}
+	untouched()
 }
 
 // An incident recorder is most likely killed during the incident (by the

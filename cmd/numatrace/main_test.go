@@ -261,20 +261,32 @@ func TestReplayBadSpeed(t *testing.T) {
 
 // export -o does not write through a link planted at the path.
 func TestExportRefusesASymlinkedOutput(t *testing.T) {
+	out, untouched := plantedLink(t, "trace.json")
+	code, _, stderr := runCLI("export", "--format", "perfetto", "../../testdata/recordings/vm-6.1-misplaced.ntr", "-o", out)
+	if msg := oneErrorLine(t, stderr); code == 0 || !strings.Contains(msg, "symbolic link") {
+		t.Errorf("exit %d, message %q: want a failure saying the path is a symbolic link", code, msg)
+	}
+	untouched()
+}
+
+// plantedLink makes name, in a directory of its own, a symbolic link to a
+// file holding "precious", as an attacker would plant it at an output
+// path; untouched fails the test if the file was written through it.
+func plantedLink(t *testing.T, name string) (link string, untouched func()) {
+	t.Helper()
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")
 	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "trace.json")
-	if err := os.Symlink(victim, out); err != nil {
+	link = filepath.Join(dir, name)
+	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := runCLI("export", "--format", "perfetto", "../../testdata/recordings/vm-6.1-misplaced.ntr", "-o", out)
-	if msg := oneErrorLine(t, stderr); code == 0 || !strings.Contains(msg, "symbolic link") {
-		t.Errorf("exit %d, message %q: want a failure saying the path is a symbolic link", code, msg)
-	}
-	if b, _ := os.ReadFile(victim); string(b) != "precious" {
-		t.Fatalf("the link's target now holds %.40q", b)
+	return link, func() {
+		t.Helper()
+		if b, _ := os.ReadFile(victim); string(b) != "precious" {
+			t.Fatalf("the link's target now holds %.40q", b)
+		}
 	}
 }

@@ -259,7 +259,6 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU,
 		HistMapFull: snap.HistEvicted > 0 || snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity,
 		HistEvicted: snap.HistEvicted, Causes: map[string]CauseSummary{}, Unlisted: map[string]StallCount{}}
-	listed := map[stall.Cause]CauseSummary{}
 	procs := map[uint32]*ProcessSummary{}
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
 	commTID := map[uint32]uint32{}
@@ -284,10 +283,6 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 				ph[c] = &stall.Hist{}
 			}
 			ph[c].Merge(h)
-			l := listed[c]
-			l.Count += h.Count
-			l.TotalNs += h.TotalNs
-			listed[c] = l
 		}
 		s.Threads = append(s.Threads, ts)
 
@@ -307,18 +302,32 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 			commTID[th.PID] = tid
 		}
 	}
-	for c, h := range snap.Totals() {
-		s.Causes[c.String()] = summarize(h)
-		if l := listed[c]; h.Count > l.Count || h.TotalNs > l.TotalNs {
-			s.Unlisted[c.String()] = StallCount{Count: h.Count - min(h.Count, l.Count), TotalNs: h.TotalNs - min(h.TotalNs, l.TotalNs)}
-		}
-	}
+	// What the tables hold, by cause: the processes' histograms merged.
+	listed := map[stall.Cause]*stall.Hist{}
 	for pid, p := range procs {
 		p.Stalls = map[string]CauseSummary{}
 		for c, h := range procHists[pid] {
 			p.Stalls[c.String()] = summarize(h)
+			if listed[c] == nil {
+				listed[c] = &stall.Hist{}
+			}
+			listed[c].Merge(h)
 		}
 		s.Processes = append(s.Processes, *p)
+	}
+	totals := snap.CauseTotals
+	if totals == nil { // a recording from before the kernel kept them
+		totals = listed
+	}
+	for c, h := range totals {
+		s.Causes[c.String()] = summarize(h)
+		var l stall.Hist
+		if listed[c] != nil {
+			l = *listed[c]
+		}
+		if h.Count > l.Count || h.TotalNs > l.TotalNs {
+			s.Unlisted[c.String()] = StallCount{Count: h.Count - min(h.Count, l.Count), TotalNs: h.TotalNs - min(h.TotalNs, l.TotalNs)}
+		}
 	}
 	sort.Slice(s.Threads, func(i, j int) bool {
 		x, y := s.Threads[i], s.Threads[j]

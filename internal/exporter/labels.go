@@ -17,9 +17,10 @@ import (
 // of distinct cgroup values bounded: past the bound, new ones fold into
 // "other" and the folding is counted.
 type Labeller struct {
-	procRoot string
-	limit    int
-	ids      *cgroupIDs // nil: no cgroup mount to resolve ids in
+	proc    procfs.FS
+	procErr error // no procfs at procRoot: every process reads as gone
+	limit   int
+	ids     *cgroupIDs // nil: no cgroup mount to resolve ids in
 
 	mu     sync.Mutex
 	byPID  map[uint32]labels
@@ -37,7 +38,8 @@ const maxCachedPIDs = 1 << 16
 // values. cgroupRoot ("/sys/fs/cgroup"; "" for none) is where a cgroup id
 // the kernel gave is looked up when the process has gone from /proc.
 func NewLabeller(procRoot, cgroupRoot string, limit int) *Labeller {
-	l := &Labeller{procRoot: procRoot, limit: limit, byPID: map[uint32]labels{}, seen: map[string]bool{}}
+	l := &Labeller{limit: limit, byPID: map[uint32]labels{}, seen: map[string]bool{}}
+	l.proc, l.procErr = procfs.NewFS(procRoot)
 	if cgroupRoot != "" {
 		l.ids = newCgroupIDs(cgroupRoot)
 	}
@@ -105,18 +107,17 @@ func (l *Labeller) Values() int {
 // read takes the process's cgroup from /proc/PID/cgroup: the unified
 // (v2) path when the process has one, else the v1 memory controller's.
 func (l *Labeller) read(pid uint32) labels {
-	unknown := labels{cgroup: unknown} // exited before we looked
-	fs, err := procfs.NewFS(l.procRoot)
-	if err != nil {
-		return unknown
+	gone := labels{cgroup: unknown} // exited before we looked
+	if l.procErr != nil {
+		return gone
 	}
-	p, err := fs.Proc(int(pid))
+	p, err := l.proc.Proc(int(pid))
 	if err != nil {
-		return unknown
+		return gone
 	}
 	cgs, err := p.Cgroups()
 	if err != nil {
-		return unknown
+		return gone
 	}
 	var v2, mem string
 	for _, c := range cgs {

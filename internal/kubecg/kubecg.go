@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -170,9 +171,10 @@ func (n Node) FindPod(ref string) (Pod, error) {
 	}
 	var match []Pod
 	ns, name, qualified := strings.Cut(ref, "/")
+	byUID := uidRef.MatchString(ref)
 	for _, p := range pods {
 		switch {
-		case uidRef.MatchString(ref):
+		case byUID:
 			if p.UID == strings.ToLower(ref) {
 				match = append(match, p)
 			}
@@ -188,9 +190,9 @@ func (n Node) FindPod(ref string) (Pod, error) {
 	case 1:
 		return match[0], nil
 	case 0:
-		return Pod{}, fmt.Errorf("no pod %s on this node (%s): %w", ref, podList(pods, len(n.podNames()) > 0), ErrNotFound)
+		return Pod{}, fmt.Errorf("no pod %s on this node (%s): %w", ref, podList(pods), ErrNotFound)
 	}
-	return Pod{}, fmt.Errorf("pod %s is ambiguous: %s; give NAMESPACE/NAME or the UID", ref, podList(match, true))
+	return Pod{}, fmt.Errorf("pod %s is ambiguous: %s; give NAMESPACE/NAME or the UID", ref, podList(match))
 }
 
 // FindContainer resolves a container ID, or a unique prefix of one (as
@@ -261,10 +263,11 @@ func listed[T any](items []T, name func(T) string) string {
 	return strings.Join(s, ", ")
 }
 
-func podList(pods []Pod, named bool) string {
+func podList(pods []Pod) string {
 	if len(pods) == 0 {
 		return "no pod cgroups here"
 	}
+	named := slices.ContainsFunc(pods, func(p Pod) bool { return p.Name != "" })
 	out := "pods here: " + listed(pods, func(p Pod) string {
 		if p.Name == "" {
 			return p.UID

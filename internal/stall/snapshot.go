@@ -45,24 +45,6 @@ type Snapshot struct {
 	CauseTotals map[Cause]*Hist `json:"CauseTotals,omitempty"`
 }
 
-// Totals are the stalls by cause: CauseTotals, or, in a snapshot without
-// them, the threads' histograms merged.
-func (s *Snapshot) Totals() map[Cause]*Hist {
-	if s.CauseTotals != nil {
-		return s.CauseTotals
-	}
-	m := map[Cause]*Hist{}
-	for _, th := range s.Threads {
-		for c, h := range th.Hists {
-			if m[c] == nil {
-				m[c] = &Hist{}
-			}
-			m[c].Merge(h)
-		}
-	}
-	return m
-}
-
 // Thread returns the stats for tid, creating them.
 func (s *Snapshot) Thread(pid, tid uint32, comm string) *ThreadStats {
 	if s.Threads == nil {
