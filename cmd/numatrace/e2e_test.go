@@ -384,10 +384,12 @@ func TestEvictedHistogramsKeepExactTotals(t *testing.T) {
 	if !sum.Full || sum.Evicted < threads-16384-1000 {
 		t.Errorf("%d histograms evicted (map full: %v) for %d threads in a map of 16384", sum.Evicted, sum.Full, threads)
 	}
-	// Each thread that stalled is either listed or evicted (a few of the
-	// Go runtime's own threads stalled too), and every evicted one had
-	// at least one stall the tables now miss.
-	if n := len(sum.Threads) + int(sum.Evicted); n < threads || n > threads+100 {
+	// Each thread that stalled is either listed or evicted, give or take
+	// a few: the Go runtime's own threads stall too, and a goroutine can
+	// end on a thread the runtime keeps (the main thread never exits), so
+	// two of them share one. Every evicted one had at least one stall the
+	// tables now miss.
+	if n := len(sum.Threads) + int(sum.Evicted); n < threads-100 || n > threads+100 {
 		t.Errorf("%d listed and %d evicted threads for %d that stalled", len(sum.Threads), sum.Evicted, threads)
 	}
 	if u := sum.Unlisted["mmap_lock"].Count; u < sum.Evicted || listed+u != total {
