@@ -92,7 +92,8 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 	if updateRecordings() {
 		extra = append(extra, "nt.record=1")
 	}
-	lines, console, err := Boot(context.Background(), k, ex.Vmlinuz, initrd, scenarios, limit, extra...)
+	lines, console, err := Guest{Kernel: k, Vmlinuz: ex.Vmlinuz, Initrd: initrd, Scenarios: scenarios,
+		Limit: limit, Args: extra}.Boot(context.Background())
 	t.Logf("kernel %s: guest ran %s", k.Name, time.Since(start).Round(time.Second))
 	r := &guestRun{Kernel: k, Lines: lines, Console: console, Results: map[string]json.RawMessage{}}
 	for _, l := range lines {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -61,8 +63,9 @@ func writeCPIO(w io.Writer, files []cpioFile) error {
 }
 
 // Initramfs builds the guest's initramfs: ntguest as /init, numatrace, and
-// brd.ko if given. The kernel needs /dev/console before init runs.
-func Initramfs(path, ntguest, numatrace, brd string) error {
+// brd.ko if given, and each of the host's files in extra at its own path
+// (links followed). The kernel needs /dev/console before init runs.
+func Initramfs(path, ntguest, numatrace, brd string, extra ...string) error {
 	files := []cpioFile{
 		{name: "dev", mode: sIFDIR | 0o755},
 		{name: "dev/console", mode: sIFCHR | 0o600, major: 5, minor: 1},
@@ -88,6 +91,25 @@ func Initramfs(path, ntguest, numatrace, brd string) error {
 	}
 	if brd != "" {
 		if err := add("lib/brd.ko", brd, 0o644); err != nil {
+			return err
+		}
+	}
+	// The directories extra needs, parents first (a sorted path comes
+	// after its parent's).
+	have := map[string]bool{"dev": true, "proc": true, "sys": true, "tmp": true, "bin": true, "lib": true}
+	var dirs []string
+	for _, src := range extra {
+		for d := filepath.Dir(strings.TrimPrefix(src, "/")); d != "." && !have[d]; d = filepath.Dir(d) {
+			have[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		files = append(files, cpioFile{name: d, mode: sIFDIR | 0o755})
+	}
+	for _, src := range extra {
+		if err := add(strings.TrimPrefix(src, "/"), src, 0o755); err != nil {
 			return err
 		}
 	}

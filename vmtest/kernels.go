@@ -37,6 +37,14 @@ type Kernel struct {
 	SingleThreadTCG bool
 }
 
+// Accel is the QEMU accelerator the kernel's guests run on.
+func (k Kernel) Accel() string {
+	if k.SingleThreadTCG {
+		return "tcg,thread=single"
+	}
+	return "tcg"
+}
+
 // Matrix is every guest kernel numatrace is tested on. The host kernel
 // runs the rest of the test suite.
 var Matrix = []Kernel{

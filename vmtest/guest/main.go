@@ -61,10 +61,13 @@ func initGuest() {
 	var scenarios []string
 	for _, f := range strings.Fields(string(cmdline)) {
 		if v, ok := strings.CutPrefix(f, "nt.scenarios="); ok {
-			scenarios = strings.Split(v, ",")
+			scenarios = strings.FieldsFunc(v, func(r rune) bool { return r == ',' })
 		}
 	}
 	emit("NTBOOT", map[string]any{"kernel": release(), "scenarios": scenarios, "nodes": nodes()})
+	if tool, n, load, ok := loopConfig(); ok {
+		runLoop(tool, n, load)
+	}
 	for _, s := range scenarios {
 		start := time.Now()
 		res, err := runScenario(s)
