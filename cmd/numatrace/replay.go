@@ -17,6 +17,7 @@ import (
 	"github.com/numatrace/numatrace/internal/perfetto"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/tui"
 )
 
@@ -60,7 +61,7 @@ func openRecording(path string) (*record.Reader, error) {
 // warnDamage prints what the reader skipped, one line each.
 func warnDamage(r *record.Reader, stderr io.Writer) {
 	for _, w := range r.Warnings() {
-		fmt.Fprintf(stderr, "numatrace: warning: %s\n", w)
+		fmt.Fprintf(stderr, "numatrace: warning: %s\n", sanitize.Text(w))
 	}
 }
 

@@ -33,7 +33,7 @@ func startTmux(t *testing.T, w, h int, command string) *tmuxSession {
 }
 
 func (s *tmuxSession) capture(t *testing.T) string {
-	out, err := exec.Command("tmux", "capture-pane", "-p", "-t", s.name).Output()
+	out, err := exec.Command("tmux", "capture-pane", "-p", "-J", "-t", s.name).Output() // -J: a wrapped line as one
 	if err != nil {
 		t.Fatalf("capture-pane: %v", err)
 	}
@@ -69,8 +69,27 @@ func (s *tmuxSession) waitFor(t *testing.T, d time.Duration, want ...string) str
 	}
 }
 
+// paneTitle is the title the programs in the pane set (OSC 0 or 2).
+func (s *tmuxSession) paneTitle(t *testing.T) string {
+	out, err := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_title}").Output()
+	if err != nil {
+		t.Fatalf("display-message: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// The reader's name clears the screen and retitles the terminal when
+// printed raw (any user can name a thread so, with prctl(PR_SET_NAME)):
+// the view shows it escaped, its header stays, and the title is left.
+const tuiHostileComm = "\x1b[2J\x1b]0;pwned\x07"
+
 func TestTUILiveAttachInATerminal(t *testing.T) {
-	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-tui", true)
+	reader := filepath.Join(t.TempDir(), tuiHostileComm)
+	if err := os.Symlink("/bin/cat", reader); err != nil {
+		t.Fatal(err)
+	}
+	shown := `\x1b[2J\x1b]0;pwned\x07`
+	wl := testutil.StartMemcgReader(t, "numatrace-e2e-tui", true, reader)
 	ready := filepath.Join(t.TempDir(), "ready")
 	s := startTmux(t, 80, 24, fmt.Sprintf("%s attach --pid %d --ready-file %s", binary(t), wl.PID(), ready))
 	deadline := time.Now().Add(20 * time.Second)
@@ -84,18 +103,25 @@ func TestTUILiveAttachInATerminal(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.waitFor(t, 5*time.Second, "numatrace LIVE", " Overview ")
+	title := s.paneTitle(t)
 	wl.Release(t)
 	// The reader exits: its stalls stay on screen, and the header says why
-	// tracing stopped.
-	screen := s.waitFor(t, 30*time.Second, "STOPPED: the target exited", "memcg tot/max", fmt.Sprintf("%d cat", wl.PID()))
+	// tracing stopped. COMM is 15 wide.
+	screen := s.waitFor(t, 30*time.Second, "STOPPED: the target exited", "memcg tot/max", fmt.Sprintf("%d %s", wl.PID(), shown[:15]))
 	t.Logf("80x24 live screen:\n%s", screen)
+	if !strings.HasPrefix(screen, "numatrace STOPPED: the target exited") {
+		t.Errorf("the header is gone:\n%s", screen)
+	}
 	s.keys(t, "Enter")
-	s.waitFor(t, 5*time.Second, "› thread", "HISTOGRAMS", "memcg_reclaim:")
+	s.waitFor(t, 5*time.Second, "› thread", "HISTOGRAMS", "memcg_reclaim:", fmt.Sprintf("tid %d (%s) of pid %d", wl.PID(), shown, wl.PID()))
 	s.keys(t, "Escape")
 	time.Sleep(300 * time.Millisecond)
 	s.keys(t, "q")
 	// After the view, the text report stays in the terminal.
-	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "(cat)")
+	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "("+shown+")")
+	if got := s.paneTitle(t); got != title {
+		t.Errorf("the pane's title changed from %q to %q", title, got)
+	}
 }
 
 func TestTUIReplayInATerminal(t *testing.T) {

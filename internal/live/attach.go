@@ -23,6 +23,7 @@ import (
 	"github.com/numatrace/numatrace/internal/kubecg"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/target"
@@ -293,9 +294,10 @@ func writeReady(path string) error {
 	return nil
 }
 
-// warnTo prints problems that do not stop tracing, one line each.
+// warnTo prints problems that do not stop tracing, one line each: they
+// may name a process, a cgroup or a file, so they are escaped.
 func warnTo(w io.Writer) func(error) {
-	return func(err error) { fmt.Fprintf(w, "numatrace: %v\n", err) }
+	return func(err error) { fmt.Fprintf(w, "numatrace: %s\n", sanitize.Text(err.Error())) }
 }
 
 func monotonicNs() uint64 {

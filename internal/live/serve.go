@@ -106,7 +106,7 @@ func maintain(ctx context.Context, exp *exporter.Exporter, doctorEvery time.Dura
 		}
 		rep, err := doctor.Run(doctor.Options{})
 		if err != nil {
-			fmt.Fprintf(stderr, "numatrace: doctor: %v\n", err)
+			warnTo(stderr)(fmt.Errorf("doctor: %w", err))
 			return
 		}
 		exp.SetFindings(rep.Findings)
