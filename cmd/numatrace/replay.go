@@ -100,7 +100,21 @@ func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = tui.Program(tui.NewReplay(p, tui.Options{Speed: speed}), os.Stdin, stdout).Run()
+	prog := tui.Program(tui.NewReplay(p, tui.Options{Speed: speed}), os.Stdin, stdout)
+	// Bubble Tea quits on Ctrl-C and SIGTERM; a hang-up (the terminal
+	// closed) quits the view too, rather than killing it.
+	hup, done := make(chan os.Signal, 1), make(chan struct{})
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		select {
+		case <-hup:
+			prog.Quit()
+		case <-done:
+		}
+	}()
+	_, err = prog.Run()
+	close(done)
 	return err
 }
 
@@ -123,7 +137,7 @@ func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool
 		return err
 	}
 	defer r.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	opt := replay.Options{Speed: speed, TopThreads: top}
 	var nd *output.NDJSON

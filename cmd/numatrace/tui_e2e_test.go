@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,5 +136,24 @@ func TestTUIReplayInATerminal(t *testing.T) {
 	s.keys(t, "Space")
 	s.waitFor(t, 5*time.Second, "REPLAY 0:02/0:31 ▶") // plays at the recorded pace
 	s.keys(t, "C-c")
+	s.waitFor(t, 5*time.Second, "EXIT=0")
+}
+
+// The replay view quits on SIGHUP, as on SIGTERM, rather than dying with
+// the terminal left in its alternate screen.
+func TestTUIReplayQuitsOnSIGHUP(t *testing.T) {
+	s := startTmux(t, 200, 50, binary(t)+" replay ../../testdata/recordings/redis-memcg-hog.ntr")
+	s.waitFor(t, 10*time.Second, "numatrace REPLAY 0:31/0:31")
+	out, err := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
+	if err != nil {
+		t.Fatalf("display-message: %v", err)
+	}
+	shell := strings.TrimSpace(string(out))
+	b, _ := os.ReadFile("/proc/" + shell + "/task/" + shell + "/children")
+	nt, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("numatrace's pid from %q: %v", b, err)
+	}
+	syscall.Kill(nt, syscall.SIGHUP)
 	s.waitFor(t, 5*time.Second, "EXIT=0")
 }

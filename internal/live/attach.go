@@ -185,15 +185,30 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	return nil
 }
 
-// runContext ends on Ctrl-C, SIGTERM or after d (if not zero). Once it
-// ends, the signals are the default again: a second Ctrl-C kills at once.
+// runContext ends on Ctrl-C, SIGTERM, SIGHUP or after d (if not zero).
+// Once it ends, Ctrl-C and SIGTERM are the default again: a second Ctrl-C
+// kills at once. A hang-up (the terminal closed, an ssh session dropped)
+// is caught until cancel: the shell passes its own on, and that second
+// SIGHUP must not kill the run while it closes the recording and writes
+// the report.
 func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	cancel := stop
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, hungUp := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-hup:
+			hungUp()
+		case <-ctx.Done():
+		}
+	}()
+	cancel := func() { hungUp(); stop(); signal.Stop(hup) }
 	if d > 0 {
 		var cancelTimeout context.CancelFunc
 		ctx, cancelTimeout = context.WithTimeout(ctx, d)
-		cancel = func() { cancelTimeout(); stop() }
+		cancelSignals := cancel
+		cancel = func() { cancelTimeout(); cancelSignals() }
 	}
 	go func() { <-ctx.Done(); stop() }()
 	return ctx, cancel
