@@ -22,6 +22,7 @@ import (
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/kubecg"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
@@ -298,12 +299,20 @@ func startDoctor(tgt *target.Target) *doctor.Report {
 	return rep
 }
 
-// writeReady creates the ready file a test or a script waits for.
+// writeReady creates the ready file a test or a script waits for, with
+// numatrace's pid in it; never through a link planted at the path (Check
+// refused one before tracing; Create refuses one planted since). A pid is
+// no secret: the file stays readable by all, as it always was.
 func writeReady(path string) error {
 	if path == "" {
 		return nil
 	}
-	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	f, err := outfile.Create(path)
+	if err == nil {
+		_, err = f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+		err = errors.Join(err, f.Chmod(0o644), f.Close())
+	}
+	if err != nil {
 		return fmt.Errorf("write ready file: %w", err)
 	}
 	return nil
