@@ -1,9 +1,9 @@
 // Package outfile creates the files numatrace writes at a path the user
-// names (a recording, an export, the ready file). numatrace runs as root and often writes
-// to shared directories such as /tmp, where any user can plant a symbolic
-// or hard link at the path beforehand and have root overwrite the file it
-// points at. Recordings also hold process names and memory layout, so
-// they are readable by their owner only.
+// names (a recording, an export, the ready file). numatrace runs as root
+// and often writes to shared directories such as /tmp, where any user can
+// plant a symbolic or hard link at the path beforehand and have root
+// overwrite the file it points at. Recordings also hold process names and
+// memory layout, so they are readable by their owner only.
 package outfile
 
 import (
