@@ -16,26 +16,33 @@ import (
 
 // tmuxSession runs command in a detached tmux terminal of the given size,
 // as a user would see it. The pane stays after the command exits and
-// prints its exit status.
-type tmuxSession struct{ name string }
+// prints its exit status. Each session has a server of its own, on a
+// socket in the test's directory: one that a test before ended as it went
+// is never reused.
+type tmuxSession struct{ name, socket string }
+
+// tmux is a tmux command to the session's server.
+func (s *tmuxSession) tmux(args ...string) *exec.Cmd {
+	return exec.Command("tmux", append([]string{"-S", s.socket}, args...)...)
+}
 
 func startTmux(t *testing.T, w, h int, command string) *tmuxSession {
 	t.Helper()
 	_, err := exec.LookPath("tmux")
 	testutil.RequireFeature(t, err == nil, "tmux not installed (make deps installs it)")
-	s := &tmuxSession{name: fmt.Sprintf("nt%d", time.Now().UnixNano())}
-	cmd := exec.Command("tmux", "new-session", "-d", "-s", s.name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h),
+	s := &tmuxSession{name: fmt.Sprintf("nt%d", time.Now().UnixNano()), socket: filepath.Join(t.TempDir(), "tmux")}
+	cmd := s.tmux("new-session", "-d", "-s", s.name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h),
 		command+"; echo EXIT=$?; sleep 600")
 	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", s.name).Run() })
+	t.Cleanup(func() { s.tmux("kill-server").Run() })
 	return s
 }
 
 func (s *tmuxSession) capture(t *testing.T) string {
-	out, err := exec.Command("tmux", "capture-pane", "-p", "-J", "-t", s.name).Output() // -J: a wrapped line as one
+	out, err := s.tmux("capture-pane", "-p", "-J", "-t", s.name).Output() // -J: a wrapped line as one
 	if err != nil {
 		t.Fatalf("capture-pane: %v", err)
 	}
@@ -43,7 +50,7 @@ func (s *tmuxSession) capture(t *testing.T) string {
 }
 
 func (s *tmuxSession) keys(t *testing.T, keys ...string) {
-	if out, err := exec.Command("tmux", append([]string{"send-keys", "-t", s.name}, keys...)...).CombinedOutput(); err != nil {
+	if out, err := s.tmux(append([]string{"send-keys", "-t", s.name}, keys...)...).CombinedOutput(); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
 }
@@ -73,7 +80,7 @@ func (s *tmuxSession) waitFor(t *testing.T, d time.Duration, want ...string) str
 
 // paneTitle is the title the programs in the pane set (OSC 0 or 2).
 func (s *tmuxSession) paneTitle(t *testing.T) string {
-	out, err := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_title}").Output()
+	out, err := s.tmux("display-message", "-p", "-t", s.name, "#{pane_title}").Output()
 	if err != nil {
 		t.Fatalf("display-message: %v", err)
 	}
@@ -144,7 +151,7 @@ func TestTUIReplayInATerminal(t *testing.T) {
 func TestTUIReplayQuitsOnSIGHUP(t *testing.T) {
 	s := startTmux(t, 200, 50, binary(t)+" replay ../../testdata/recordings/redis-memcg-hog.ntr")
 	s.waitFor(t, 10*time.Second, "numatrace REPLAY 0:31/0:31")
-	out, err := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
+	out, err := s.tmux("display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
 	if err != nil {
 		t.Fatalf("display-message: %v", err)
 	}
