@@ -10,6 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
+
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -82,12 +85,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(stderr, "numatrace: %v\n", err)
+	fmt.Fprintf(stderr, "numatrace: %s\n", errText(err))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}
 	return 1
+}
+
+// errText is err for the terminal: escaped, since it may name a process,
+// a cgroup or a file (sanitize.Text). Errors joined by errors.Join keep
+// their one line each; a newline inside one is escaped like the rest.
+func errText(err error) string {
+	if inner := errors.Unwrap(err); inner != nil && inner.Error() == err.Error() { // exitError, BadInput
+		return errText(inner)
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var parts, lines []string
+		for _, e := range j.Unwrap() {
+			if e != nil {
+				parts, lines = append(parts, e.Error()), append(lines, errText(e))
+			}
+		}
+		if strings.Join(parts, "\n") == err.Error() { // errors.Join's message, not fmt.Errorf's
+			return strings.Join(lines, "\n")
+		}
+	}
+	return sanitize.Text(err.Error())
 }
 
 // parseFlags parses quietly: the caller prints one line on error.

@@ -17,6 +17,7 @@ import (
 	"github.com/numatrace/numatrace/internal/perfetto"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/tui"
 )
 
@@ -60,7 +61,7 @@ func openRecording(path string) (*record.Reader, error) {
 // warnDamage prints what the reader skipped, one line each.
 func warnDamage(r *record.Reader, stderr io.Writer) {
 	for _, w := range r.Warnings() {
-		fmt.Fprintf(stderr, "numatrace: warning: %s\n", w)
+		fmt.Fprintf(stderr, "numatrace: warning: %s\n", sanitize.Text(w))
 	}
 }
 
@@ -99,7 +100,21 @@ func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = tui.Program(tui.NewReplay(p, tui.Options{Speed: speed}), os.Stdin, stdout).Run()
+	prog := tui.Program(tui.NewReplay(p, tui.Options{Speed: speed}), os.Stdin, stdout)
+	// Bubble Tea quits on Ctrl-C and SIGTERM; a hang-up (the terminal
+	// closed) quits the view too, rather than killing it.
+	hup, done := make(chan os.Signal, 1), make(chan struct{})
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		select {
+		case <-hup:
+			prog.Quit()
+		case <-done:
+		}
+	}()
+	_, err = prog.Run()
+	close(done)
 	return err
 }
 
@@ -122,7 +137,7 @@ func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool
 		return err
 	}
 	defer r.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	opt := replay.Options{Speed: speed, TopThreads: top}
 	var nd *output.NDJSON

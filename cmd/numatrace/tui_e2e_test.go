@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,26 +16,33 @@ import (
 
 // tmuxSession runs command in a detached tmux terminal of the given size,
 // as a user would see it. The pane stays after the command exits and
-// prints its exit status.
-type tmuxSession struct{ name string }
+// prints its exit status. Each session has a server of its own, on a
+// socket in the test's directory: one that a test before ended as it went
+// is never reused.
+type tmuxSession struct{ name, socket string }
+
+// tmux is a tmux command to the session's server.
+func (s *tmuxSession) tmux(args ...string) *exec.Cmd {
+	return exec.Command("tmux", append([]string{"-S", s.socket}, args...)...)
+}
 
 func startTmux(t *testing.T, w, h int, command string) *tmuxSession {
 	t.Helper()
 	_, err := exec.LookPath("tmux")
 	testutil.RequireFeature(t, err == nil, "tmux not installed (make deps installs it)")
-	s := &tmuxSession{name: fmt.Sprintf("nt%d", time.Now().UnixNano())}
-	cmd := exec.Command("tmux", "new-session", "-d", "-s", s.name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h),
+	s := &tmuxSession{name: fmt.Sprintf("nt%d", time.Now().UnixNano()), socket: filepath.Join(t.TempDir(), "tmux")}
+	cmd := s.tmux("new-session", "-d", "-s", s.name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h),
 		command+"; echo EXIT=$?; sleep 600")
 	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", s.name).Run() })
+	t.Cleanup(func() { s.tmux("kill-server").Run() })
 	return s
 }
 
 func (s *tmuxSession) capture(t *testing.T) string {
-	out, err := exec.Command("tmux", "capture-pane", "-p", "-t", s.name).Output()
+	out, err := s.tmux("capture-pane", "-p", "-J", "-t", s.name).Output() // -J: a wrapped line as one
 	if err != nil {
 		t.Fatalf("capture-pane: %v", err)
 	}
@@ -41,7 +50,7 @@ func (s *tmuxSession) capture(t *testing.T) string {
 }
 
 func (s *tmuxSession) keys(t *testing.T, keys ...string) {
-	if out, err := exec.Command("tmux", append([]string{"send-keys", "-t", s.name}, keys...)...).CombinedOutput(); err != nil {
+	if out, err := s.tmux(append([]string{"send-keys", "-t", s.name}, keys...)...).CombinedOutput(); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
 }
@@ -69,8 +78,27 @@ func (s *tmuxSession) waitFor(t *testing.T, d time.Duration, want ...string) str
 	}
 }
 
+// paneTitle is the title the programs in the pane set (OSC 0 or 2).
+func (s *tmuxSession) paneTitle(t *testing.T) string {
+	out, err := s.tmux("display-message", "-p", "-t", s.name, "#{pane_title}").Output()
+	if err != nil {
+		t.Fatalf("display-message: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// The reader's name clears the screen and retitles the terminal when
+// printed raw (any user can name a thread so, with prctl(PR_SET_NAME)):
+// the view shows it escaped, its header stays, and the title is left.
+const tuiHostileComm = "\x1b[2J\x1b]0;pwned\x07"
+
 func TestTUILiveAttachInATerminal(t *testing.T) {
-	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-tui", true)
+	reader := filepath.Join(t.TempDir(), tuiHostileComm)
+	if err := os.Symlink("/bin/cat", reader); err != nil {
+		t.Fatal(err)
+	}
+	shown := `\x1b[2J\x1b]0;pwned\x07`
+	wl := testutil.StartMemcgReader(t, "numatrace-e2e-tui", true, reader)
 	ready := filepath.Join(t.TempDir(), "ready")
 	s := startTmux(t, 80, 24, fmt.Sprintf("%s attach --pid %d --ready-file %s", binary(t), wl.PID(), ready))
 	deadline := time.Now().Add(20 * time.Second)
@@ -84,18 +112,25 @@ func TestTUILiveAttachInATerminal(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.waitFor(t, 5*time.Second, "numatrace LIVE", " Overview ")
+	title := s.paneTitle(t)
 	wl.Release(t)
 	// The reader exits: its stalls stay on screen, and the header says why
-	// tracing stopped.
-	screen := s.waitFor(t, 30*time.Second, "STOPPED: the target exited", "memcg tot/max", fmt.Sprintf("%d cat", wl.PID()))
+	// tracing stopped. COMM is 15 wide.
+	screen := s.waitFor(t, 30*time.Second, "STOPPED: the target exited", "memcg tot/max", fmt.Sprintf("%d %s", wl.PID(), shown[:15]))
 	t.Logf("80x24 live screen:\n%s", screen)
+	if !strings.HasPrefix(screen, "numatrace STOPPED: the target exited") {
+		t.Errorf("the header is gone:\n%s", screen)
+	}
 	s.keys(t, "Enter")
-	s.waitFor(t, 5*time.Second, "› thread", "HISTOGRAMS", "memcg_reclaim:")
+	s.waitFor(t, 5*time.Second, "› thread", "HISTOGRAMS", "memcg_reclaim:", fmt.Sprintf("tid %d (%s) of pid %d", wl.PID(), shown, wl.PID()))
 	s.keys(t, "Escape")
 	time.Sleep(300 * time.Millisecond)
 	s.keys(t, "q")
 	// After the view, the text report stays in the terminal.
-	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "(cat)")
+	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "("+shown+")")
+	if got := s.paneTitle(t); got != title {
+		t.Errorf("the pane's title changed from %q to %q", title, got)
+	}
 }
 
 func TestTUIReplayInATerminal(t *testing.T) {
@@ -108,5 +143,24 @@ func TestTUIReplayInATerminal(t *testing.T) {
 	s.keys(t, "Space")
 	s.waitFor(t, 5*time.Second, "REPLAY 0:02/0:31 ▶") // plays at the recorded pace
 	s.keys(t, "C-c")
+	s.waitFor(t, 5*time.Second, "EXIT=0")
+}
+
+// The replay view quits on SIGHUP, as on SIGTERM, rather than dying with
+// the terminal left in its alternate screen.
+func TestTUIReplayQuitsOnSIGHUP(t *testing.T) {
+	s := startTmux(t, 200, 50, binary(t)+" replay ../../testdata/recordings/redis-memcg-hog.ntr")
+	s.waitFor(t, 10*time.Second, "numatrace REPLAY 0:31/0:31")
+	out, err := s.tmux("display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
+	if err != nil {
+		t.Fatalf("display-message: %v", err)
+	}
+	shell := strings.TrimSpace(string(out))
+	b, _ := os.ReadFile("/proc/" + shell + "/task/" + shell + "/children")
+	nt, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("numatrace's pid from %q: %v", b, err)
+	}
+	syscall.Kill(nt, syscall.SIGHUP)
 	s.waitFor(t, 5*time.Second, "EXIT=0")
 }

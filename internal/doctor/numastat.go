@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/numatrace/numatrace/internal/numamaps"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/topology"
 )
 
@@ -62,7 +63,7 @@ func numastat(m *machine, p *process) *Numastat {
 
 // Write prints the table as numastat -p does, plus the remote share.
 func (ns *Numastat) Write(w io.Writer, pid int, comm string) {
-	fmt.Fprintf(w, "Per-node process memory usage (in MiB) for PID %d (%s)\n", pid, comm)
+	fmt.Fprintf(w, "Per-node process memory usage (in MiB) for PID %d (%s)\n", pid, sanitize.Text(comm))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{""}
 	for _, n := range ns.Nodes {

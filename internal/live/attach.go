@@ -22,7 +22,9 @@ import (
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/kubecg"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/target"
@@ -184,15 +186,30 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	return nil
 }
 
-// runContext ends on Ctrl-C, SIGTERM or after d (if not zero). Once it
-// ends, the signals are the default again: a second Ctrl-C kills at once.
+// runContext ends on Ctrl-C, SIGTERM, SIGHUP or after d (if not zero).
+// Once it ends, Ctrl-C and SIGTERM are the default again: a second Ctrl-C
+// kills at once. A hang-up (the terminal closed, an ssh session dropped)
+// is caught until cancel: the shell passes its own on, and that second
+// SIGHUP must not kill the run while it closes the recording and writes
+// the report.
 func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	cancel := stop
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, hungUp := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-hup:
+			hungUp()
+		case <-ctx.Done():
+		}
+	}()
+	cancel := func() { hungUp(); stop(); signal.Stop(hup) }
 	if d > 0 {
 		var cancelTimeout context.CancelFunc
 		ctx, cancelTimeout = context.WithTimeout(ctx, d)
-		cancel = func() { cancelTimeout(); stop() }
+		cancelSignals := cancel
+		cancel = func() { cancelTimeout(); cancelSignals() }
 	}
 	go func() { <-ctx.Done(); stop() }()
 	return ctx, cancel
@@ -282,20 +299,29 @@ func startDoctor(tgt *target.Target) *doctor.Report {
 	return rep
 }
 
-// writeReady creates the ready file a test or a script waits for.
+// writeReady creates the ready file a test or a script waits for, with
+// numatrace's pid in it; never through a link planted at the path (Check
+// refused one before tracing; Create refuses one planted since). A pid is
+// no secret: the file stays readable by all, as it always was.
 func writeReady(path string) error {
 	if path == "" {
 		return nil
 	}
-	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	f, err := outfile.Create(path)
+	if err == nil {
+		_, err = f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+		err = errors.Join(err, f.Chmod(0o644), f.Close())
+	}
+	if err != nil {
 		return fmt.Errorf("write ready file: %w", err)
 	}
 	return nil
 }
 
-// warnTo prints problems that do not stop tracing, one line each.
+// warnTo prints problems that do not stop tracing, one line each: they
+// may name a process, a cgroup or a file, so they are escaped.
 func warnTo(w io.Writer) func(error) {
-	return func(err error) { fmt.Fprintf(w, "numatrace: %v\n", err) }
+	return func(err error) { fmt.Fprintf(w, "numatrace: %s\n", sanitize.Text(err.Error())) }
 }
 
 func monotonicNs() uint64 {

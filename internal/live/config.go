@@ -17,6 +17,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tracer"
 )
@@ -89,6 +90,12 @@ func (t *Trace) check(command string) error {
 	}
 	if t.skip, err = tracer.SkipProbes(t.Causes, t.NoCauses); err != nil {
 		return badInput("%s: %v", command, err)
+	}
+	// Refused before anything is traced, as -o is; created once it is.
+	if t.ReadyFile != "" {
+		if err := outfile.Check(t.ReadyFile); err != nil {
+			return badInput("%s: --ready-file: %v", command, err)
+		}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/procsnap"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/tui"
 )
@@ -68,7 +69,7 @@ func (fe *frontEnd) warn(err error) {
 		fe.store.Warn(err)
 		return
 	}
-	fmt.Fprintf(fe.stderr, "numatrace: %v\n", err)
+	warnTo(fe.stderr)(err)
 }
 
 // run traces, behind the view when there is one.
@@ -83,7 +84,7 @@ func (fe *frontEnd) run(ctx context.Context, k session.Kernel, eng *engine.Engin
 func (fe *frontEnd) report(rep *output.Report, stderr io.Writer) error {
 	if fe.quiet {
 		if rep.Note != "" {
-			fmt.Fprintf(stderr, "numatrace: %s\n", rep.Note)
+			fmt.Fprintf(stderr, "numatrace: %s\n", sanitize.Text(rep.Note))
 		}
 		return nil
 	}
@@ -91,7 +92,7 @@ func (fe *frontEnd) report(rep *output.Report, stderr io.Writer) error {
 		return err
 	}
 	if rep.Note != "" && fe.nd != nil {
-		fmt.Fprintf(stderr, "numatrace: %s\n", rep.Note)
+		fmt.Fprintf(stderr, "numatrace: %s\n", sanitize.Text(rep.Note))
 	}
 	return nil
 }
@@ -144,7 +145,7 @@ func (fe *frontEnd) runView(ctx context.Context, k session.Kernel, eng *engine.E
 	cancel()
 	<-done
 	for _, w := range fe.store.Warnings() { // the view is gone: say them again
-		fmt.Fprintf(fe.stderr, "numatrace: %s (at %s)\n", w.Msg, w.At.Format("15:04:05"))
+		fmt.Fprintf(fe.stderr, "numatrace: %s (at %s)\n", sanitize.Text(w.Msg), w.At.Format("15:04:05"))
 	}
 	if runErr != nil {
 		return nil, runErr

@@ -14,6 +14,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/procsnap"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/target"
 )
@@ -127,10 +128,10 @@ func (r *recording) dumpOnSignal(opt *session.Options, fr *record.FlightRecorder
 	}
 	opt.OnDump = func(err error) {
 		if err != nil {
-			fmt.Fprintf(stderr, "numatrace: flight recorder: %v\n", err)
+			fmt.Fprintf(stderr, "numatrace: flight recorder: %s\n", sanitize.Text(err.Error()))
 			return
 		}
-		fmt.Fprintf(stderr, "numatrace: flight recorder wrote %s (%d bytes held)\n", r.path, fr.Held())
+		fmt.Fprintf(stderr, "numatrace: flight recorder wrote %s (%d bytes held)\n", sanitize.Text(r.path), fr.Held())
 	}
 }
 
@@ -144,7 +145,7 @@ func (r *recording) finish(end record.End, stderr io.Writer) error {
 		close(r.sigs)
 	}
 	if r.file == nil {
-		fmt.Fprintf(stderr, "numatrace: flight recorder stopped; send SIGUSR1 while it runs to write %s\n", r.path)
+		fmt.Fprintf(stderr, "numatrace: flight recorder stopped; send SIGUSR1 while it runs to write %s\n", sanitize.Text(r.path))
 		return nil
 	}
 	if err := r.file.Close(end); err != nil {
@@ -155,7 +156,7 @@ func (r *recording) finish(end record.End, stderr io.Writer) error {
 		size = st.Size()
 	}
 	fmt.Fprintf(stderr, "numatrace: recorded %d events over %s to %s (%d bytes, %d dropped)\n",
-		end.Events, time.Duration(end.DurationNs).Round(time.Millisecond), r.path, size, r.file.Dropped())
+		end.Events, time.Duration(end.DurationNs).Round(time.Millisecond), sanitize.Text(r.path), size, r.file.Dropped())
 	return nil
 }
 

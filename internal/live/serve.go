@@ -25,7 +25,8 @@ import (
 )
 
 // Run traces the whole machine and serves its stalls as Prometheus
-// metrics until SIGTERM, or until tracing stops on its own.
+// metrics until SIGTERM (or Ctrl-C, or SIGHUP), or until tracing stops on
+// its own.
 func (s *Serve) Run(stderr io.Writer) error {
 	if err := s.Check(); err != nil {
 		return err
@@ -59,7 +60,7 @@ func (s *Serve) Run(stderr io.Writer) error {
 // serve runs the session and the HTTP server side by side; either
 // ending stops the other.
 func (s *Serve) serve(ln net.Listener, tr *tracer.Tracer, exp *exporter.Exporter, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	var healthy atomic.Bool
 	healthy.Store(true)
@@ -106,7 +107,7 @@ func maintain(ctx context.Context, exp *exporter.Exporter, doctorEvery time.Dura
 		}
 		rep, err := doctor.Run(doctor.Options{})
 		if err != nil {
-			fmt.Fprintf(stderr, "numatrace: doctor: %v\n", err)
+			warnTo(stderr)(fmt.Errorf("doctor: %w", err))
 			return
 		}
 		exp.SetFindings(rep.Findings)

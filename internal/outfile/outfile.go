@@ -1,14 +1,15 @@
 // Package outfile creates the files numatrace writes at a path the user
-// names (a recording, an export). numatrace runs as root and often writes
-// to shared directories such as /tmp, where any user can plant a symbolic
-// or hard link at the path beforehand and have root overwrite the file it
-// points at. Recordings also hold process names and memory layout, so
-// they are readable by their owner only.
+// names (a recording, an export, the ready file). numatrace runs as root
+// and often writes to shared directories such as /tmp, where any user can
+// plant a symbolic or hard link at the path beforehand and have root
+// overwrite the file it points at. Recordings also hold process names and
+// memory layout, so they are readable by their owner only.
 package outfile
 
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"syscall"
 )
@@ -24,7 +25,7 @@ func Create(path string) (*os.File, error) {
 	// No O_TRUNC: the checks come first, then the truncation.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, Mode)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link: not written through; remove it or choose another path", path)
+		return nil, symlinkError(path)
 	}
 	if err != nil {
 		return nil, err
@@ -34,16 +35,9 @@ func Create(path string) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && st.Mode().IsRegular() {
-		switch {
-		case sys.Nlink > 1:
-			f.Close()
-			return nil, fmt.Errorf("%s has %d hard links: not written; remove it or choose another path", path, sys.Nlink)
-		case int(sys.Uid) != os.Geteuid():
-			// Made beforehand by someone else, who could read what we write.
-			f.Close()
-			return nil, fmt.Errorf("%s belongs to another user (uid %d): not written; remove it or choose another path", path, sys.Uid)
-		}
+	if err := refuse(path, st); err != nil {
+		f.Close()
+		return nil, err
 	}
 	if st.Mode().IsRegular() {
 		if err := f.Truncate(0); err != nil {
@@ -58,4 +52,43 @@ func Create(path string) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// Check says now what Create would refuse at path: a symbolic link, or a
+// file with other hard links or of another user. A path with nothing at
+// it passes. It lets a command refuse before it starts work whose file
+// it creates later (a ready file, created once tracing runs); Create
+// checks again when it opens the file.
+func Check(path string) error {
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return symlinkError(path)
+	}
+	return refuse(path, st)
+}
+
+func symlinkError(path string) error {
+	return fmt.Errorf("%s is a symbolic link: not written through; remove it or choose another path", path)
+}
+
+// refuse is the error for an existing file at path that Create must not
+// write: one with other hard links, or one of another user.
+func refuse(path string, st fs.FileInfo) error {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || !st.Mode().IsRegular() {
+		return nil
+	}
+	switch {
+	case sys.Nlink > 1:
+		return fmt.Errorf("%s has %d hard links: not written; remove it or choose another path", path, sys.Nlink)
+	case int(sys.Uid) != os.Geteuid():
+		// Made beforehand by someone else, who could read what we write.
+		return fmt.Errorf("%s belongs to another user (uid %d): not written; remove it or choose another path", path, sys.Uid)
+	}
+	return nil
 }

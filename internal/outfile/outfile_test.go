@@ -93,3 +93,49 @@ func TestCreateRefusesAnotherUsersFile(t *testing.T) {
 		t.Errorf("an older file of ours is %v, want %v", st.Mode().Perm(), os.FileMode(Mode))
 	}
 }
+
+// Check refuses what Create refuses, before anything is created, and
+// leaves what a link points at as it was; a free path and a file of ours
+// pass.
+func TestCheckRefusesWhatCreateRefuses(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym, hard := filepath.Join(dir, "sym"), filepath.Join(dir, "hard")
+	if err := os.Symlink(victim, sym); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, hard); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{sym: sym + " is a symbolic link: not written through",
+		hard: hard + " has 2 hard links: not written"} {
+		if err := Check(path); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Check(%s) = %v, want %q...", path, err, want)
+		}
+	}
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "nothing"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(dangling); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("Check(a dangling link) = %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "nothing")); err == nil {
+		t.Error("Check created the file a dangling link points at")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious" {
+		t.Fatalf("the link's target now holds %q", b)
+	}
+	os.Remove(hard)
+	for _, path := range []string{filepath.Join(dir, "new"), victim} {
+		if err := Check(path); err != nil {
+			t.Errorf("Check(%s) = %v, want nil", path, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "new")); err == nil {
+		t.Error("Check created the file")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -45,6 +46,9 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 // Text writes the human-readable report and returns the first write error.
+// Every text from the kernel or another process in it (comm, the target,
+// the note, the verdicts that name a process) is escaped by
+// sanitize.Text; the report's JSON keeps the original bytes.
 func (r *Report) Text(out io.Writer) error {
 	ew := &errWriter{w: out}
 	r.text(ew)
@@ -66,12 +70,12 @@ func (r *Report) text(w io.Writer) {
 	}
 	s := r.Summary
 	fmt.Fprintf(w, "numatrace: %s for %s on %s | probes %d/%d attached | events %d | lost events %d\n",
-		r.Target, time.Duration(r.DurationNs).Round(time.Millisecond), r.Kernel, attached, len(r.Probes)-len(skipped), r.Events, s.Lost)
+		sanitize.Text(r.Target), time.Duration(r.DurationNs).Round(time.Millisecond), sanitize.Text(r.Kernel), attached, len(r.Probes)-len(skipped), r.Events, s.Lost)
 	if len(failed) > 0 {
-		fmt.Fprintf(w, "not attached: %s (see `numatrace probes`)\n", strings.Join(failed, ", "))
+		fmt.Fprintf(w, "not attached: %s (see `numatrace probes`)\n", sanitize.Text(strings.Join(failed, ", ")))
 	}
 	if len(skipped) > 0 {
-		fmt.Fprintf(w, "left out (--causes / --no-causes): %s\n", strings.Join(skipped, ", "))
+		fmt.Fprintf(w, "left out (--causes / --no-causes): %s\n", sanitize.Text(strings.Join(skipped, ", ")))
 	}
 	if s.HistMapFull {
 		r.evicted(w)
@@ -93,7 +97,7 @@ func (r *Report) text(w io.Writer) {
 	r.system(w)
 	r.latency(w)
 	if r.Note != "" {
-		fmt.Fprintf(w, "\nnote: %s\n", r.Note)
+		fmt.Fprintf(w, "\nnote: %s\n", sanitize.Text(r.Note))
 	}
 }
 
@@ -152,7 +156,7 @@ func (r *Report) threadTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PID\tTID\tCOMM\tCAUSE\tCOUNT\tTOTAL\tMAX\tP50\tP99\tMIGRATIONS\tCROSS-NODE\t")
 	for _, t := range threads {
-		comm := t.Comm
+		comm := sanitize.Text(t.Comm)
 		if t.Exited {
 			comm += "*"
 		}
@@ -208,7 +212,7 @@ func (r *Report) processTable(w io.Writer) {
 				worst, worstNs = c.String(), cs.TotalNs
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t\n", p.PID, p.Comm, p.Threads, Dur(p.StallNs), worst,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t\n", p.PID, sanitize.Text(p.Comm), p.Threads, Dur(p.StallNs), worst,
 			p.Migrations.Total, p.Migrations.CrossNode)
 	}
 	tw.Flush()
@@ -244,7 +248,7 @@ func (r *Report) histograms(w io.Writer) {
 		refs = refs[:HistogramsShown]
 	}
 	for _, ref := range refs {
-		fmt.Fprintf(w, "\n%s of tid %d (%s): %d stalls, total %s\n", ref.cause, ref.t.TID, ref.t.Comm,
+		fmt.Fprintf(w, "\n%s of tid %d (%s): %d stalls, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
 			ref.cs.Count, Dur(ref.cs.TotalNs))
 		WriteHist(w, ref.cs.Hist)
 	}
@@ -333,7 +337,7 @@ func (r *Report) latency(w io.Writer) {
 			fmt.Fprintf(w, "  ... %d more spikes (see --json)\n", len(c.Spikes)-SpikesShown)
 			break
 		}
-		fmt.Fprintf(w, "  %s\n", sp.Verdict)
+		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))
 	}
 	if len(c.Spikes) > 0 {
 		fmt.Fprintln(w, "  covers half: the share of spikes of which the cause's stall covers at least half")
@@ -357,5 +361,5 @@ func (r *Report) latency(w io.Writer) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintf(w, "  %s\n", c.Conclusion)
+	fmt.Fprintf(w, "  %s\n", sanitize.Text(c.Conclusion))
 }

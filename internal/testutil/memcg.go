@@ -104,6 +104,14 @@ func MemcgCgroup(t testing.TB, name string, limitBytes int) string {
 // removes the cgroup.
 func StartMemcgWorkload(t testing.TB, name string, exec_ bool) *MemcgWorkload {
 	t.Helper()
+	return StartMemcgReader(t, name, exec_, "cat")
+}
+
+// StartMemcgReader is StartMemcgWorkload with reader run in cat's place:
+// a program that reads the files it is given, such as a link to cat whose
+// name becomes the thread's name (comm) when it is executed.
+func StartMemcgReader(t testing.TB, name string, exec_ bool, reader string) *MemcgWorkload {
+	t.Helper()
 	cg := MemcgCgroup(t, name, 64<<20)
 	file := BigFile(t)
 	var st syscall.Stat_t
@@ -115,14 +123,14 @@ func StartMemcgWorkload(t testing.TB, name string, exec_ bool) *MemcgWorkload {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := "cat"
+	run := `"$1"`
 	if exec_ {
-		run = "exec cat"
+		run = `exec "$1"`
 	}
 	// Three reads: about 500 reclaims, so one noisy stall cannot swing a
 	// comparison of totals.
 	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && read x && %s %s %s %s > /dev/null", cg, run, file, file, file)
-	cmd := exec.Command("sh", "-c", script)
+	cmd := exec.Command("sh", "-c", script, "sh", reader)
 	cmd.Stdin = r
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // Tick is how often the screen takes a new frame: live data is batched
@@ -386,7 +387,7 @@ func (m *Model) header() string {
 		}
 		mode = fmt.Sprintf("REPLAY %s/%s %s", clock(m.elapsedNs()), clock(uint64(m.player.Len())*in.WindowNs), state)
 	case m.ended != "":
-		mode = "STOPPED: " + m.ended
+		mode = "STOPPED: " + sanitize.Text(m.ended)
 	case m.paused:
 		mode = "LIVE (paused)"
 	}
@@ -408,7 +409,7 @@ func (m *Model) header() string {
 	// What matters most comes first, so a narrow terminal cuts the rest;
 	// the kernel, then the node count, go before anything is cut.
 	parts := []string{styleTitle.Render("numatrace") + " " + mode, elapsed, lost,
-		fmt.Sprintf("probes %d/%d", in.ProbesAttached, in.ProbesTotal), nodes, in.Target, in.Kernel}
+		fmt.Sprintf("probes %d/%d", in.ProbesAttached, in.ProbesTotal), nodes, sanitize.Text(in.Target), sanitize.Text(in.Kernel)}
 	for _, drop := range []int{6, 4, -1} {
 		var keep []string
 		for _, p := range parts {
@@ -447,7 +448,7 @@ func (m *Model) status() string {
 		return m.over.filter.View()
 	}
 	if w := m.frame.Warnings; len(w) > 0 && time.Since(w[len(w)-1].At) < warningShown {
-		return styleWarn.Render("warning: " + w[len(w)-1].Msg)
+		return styleWarn.Render("warning: " + sanitize.Text(w[len(w)-1].Msg))
 	}
 	parts := m.active().Hints()
 	if m.player != nil {

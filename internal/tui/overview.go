@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -337,7 +338,7 @@ func (o *overviewScreen) row(r Row, causes []stall.Cause, selected bool) string 
 	if o.byProcess {
 		id = fmt.Sprint(r.Threads)
 	}
-	line := fmt.Sprintf("%7d %7s %-15.15s %4s %9s %6d %6d", r.PID, id, r.Comm, nodeStr(r.Node),
+	line := fmt.Sprintf("%7d %7s %-15.15s %4s %9s %6d %6d", r.PID, id, sanitize.Text(r.Comm), nodeStr(r.Node),
 		output.Dur(r.StallNs), r.Migr, r.CrossNode)
 	for _, c := range causes {
 		ct := r.ByCause[c]

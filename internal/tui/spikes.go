@@ -9,6 +9,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // spikesScreen lists the engine's spikes with their verdicts; enter shows
@@ -55,7 +56,7 @@ func (s *spikesScreen) View() []string {
 	if c == nil {
 		return []string{"", "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."}
 	}
-	lines := append(wrap(c.Conclusion, s.width), "")
+	lines := append(wrap(sanitize.Text(c.Conclusion), s.width), "")
 	if len(c.Spikes) == 0 {
 		return lines
 	}
@@ -71,9 +72,10 @@ func (s *spikesScreen) View() []string {
 		top := "none"
 		if len(sp.Causes) > 0 && sp.Causes[0].Coverage > 0 {
 			tc := sp.Causes[0]
-			top = fmt.Sprintf("%s %.0f%% · %s", tc.Cause, tc.Coverage*100, tc.Process)
+			proc := sanitize.Text(tc.Process)
+			top = fmt.Sprintf("%s %.0f%% · %s", tc.Cause, tc.Coverage*100, proc)
 			if tc.Threads > 1 {
-				top = fmt.Sprintf("%s %.0f%% · %d threads of %s", tc.Cause, tc.Coverage*100, tc.Threads, tc.Process)
+				top = fmt.Sprintf("%s %.0f%% · %d threads of %s", tc.Cause, tc.Coverage*100, tc.Threads, proc)
 			}
 		}
 		line := fmt.Sprintf("%-10s %8s %8s  %s", s.windowClock(sp.Index), output.Dur(sp.LatencyNs), output.Dur(sp.BaselineNs), top)
@@ -83,7 +85,7 @@ func (s *spikesScreen) View() []string {
 		lines = append(lines, line)
 	}
 	lines = append(lines, "")
-	return append(lines, wrap(c.Spikes[s.selected].Verdict, s.width)...)
+	return append(lines, wrap(sanitize.Text(c.Spikes[s.selected].Verdict), s.width)...)
 }
 
 // sp0 is the percentile the run's spikes are judged on.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // systemScreen shows the kernel's own counters over the run, memory per
@@ -58,10 +60,10 @@ func (s *systemScreen) View() []string {
 	f := s.frame
 	lines := []string{}
 	if *s.procErr != nil {
-		lines = append(lines, styleWarn.Render("reading /proc: "+(*s.procErr).Error()))
+		lines = append(lines, styleWarn.Render("reading /proc: "+sanitize.Text((*s.procErr).Error())))
 	}
 	for _, w := range f.Warnings {
-		lines = append(lines, styleWarn.Render(w.At.Format("15:04:05")+" "+w.Msg))
+		lines = append(lines, styleWarn.Render(w.At.Format("15:04:05")+" "+sanitize.Text(w.Msg)))
 	}
 	if f.Last == nil {
 		lines = append(lines, styleDim.Render("no /proc readings yet"))
@@ -73,7 +75,7 @@ func (s *systemScreen) View() []string {
 		lines = append(lines, styleDim.Render("  no findings recorded (run `numatrace doctor`)"))
 	}
 	for _, fd := range f.Info.Findings {
-		for _, l := range wrap(fd, s.width-2) {
+		for _, l := range wrap(sanitize.Text(fd), s.width-2) {
 			lines = append(lines, "  "+l)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -47,7 +48,7 @@ func (t *threadScreen) View() []string {
 	if !ok {
 		return []string{"thread " + itoa(t.tid) + " is not in this view"}
 	}
-	lines := []string{styleTitle.Render(fmt.Sprintf("tid %d (%s) of pid %d", d.TID, d.Comm, d.PID)) +
+	lines := []string{styleTitle.Render(fmt.Sprintf("tid %d (%s) of pid %d", d.TID, sanitize.Text(d.Comm), d.PID)) +
 		fmt.Sprintf(" │ node %s │ stall %s │ migr %d (%d cross-node)", nodeStr(d.Node), output.Dur(d.StallNs), d.Migr, d.CrossNode)}
 	lines = append(lines, t.histograms(d)...)
 	lines = append(lines, t.timeline(d)...)
@@ -57,7 +58,7 @@ func (t *threadScreen) View() []string {
 	}
 	for _, ev := range d.Recent {
 		at := "+" + time.Duration(ev.TsNs-min(ev.TsNs, t.frame.Info.StartNs)).Round(time.Millisecond).String()
-		lines = append(lines, fmt.Sprintf("  %10s %-15s %9s %s", at, ev.Cause, output.Dur(ev.DurNs), ev.Describe()))
+		lines = append(lines, fmt.Sprintf("  %10s %-15s %9s %s", at, ev.Cause, output.Dur(ev.DurNs), sanitize.Text(ev.Describe())))
 	}
 	return t.page.show(lines)
 }
