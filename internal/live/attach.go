@@ -57,6 +57,12 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tr.Close()
+	if tgt.Kind == target.Process && (cfg.FollowForks || cfg.WatchChildren) {
+		// The kernel follows forks from here on: now the tree alive.
+		if err := addTree(tgt.Descendants, tr.AddDescendants); err != nil {
+			return err
+		}
+	}
 	return a.trace(tr, tgt, topo, stdout, stderr)
 }
 
@@ -78,10 +84,38 @@ func (a *Attach) resolve(node kubecg.Node) (*target.Target, error) {
 		cgroup, name = c.Dir, "container "+c.ID[:13]+" of "+c.Pod.String()
 	}
 	tgt, err := target.Resolve("/proc", node.CgroupRoot, a.PID, a.TID, cgroup)
-	if err == nil && name != "" {
-		tgt.Name = name
+	if err != nil {
+		return nil, err
 	}
-	return tgt, err
+	tgt.Name, tgt.Children = name, a.Children
+	return tgt, nil
+}
+
+// treePasses bounds the walks of a process tree at attach: each one
+// adds what the previous missed, and a tree that still grows past the
+// kernel's following after this many is said.
+const treePasses = 8
+
+// addTree adds a process's live descendants to the set the kernel
+// follows forks from. The fork probe is attached already, so any child
+// forked by a member from now on is the kernel's; what a walk can miss
+// is a child forked by a process the walk found but had not added yet.
+// The walk is repeated until it finds nothing the kernel does not know.
+func addTree(walk func() ([]uint32, error), add func([]uint32) (int, error)) error {
+	for range treePasses {
+		pids, err := walk()
+		if err != nil {
+			return fmt.Errorf("walk the target's descendants: %w", err)
+		}
+		n, err := add(pids)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the target's descendants kept changing over %d walks of /proc", treePasses)
 }
 
 // runqWait says whether the target's run-queue wait is traced: with a
@@ -101,7 +135,10 @@ func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (trac
 		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip}
 	switch tgt.Kind {
 	case target.Process:
+		// Without --children, the descendants are watched: the report
+		// says if the work is in them.
 		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}
+		cfg.FollowForks, cfg.WatchChildren = tgt.Children, !tgt.Children
 	case target.Thread:
 		cfg.Filter, cfg.TID = tracer.FilterTID, tgt.ID
 	case target.Cgroup:
@@ -139,7 +176,7 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	if src != nil {
 		defer src.Close()
 	}
-	rec, err := a.newRecording(h, &opt, tgt, stderr)
+	rec, err := a.newRecording(h, &opt, targetPIDs(tr, tgt), stderr)
 	if err != nil {
 		return err
 	}
@@ -156,7 +193,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	end := res.End
 	var notes []string
 	if res.TargetGone {
-		notes = append(notes, fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond)))
+		// Named as it ended: the process may have exec'd since attach.
+		notes = append(notes, fmt.Sprintf("target %s exited after %s", tgt.Ended(eng.Name(tgt.ID)),
+			time.Since(started).Round(time.Millisecond)))
 	}
 	if src != nil {
 		if s := src.Skipped(); s != "" {
@@ -203,6 +242,9 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
 	fe *frontEnd) (session.Options, latency.Source, error) {
 	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
+	if tgt.Children {
+		opt.Gone = tgt.WaitTreeGone(ctx, tr.TargetPIDs)
+	}
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
@@ -216,6 +258,20 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	}
 	opt.Latency, opt.DumpOnSpike = src, a.DumpOnSpike
 	return opt, src, nil
+}
+
+// targetPIDs lists the target's processes, for each procfs reading of a
+// recording: a tree's are the kernel's set.
+func targetPIDs(tr *tracer.Tracer, tgt *target.Target) func() []uint32 {
+	switch {
+	case tgt.Kind == target.Process && tgt.Children:
+		return func() []uint32 { p, _ := tr.TargetPIDs(); return p }
+	case tgt.Kind == target.Process:
+		return func() []uint32 { return []uint32{tgt.ID} }
+	case tgt.Kind == target.Cgroup:
+		return func() []uint32 { p, _ := tgt.CgroupPIDs(); return p }
+	}
+	return func() []uint32 { return nil }
 }
 
 // header describes the run: for the recording, the view and the report.
