@@ -59,8 +59,11 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 	defer tr.Close()
 	if tgt.Kind == target.Process && (cfg.FollowForks || cfg.WatchChildren) {
 		// The kernel follows forks from here on: now the tree alive.
-		if err := addTree(tgt.Descendants, tr.AddDescendants); err != nil {
-			return err
+		if err := addTree(tgt, tr); err != nil {
+			if !errors.Is(err, errTreeUnsettled) {
+				return err
+			}
+			fmt.Fprintf(stderr, "numatrace: %v\n", err)
 		}
 	}
 	return a.trace(tr, tgt, topo, stdout, stderr)
@@ -96,26 +99,51 @@ func (a *Attach) resolve(node kubecg.Node) (*target.Target, error) {
 // kernel's following after this many is said.
 const treePasses = 8
 
+var errTreeUnsettled = fmt.Errorf("the target's descendants kept changing over %d walks of /proc: a process forked during them by one found in the last may not be followed", treePasses)
+
+// tree is a process's descendants in /proc.
+type tree interface {
+	Descendants() ([]uint32, error)
+	Alive(pid uint32) bool
+}
+
+// treeSet is the kernel's set the tree goes in, whose forks it follows.
+type treeSet interface {
+	AddDescendants([]uint32) ([]uint32, error)
+	DropDescendants([]uint32) error
+}
+
 // addTree adds a process's live descendants to the set the kernel
 // follows forks from. The fork probe is attached already, so any child
 // forked by a member from now on is the kernel's; what a walk can miss
 // is a child forked by a process the walk found but had not added yet.
-// The walk is repeated until it finds nothing the kernel does not know.
-func addTree(walk func() ([]uint32, error), add func([]uint32) (int, error)) error {
+// The walk is repeated until it finds no live process the kernel did
+// not have. One that exited before it was added is taken out again: its
+// exit could not do it, and its pid may be reused.
+func addTree(t tree, set treeSet) error {
 	for range treePasses {
-		pids, err := walk()
+		pids, err := t.Descendants()
 		if err != nil {
 			return fmt.Errorf("walk the target's descendants: %w", err)
 		}
-		n, err := add(pids)
+		added, err := set.AddDescendants(pids)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		var dead []uint32
+		for _, pid := range added {
+			if !t.Alive(pid) {
+				dead = append(dead, pid)
+			}
+		}
+		if err := set.DropDescendants(dead); err != nil {
+			return err
+		}
+		if len(added) == len(dead) {
 			return nil
 		}
 	}
-	return fmt.Errorf("the target's descendants kept changing over %d walks of /proc", treePasses)
+	return errTreeUnsettled
 }
 
 // runqWait says whether the target's run-queue wait is traced: with a

@@ -13,56 +13,78 @@ import (
 	"github.com/numatrace/numatrace/internal/tracer"
 )
 
-// kernelSet stands in for the kernel's set of a tree: the fork probe
-// adds a child of a member; the walk adds what it found.
-type kernelSet map[uint32]bool
+// fakeTree is /proc as a sequence of walks, and the kernel's set of the
+// tree beside it: the fork probe adds a member's children as it forks
+// them; the walk adds what it found.
+type fakeTree struct {
+	walks [][]uint32
+	n     int
+	dead  map[uint32]bool
+	set   map[uint32]bool
+}
 
-func (k kernelSet) add(pids []uint32) (int, error) {
-	n := 0
+func (f *fakeTree) Descendants() ([]uint32, error) {
+	w := f.walks[min(f.n, len(f.walks)-1)]
+	f.n++
+	return w, nil
+}
+
+func (f *fakeTree) Alive(pid uint32) bool { return !f.dead[pid] }
+
+func (f *fakeTree) AddDescendants(pids []uint32) ([]uint32, error) {
+	var added []uint32
 	for _, p := range pids {
-		if !k[p] {
-			k[p], n = true, n+1
+		if !f.set[p] {
+			f.set[p] = true
+			added = append(added, p)
 		}
 	}
-	return n, nil
+	return added, nil
+}
+
+func (f *fakeTree) DropDescendants(pids []uint32) error {
+	for _, p := range pids {
+		delete(f.set, p)
+	}
+	return nil
 }
 
 // A child forked between the walk of /proc and the adding of its parent
 // (whose forks the kernel did not follow yet) is found by the next walk;
 // one that finds nothing new ends it.
 func TestAddTreeWalksUntilNothingIsMissed(t *testing.T) {
-	set := kernelSet{}
-	walks := 0
-	walk := func() ([]uint32, error) {
-		walks++
-		switch walks {
-		case 1:
-			return []uint32{10, 11}, nil
-		default:
-			// 11 forked 12 before it was added; 10 forked 13 after it
-			// was, which the kernel saw.
-			set[13] = true
-			return []uint32{10, 11, 12, 13}, nil
-		}
-	}
-	if err := addTree(walk, set.add); err != nil {
+	// 11 forked 12 before it was added; 10 forked 13 after it was,
+	// which the kernel saw.
+	f := &fakeTree{walks: [][]uint32{{10, 11}, {10, 11, 12, 13}}, set: map[uint32]bool{13: true}}
+	if err := addTree(f, f); err != nil {
 		t.Fatal(err)
 	}
-	if walks != 3 || !reflect.DeepEqual(set, kernelSet{10: true, 11: true, 12: true, 13: true}) {
-		t.Errorf("%d walks, set %v: want 3 walks and all four", walks, set)
+	if f.n != 3 || !reflect.DeepEqual(f.set, map[uint32]bool{10: true, 11: true, 12: true, 13: true}) {
+		t.Errorf("%d walks, set %v: want 3 walks and all four", f.n, f.set)
+	}
+}
+
+// A process that exited before it could be added leaves the set again,
+// and does not count as new: a tree of short-lived children settles.
+func TestAddTreeDropsWhatExitedMeanwhile(t *testing.T) {
+	f := &fakeTree{walks: [][]uint32{{10, 20}, {10, 21}, {10, 22}}, dead: map[uint32]bool{20: true, 21: true, 22: true},
+		set: map[uint32]bool{}}
+	if err := addTree(f, f); err != nil {
+		t.Fatal(err)
+	}
+	if f.n != 2 || !reflect.DeepEqual(f.set, map[uint32]bool{10: true}) {
+		t.Errorf("%d walks, set %v: want 2 walks and only the live 10", f.n, f.set)
 	}
 }
 
 func TestAddTreeGivesUpOnATreeThatNeverSettles(t *testing.T) {
-	next := uint32(100)
-	walk := func() ([]uint32, error) { next++; return []uint32{next}, nil }
-	err := addTree(walk, kernelSet{}.add)
-	if err == nil || !strings.Contains(err.Error(), "kept changing over 8 walks") {
-		t.Errorf("err %v", err)
+	var walks [][]uint32
+	for i := range 20 {
+		walks = append(walks, []uint32{uint32(100 + i)})
 	}
-	bad := errors.New("no /proc")
-	if err := addTree(func() ([]uint32, error) { return nil, bad }, kernelSet{}.add); !errors.Is(err, bad) {
-		t.Errorf("walk error: %v", err)
+	f := &fakeTree{walks: walks, set: map[uint32]bool{}}
+	if err := addTree(f, f); !errors.Is(err, errTreeUnsettled) || !strings.Contains(err.Error(), "kept changing over 8 walks") {
+		t.Errorf("err %v", err)
 	}
 }
 

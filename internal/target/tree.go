@@ -68,6 +68,12 @@ func parentOf(stat string) (ppid uint32, live, ok bool) {
 	return uint32(n), f[0] != "Z" && f[0] != "X", true
 }
 
+// Alive says whether process pid still runs (exists, and is no zombie).
+func (t *Target) Alive(pid uint32) bool {
+	_, live, ok := parentOf(filepath.Join(t.proc, strconv.Itoa(int(pid)), "stat"))
+	return ok && live
+}
+
 // WaitTreeGone is WaitGone for a process traced with its descendants:
 // the channel closes once the process has exited and so has every
 // process members lists (the kernel's set of the tree, which holds the
@@ -103,7 +109,7 @@ func (t *Target) noneAlive(members func() ([]uint32, error)) bool {
 		return false
 	}
 	for _, pid := range pids {
-		if _, live, ok := parentOf(filepath.Join(t.proc, strconv.Itoa(int(pid)), "stat")); ok && live {
+		if t.Alive(pid) {
 			return false
 		}
 	}

@@ -8,6 +8,8 @@ package tracer
 import (
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,8 +53,8 @@ func TestWatchedDescendantStallsAreOnlyCounted(t *testing.T) {
 			}
 			t.Cleanup(func() { idle.Process.Kill(); idle.Wait() })
 			tr := openWatching(t, uint32(idle.Process.Pid), hash)
-			if n, err := tr.AddDescendants([]uint32{uint32(os.Getpid())}); err != nil || n != 1 {
-				t.Fatalf("AddDescendants: %d added, %v", n, err)
+			if added, err := tr.AddDescendants([]uint32{uint32(os.Getpid())}); err != nil || len(added) != 1 {
+				t.Fatalf("AddDescendants: %v added, %v", added, err)
 			}
 			for range 2 {
 				run(t, tr, "memcg_reclaim_begin", 0, gfpKernel)
@@ -139,9 +141,9 @@ func TestWatchChildrenFollowsForksInKernel(t *testing.T) {
 }
 
 // AddDescendants adds to the set the kernel follows forks from, and says
-// how many it did not hold yet: the walk of /proc at attach repeats
-// until that is none.
-func TestAddDescendantsCountsOnlyNewOnes(t *testing.T) {
+// which it did not hold yet: the walk of /proc at attach repeats until
+// none is; DropDescendants takes out those that exited meanwhile.
+func TestAddDescendantsReturnsOnlyNewOnes(t *testing.T) {
 	testutil.RequireRoot(t)
 	topo, _ := topology.Read("/sys")
 	for _, cfg := range []Config{
@@ -152,17 +154,35 @@ func TestAddDescendantsCountsOnlyNewOnes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n, err := tr.AddDescendants([]uint32{4194305, 4194306}); n != 2 || err != nil {
-			t.Errorf("%+v: first add: %d, %v; want 2 new", cfg, n, err)
-		}
-		if n, err := tr.AddDescendants([]uint32{4194306, 4194307}); n != 1 || err != nil {
-			t.Errorf("%+v: second add: %d, %v; want 1 new", cfg, n, err)
-		}
+		set := tr.maps["watched_tgids"]
 		if cfg.FollowForks {
-			pids, err := tr.TargetPIDs()
-			if err != nil || len(pids) != 4 {
-				t.Errorf("target set %v, %v: want the target and the three added", pids, err)
+			set = tr.maps["target_tgids"]
+		}
+		if added, err := tr.AddDescendants([]uint32{4194305, 4194306}); !reflect.DeepEqual(added, []uint32{4194305, 4194306}) || err != nil {
+			t.Errorf("%+v: first add: %v, %v; want both new", cfg, added, err)
+		}
+		if added, err := tr.AddDescendants([]uint32{4194306, 4194307}); !reflect.DeepEqual(added, []uint32{4194307}) || err != nil {
+			t.Errorf("%+v: second add: %v, %v; want 4194307 new", cfg, added, err)
+		}
+		if err := tr.DropDescendants([]uint32{4194306, 4194308}); err != nil {
+			t.Errorf("drop: %v", err)
+		}
+		var keys []uint32
+		var k uint32
+		var v uint8
+		for it := set.Iterate(); it.Next(&k, &v); {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		want := []uint32{4194305, 4194307}
+		if cfg.FollowForks {
+			want = []uint32{1, 4194305, 4194307}
+			if pids, err := tr.TargetPIDs(); err != nil || len(pids) != 3 {
+				t.Errorf("TargetPIDs %v, %v", pids, err)
 			}
+		}
+		if !slices.Equal(keys, want) {
+			t.Errorf("%+v: set %v, want %v", cfg, keys, want)
 		}
 		tr.Close()
 	}

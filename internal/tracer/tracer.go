@@ -394,33 +394,53 @@ func singleTgid(cfg Config) uint32 {
 // where the target is one process (Config.WatchChildren).
 func (t *Tracer) watching() bool { return t.cfg.WatchChildren && singleTgid(t.cfg) != 0 }
 
-// AddDescendants adds descendants of the target, found alive in /proc, to
-// the set the kernel follows forks from: the traced set with
-// FollowForks, the watched one with WatchChildren. It returns how many
-// were not in it yet: the kernel adds those forked by a member itself.
-func (t *Tracer) AddDescendants(pids []uint32) (int, error) {
-	var m *ebpf.Map
-	var v uint8 = 1
+// treeSet is the set the kernel follows forks from: the traced set with
+// FollowForks, the watched one with WatchChildren.
+func (t *Tracer) treeSet() (*ebpf.Map, uint8, error) {
 	switch {
 	case t.cfg.FollowForks:
-		m = t.maps["target_tgids"]
+		return t.maps["target_tgids"], 1, nil
 	case t.watching():
-		m, v = t.maps["watched_tgids"], 0
-	default:
-		return 0, errors.New("add descendants: the tracer follows no forks")
+		return t.maps["watched_tgids"], 0, nil
 	}
-	added := 0
+	return nil, 0, errors.New("the tracer follows no forks")
+}
+
+// AddDescendants adds descendants of the target, found alive in /proc, to
+// the set the kernel follows forks from, and returns those it did not
+// hold yet: the kernel adds the children a member forks itself.
+func (t *Tracer) AddDescendants(pids []uint32) ([]uint32, error) {
+	m, v, err := t.treeSet()
+	if err != nil {
+		return nil, fmt.Errorf("add descendants: %w", err)
+	}
+	var added []uint32
 	for _, pid := range pids {
 		err := m.Update(pid, v, ebpf.UpdateNoExist)
 		switch {
 		case err == nil:
-			added++
+			added = append(added, pid)
 		case errors.Is(err, ebpf.ErrKeyExist):
 		default:
 			return added, fmt.Errorf("add descendant pid %d: %w", pid, err)
 		}
 	}
 	return added, nil
+}
+
+// DropDescendants takes processes out of that set again: those that
+// exited before they were added, whose exit could not take them out.
+func (t *Tracer) DropDescendants(pids []uint32) error {
+	m, _, err := t.treeSet()
+	if err != nil {
+		return fmt.Errorf("drop descendants: %w", err)
+	}
+	for _, pid := range pids {
+		if err := m.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("drop descendant pid %d: %w", pid, err)
+		}
+	}
+	return nil
 }
 
 // TargetPIDs lists the kernel-side target set (FilterPIDs): the
