@@ -26,6 +26,9 @@ const volatile __u32 cfg_filter_tid = 0;
 const volatile __u32 cfg_filter_tgid = 0;
 /* numatrace itself, left out of system-wide traces. */
 const volatile __u32 cfg_self_tgid = 0;
+/* --pid without --children: the target's descendants are watched, not
+ * traced (watched_tgids): their stalls are only added up (child_totals). */
+const volatile __u32 cfg_watch_children = 0;
 /* --cgroup: the kernfs id (inode) of the target directory, 0 if none. */
 const volatile __u64 cfg_target_cgroup = 0;
 /* More than one NUMA node: only then can a migration cross nodes. */
@@ -103,7 +106,7 @@ struct pending {
 	__s32 node;
 	__s32 aux;     /* compaction priority; migrate mode */
 	__u32 passes;  /* compaction: zone passes so far */
-	__u32 wanted;  /* compaction: the thread passes the filter */
+	__u32 who;     /* enum who: whose stall this is (compaction notes everyone's attempts) */
 };
 
 /*
@@ -171,6 +174,28 @@ struct {
 	__type(value, __u8);
 } target_tgids SEC(".maps");
 
+/*
+ * The descendants of a --pid target, watched but not traced
+ * (cfg_watch_children); the value is 1 once the process has stalled.
+ * sched_process_fork adds a child of the target or of a watched process,
+ * and the last thread's exit takes it out again (counting it in
+ * COUNTER_WATCHED_GONE if it stalled).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} watched_tgids SEC(".maps");
+
+/* The watched descendants' stalls by cause, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CAUSE_MAX);
+	__type(key, __u32);
+	__type(value, struct child_total);
+} child_totals SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COUNTER_MAX);
@@ -204,6 +229,53 @@ static __always_inline bool current_wanted(__u32 *tgid, __u32 *tid)
 	*tgid = id >> 32;
 	*tid = (__u32)id;
 	return wanted(*tgid, *tid);
+}
+
+/* Whose a stall is: the target's (traced), a watched descendant's (only
+ * added up), or nobody's. */
+enum who {
+	WHO_NONE = 0,
+	WHO_TARGET = 1,
+	WHO_CHILD = 2,
+};
+
+static __always_inline __u32 who_of(__u32 tgid, __u32 tid)
+{
+	if (wanted(tgid, tid))
+		return WHO_TARGET;
+	if (cfg_watch_children && bpf_map_lookup_elem(&watched_tgids, &tgid))
+		return WHO_CHILD;
+	return WHO_NONE;
+}
+
+static __always_inline __u32 current_who(__u32 *tgid, __u32 *tid)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	*tgid = id >> 32;
+	*tid = (__u32)id;
+	return who_of(*tgid, *tid);
+}
+
+/*
+ * Counts a watched descendant's stall (or, for compaction, its attempt's
+ * next slice: first only for the attempt's first) in the per-CPU totals,
+ * and marks the process as one that stalled.
+ */
+static __always_inline void child_count(__u32 tgid, __u32 cause, __u64 add, bool first, bool nested)
+{
+	struct child_total *tot = bpf_map_lookup_elem(&child_totals, &cause);
+
+	if (tot) {
+		tot->count += first;
+		tot->total_ns += add;
+		if (nested)
+			tot->nested_ns += add;
+	}
+	__u8 *stalled = bpf_map_lookup_elem(&watched_tgids, &tgid);
+
+	if (stalled && !*stalled)
+		*stalled = 1;
 }
 
 static __always_inline __s32 node_of_cpu(__s32 cpu)
@@ -467,9 +539,9 @@ static __always_inline void pending_drop(__u32 tid, __u32 slot)
 
 /*
  * Opens a stall of the current thread in slot. traced: the thread passes
- * the filter, so a stall that cannot be opened (no memory for its slots,
- * or a full hash) is a lost event; compaction also notes untraced threads'
- * attempts, whose loss is nobody's.
+ * the filter (or is a watched descendant's), so a stall that cannot be
+ * opened (no memory for its slots, or a full hash) is a lost event;
+ * compaction also notes untraced threads' attempts, whose loss is nobody's.
  */
 static __always_inline void pending_start(__u32 tid, __u32 slot, struct pending *p, bool traced)
 {
@@ -556,6 +628,10 @@ static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct
 
 	if (cause < CAUSE_MAX && dur < cfg_min_stall_ns[cause])
 		return NULL;
+	if (p->who == WHO_CHILD) {
+		child_count(tgid, cause, dur, true, nested);
+		return NULL;
+	}
 	hist_add(tgid, tid, cause, dur, nested);
 	if (!stream_wanted(cause, dur))
 		return NULL;

@@ -32,7 +32,7 @@ int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
 
 	counter_add(COUNTER_DIRECT_COMPACT_ATTEMPTS, 1);
 	/* Recorded for every thread, so a pass can always be told direct. */
-	bool want = current_wanted(&tgid, &tid);
+	__u32 who = current_who(&tgid, &tid);
 	struct pending p = {
 		.start_ns = now,
 		.mark_ns = now,
@@ -40,9 +40,9 @@ int compact_attempt(struct bpf_raw_tracepoint_args *ctx)
 		.gfp = ctx->args[1],
 		.aux = ctx->args[2],
 		.node = -1,
-		.wanted = want,
+		.who = who,
 	};
-	pending_start(tid, SLOT_COMPACT_ATTEMPT, &p, want);
+	pending_start(tid, SLOT_COMPACT_ATTEMPT, &p, who != WHO_NONE);
 	return 0;
 }
 
@@ -99,7 +99,9 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	attempt->mark_ns = now;
 	attempt->sum_ns = prev + slice;
 	attempt->passes++;
-	if (!attempt->wanted)
+	if (attempt->who == WHO_CHILD)
+		child_count(tgid, CAUSE_COMPACTION, slice, attempt->passes == 1, false);
+	if (attempt->who != WHO_TARGET)
 		return 0;
 	stall_count(tgid, tid, CAUSE_COMPACTION, NULL, prev, prev + slice, attempt->passes == 1, false);
 	thread_stall_add(tid, CAUSE_COMPACTION, slice, false);

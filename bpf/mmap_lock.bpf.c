@@ -15,10 +15,11 @@ int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
+	__u32 who = current_who(&tgid, &tid);
 
-	if (!current_wanted(&tgid, &tid))
+	if (!who)
 		return 0;
-	struct pending p = { .start_ns = now, .node = -1 };
+	struct pending p = { .start_ns = now, .node = -1, .who = who };
 
 	pending_start(tid, SLOT_MMAP_LOCK, &p, true);
 	return 0;
@@ -87,9 +88,11 @@ int mmap_contended(struct bpf_raw_tracepoint_args *ctx)
 	 * READ or WRITE), the rest on the filter, before current->mm is read. */
 	if ((__u32)ctx->args[1] & (LCB_F_SPIN | LCB_F_MUTEX | LCB_F_PERCPU))
 		return 0;
-	if (!current_wanted(&tgid, &tid) || !own_mmap_lock((void *)ctx->args[0]))
+	__u32 who = current_who(&tgid, &tid);
+
+	if (!who || !own_mmap_lock((void *)ctx->args[0]))
 		return 0;
-	struct pending p = { .start_ns = now, .node = -1, .aux = (__u32)ctx->args[1] };
+	struct pending p = { .start_ns = now, .node = -1, .aux = (__u32)ctx->args[1], .who = who };
 
 	pending_start(tid, SLOT_MMAP_LOCK, &p, true);
 	return 0;

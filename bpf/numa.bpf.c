@@ -15,13 +15,15 @@ int migrate_start(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
+	__u32 who = current_who(&tgid, &tid);
 
-	if (!current_wanted(&tgid, &tid))
+	if (!who)
 		return 0;
 	struct pending p = {
 		.start_ns = now,
 		.aux = ctx->args[0],
 		.node = ctx->args[1],
+		.who = who,
 	};
 	pending_start(tid, SLOT_MIGRATE, &p, true);
 	return 0;

@@ -51,7 +51,9 @@ enum counter_id {
 	COUNTER_DIRECT_COMPACT_ATTEMPTS = 8,
 	COUNTER_TARGETS_FULL = 9,      /* a followed process did not fit in target_tgids */
 	COUNTER_HIST_NEW = 10,         /* thread x cause histograms made: less those in the map, evicted */
-	COUNTER_MAX = 11,
+	COUNTER_WATCHED_GONE = 11,     /* watched descendants that stalled and have exited */
+	COUNTER_WATCHED_FULL = 12,     /* a descendant did not fit in watched_tgids */
+	COUNTER_MAX = 13,
 };
 
 /* Filter modes, set in .rodata before load. */
@@ -134,6 +136,18 @@ struct migr_rec {
 	__u32 tid;
 	__u32 pid;
 	char comm[COMM_LEN];
+};
+
+/*
+ * What the untraced descendants of a --pid target stalled, by cause
+ * (cfg_watch_children): only added up, never streamed, so the report
+ * can say that the work is in the children. Like struct hist, one count
+ * per stall (per compaction attempt).
+ */
+struct child_total {
+	__u64 count;
+	__u64 total_ns;
+	__u64 nested_ns; /* part of total_ns inside another of the child's stalls */
 };
 
 /*

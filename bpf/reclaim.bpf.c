@@ -11,14 +11,16 @@ static __always_inline int reclaim_begin(__u32 slot, __s32 order, __u32 gfp, __s
 {
 	__u64 now = bpf_ktime_get_ns(); /* first: our own work is not the stall */
 	__u32 tgid, tid;
+	__u32 who = current_who(&tgid, &tid);
 
-	if (!current_wanted(&tgid, &tid))
+	if (!who)
 		return 0;
 	struct pending p = {
 		.start_ns = now,
 		.order = order,
 		.gfp = gfp,
 		.node = node,
+		.who = who,
 	};
 	pending_start(tid, slot, &p, true);
 	return 0;

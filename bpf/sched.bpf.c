@@ -2,7 +2,8 @@
 /*
  * Scheduler: task migrations (the hot path: counted in the kernel, never
  * streamed), thread exits (for names and process-exit handling), forks
- * (so --cgroup follows new processes), and, only while a latency source
+ * (so --cgroup and --children follow new processes, and --pid watches its
+ * descendants), and, only while a latency source
  * runs, the traced threads' run-queue wait: the usual cause of a latency
  * spike that memory management does not explain.
  */
@@ -91,6 +92,25 @@ int migrations_dump(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+/* Whether the exiting current thread is its process's last. */
+static __always_inline bool group_dead(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, signal, live.counter) == 0;
+}
+
+/* A watched descendant's last thread exits: its pid may be reused by
+ * anyone, so it leaves the set, counted if it stalled. */
+static __always_inline void watched_exit(__u32 tgid)
+{
+	__u8 *stalled = bpf_map_lookup_elem(&watched_tgids, &tgid);
+
+	if (!stalled || !group_dead((void *)bpf_get_current_task()))
+		return;
+	if (*stalled)
+		counter_add(COUNTER_WATCHED_GONE, 1);
+	bpf_map_delete_elem(&watched_tgids, &tgid);
+}
+
 /* sched_process_exit(struct task_struct *p, ...): runs in the exiting thread. */
 SEC("raw_tp/sched_process_exit")
 int thread_exit(struct bpf_raw_tracepoint_args *ctx)
@@ -99,8 +119,11 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 	bool traced = current_wanted(&tgid, &tid);
 
 	pendings_forget(tid); /* any thread: compaction notes every thread's attempts */
-	if (!traced)
+	if (!traced) {
+		if (cfg_watch_children)
+			watched_exit(tgid);
 		return 0;
+	}
 	bpf_map_delete_elem(&runq_delay, &tid);
 	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0, NULL);
 	if (!e)
@@ -117,7 +140,7 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 			c->start_ns = BPF_CORE_READ(t, start_time);
 		}
 	}
-	if (BPF_CORE_READ(t, signal, live.counter) == 0) {
+	if (group_dead(t)) {
 		e->flags = FLAG_GROUP_DEAD;
 		/* The process is gone: its pid may be reused by anyone. */
 		if (cfg_filter_mode == FILTER_TGIDS)
@@ -160,16 +183,30 @@ int follow_attach(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* sched_process_fork(parent, child): a traced process's children are traced. */
+/*
+ * sched_process_fork(parent, child), in the forking thread before the
+ * child first runs: a traced process's children are traced (--cgroup,
+ * --children); with cfg_watch_children, the children of the target and
+ * of its watched descendants are watched. A new thread is no new process.
+ */
 SEC("raw_tp/sched_process_fork")
 int follow_fork(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *child = (void *)ctx->args[1];
 	__u32 ptgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	__u8 one = 1;
+	__u8 one = 1, zero = 0;
 
-	if (ctgid == ptgid || !bpf_map_lookup_elem(&target_tgids, &ptgid))
+	if (ctgid == ptgid)
+		return 0;
+	if (cfg_watch_children) {
+		if (ptgid != cfg_filter_tgid && !bpf_map_lookup_elem(&watched_tgids, &ptgid))
+			return 0;
+		if (bpf_map_update_elem(&watched_tgids, &ctgid, &zero, BPF_ANY))
+			counter_add(COUNTER_WATCHED_FULL, 1);
+		return 0;
+	}
+	if (!bpf_map_lookup_elem(&target_tgids, &ptgid))
 		return 0;
 	if (bpf_map_update_elem(&target_tgids, &ctgid, &one, BPF_ANY))
 		counter_add(COUNTER_TARGETS_FULL, 1);

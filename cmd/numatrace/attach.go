@@ -34,6 +34,9 @@ func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {
 		fs.StringVar(&a.RecordTo, "record", "", "also record to this file (see numatrace replay, report, export)")
 	}
 	fs.IntVar(&a.PID, "pid", 0, "trace every thread of this process, including threads it creates later")
+	childrenHelp := "with --pid: trace its descendants too, those alive now and those it forks later, with their threads"
+	fs.BoolVar(&a.Children, "children", false, childrenHelp)
+	fs.BoolVar(&a.Children, "f", false, "the same as --children, as strace spells it")
 	fs.IntVar(&a.TID, "tid", 0, "trace one thread")
 	fs.StringVar(&a.Cgroup, "cgroup", "", "trace the processes of this cgroup (absolute, or relative to /sys/fs/cgroup)")
 	fs.StringVar(&a.Pod, "pod", "", "trace a Kubernetes pod on this node: NAMESPACE/NAME, NAME or UID (its cgroup, found from the kubelet's layout)")

@@ -533,7 +533,7 @@ func TestProbesAllAttachHere(t *testing.T) {
 	// join them, none may go. Every cause has a probe, and all attach.
 	want := []string{"direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim", "compaction",
 		"numa_migration", "numa_task_move", "task_migration", "mmap_lock", "kswapd_wakeup",
-		"khugepaged_collapse", "thread_exit", "cgroup_fork"}
+		"khugepaged_collapse", "thread_exit", "follow_forks", "cgroup_moves"}
 	listed, fed := map[string]bool{}, map[string]bool{}
 	for _, p := range res.Probes {
 		if listed[p.Name] || !p.Attached {

@@ -35,7 +35,7 @@ func usageErr(format string, a ...any) error {
 const usage = `numatrace: find the memory-management stalls behind latency spikes
 
 usage:
-  numatrace attach [--pid PID | --tid TID | --cgroup PATH] [--duration D] [--no-tui] [--json] [--record FILE]
+  numatrace attach [--pid PID [--children] | --tid TID | --cgroup PATH] [--duration D] [--no-tui] [--json] [--record FILE]
   numatrace record [target flags] -o FILE [--duration D] [--flight-recorder SIZE_OR_DURATION [--dump-on-spike]]
   numatrace replay FILE [--speed X | --fast] [--json]
   numatrace report FILE [--json]

@@ -96,7 +96,7 @@ func TestAttachHelpExits0(t *testing.T) {
 		if stderr != "" {
 			t.Errorf("attach %s: stderr %q", arg, stderr)
 		}
-		for _, want := range []string{"usage of numatrace attach:", "-pid", "-tid", "-cgroup", "-duration", "-min-event"} {
+		for _, want := range []string{"usage of numatrace attach:", "-pid", "-children", "-tid", "-cgroup", "-duration", "-min-event"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("attach %s: help lacks %q", arg, want)
 			}
@@ -148,6 +148,8 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"--no-causes", "thread_exit"}, []string{"--no-causes: no probe or cause \"thread_exit\""}},
 		{[]string{"--causes", "mmap_lock", "--no-causes", "compaction"}, []string{"--causes or --no-causes, not both"}},
 		{[]string{"--mmap-lock-via", "kprobe"}, []string{"--mmap-lock-via must be auto, contention or tracepoints"}},
+		{[]string{"--children", "--tid", "5"}, []string{"attach: --children (-f) follows the descendants of a --pid process: give --pid"}},
+		{[]string{"-f", "--cgroup", "/"}, []string{"--children (-f) follows the descendants of a --pid process"}},
 	}
 	pid := missingPID(t)
 	for _, c := range cases {

@@ -251,6 +251,35 @@ type Summary struct {
 	// Unlisted are, by cause, the stalls in Causes that no thread in
 	// Threads holds: the evicted threads'.
 	Unlisted map[string]StallCount
+	// Children are what a --pid target's untraced descendants stalled;
+	// nil when they were not watched (--children, other targets).
+	Children *ChildStalls
+}
+
+// ChildStalls are the stalls of a process target's descendants, counted
+// by the kernel without tracing them.
+type ChildStalls struct {
+	// Processes is how many descendant processes stalled.
+	Processes uint64 `json:"processes_stalled"`
+	// StallNs is their threads' freeze time, as a thread's StallNs.
+	StallNs uint64                `json:"stall_ns"`
+	Stalls  map[string]StallCount `json:"stalls"`
+	// NotWatched descendants did not fit in the kernel's set: their
+	// stalls are missing here.
+	NotWatched uint64 `json:"not_watched"`
+}
+
+// SummarizeChildren turns the kernel's count of a target's descendants'
+// stalls into the report's; nil stays nil.
+func SummarizeChildren(d *stall.Descendants) *ChildStalls {
+	if d == nil {
+		return nil
+	}
+	c := &ChildStalls{Processes: d.Stalled, StallNs: d.FreezeNs(), NotWatched: d.NotWatched, Stalls: map[string]StallCount{}}
+	for cause, t := range d.Causes {
+		c.Stalls[cause.String()] = StallCount{Count: t.Count, TotalNs: t.TotalNs}
+	}
+	return c
 }
 
 // Summarize builds the final summary from a kernel snapshot. Threads are
@@ -258,7 +287,8 @@ type Summary struct {
 func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU,
 		HistMapFull: snap.HistEvicted > 0 || snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity,
-		HistEvicted: snap.HistEvicted, Causes: map[string]CauseSummary{}, Unlisted: map[string]StallCount{}}
+		HistEvicted: snap.HistEvicted, Causes: map[string]CauseSummary{}, Unlisted: map[string]StallCount{},
+		Children: SummarizeChildren(snap.Descendants)}
 	procs := map[uint32]*ProcessSummary{}
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
 	commTID := map[uint32]uint32{}

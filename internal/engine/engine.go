@@ -398,6 +398,10 @@ func (e *Engine) LateLatency() uint64 {
 	return e.lat.Late
 }
 
+// Name is the newest name the events gave thread tid ("" if none came):
+// after an exec, the new program's.
+func (e *Engine) Name(tid uint32) string { return e.agg.Name(tid) }
+
 // Summary combines the kernel's exact aggregates with the names and
 // exits the events brought.
 func (e *Engine) Summary(final *stall.Snapshot) aggregate.Summary { return e.agg.Summarize(final) }

@@ -59,6 +59,15 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tr.Close()
+	if tgt.Kind == target.Process && (cfg.FollowForks || cfg.WatchChildren) {
+		// The kernel follows forks from here on: now the tree alive.
+		if err := addTree(tgt, tr); err != nil {
+			if !errors.Is(err, errTreeUnsettled) {
+				return err
+			}
+			fmt.Fprintf(stderr, "numatrace: %v\n", err)
+		}
+	}
 	return a.trace(tr, tgt, topo, stdout, stderr)
 }
 
@@ -80,10 +89,63 @@ func (a *Attach) resolve(node kubecg.Node) (*target.Target, error) {
 		cgroup, name = c.Dir, "container "+c.ID[:13]+" of "+c.Pod.String()
 	}
 	tgt, err := target.Resolve("/proc", node.CgroupRoot, a.PID, a.TID, cgroup)
-	if err == nil && name != "" {
-		tgt.Name = name
+	if err != nil {
+		return nil, err
 	}
-	return tgt, err
+	tgt.Name, tgt.Children = name, a.Children
+	return tgt, nil
+}
+
+// treePasses bounds the walks of a process tree at attach: each one
+// adds what the previous missed, and a tree that still grows past the
+// kernel's following after this many is said.
+const treePasses = 8
+
+var errTreeUnsettled = fmt.Errorf("the target's descendants kept changing over %d walks of /proc: a process forked during them by one found in the last may not be followed", treePasses)
+
+// tree is a process's descendants in /proc.
+type tree interface {
+	Descendants() ([]uint32, error)
+	Alive(pid uint32) bool
+}
+
+// treeSet is the kernel's set the tree goes in, whose forks it follows.
+type treeSet interface {
+	AddDescendants([]uint32) ([]uint32, error)
+	DropDescendants([]uint32) error
+}
+
+// addTree adds a process's live descendants to the set the kernel
+// follows forks from. The fork probe is attached already, so any child
+// forked by a member from now on is the kernel's; what a walk can miss
+// is a child forked by a process the walk found but had not added yet.
+// The walk is repeated until it finds no live process the kernel did
+// not have. One that exited before it was added is taken out again: its
+// exit could not do it, and its pid may be reused.
+func addTree(t tree, set treeSet) error {
+	for range treePasses {
+		pids, err := t.Descendants()
+		if err != nil {
+			return fmt.Errorf("walk the target's descendants: %w", err)
+		}
+		added, err := set.AddDescendants(pids)
+		if err != nil {
+			return err
+		}
+		var dead []uint32
+		for _, pid := range added {
+			if !t.Alive(pid) {
+				dead = append(dead, pid)
+			}
+		}
+		if err := set.DropDescendants(dead); err != nil {
+			return err
+		}
+		if len(added) == len(dead) {
+			return nil
+		}
+	}
+	return errTreeUnsettled
 }
 
 // runqWait says whether the target's run-queue wait is traced: with a
@@ -103,7 +165,10 @@ func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (trac
 		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip}
 	switch tgt.Kind {
 	case target.Process:
+		// Without --children, the descendants are watched: the report
+		// says if the work is in them.
 		cfg.Filter, cfg.PIDs = tracer.FilterPIDs, []uint32{tgt.ID}
+		cfg.FollowForks, cfg.WatchChildren = tgt.Children, !tgt.Children
 	case target.Thread:
 		cfg.Filter, cfg.TID = tracer.FilterTID, tgt.ID
 	case target.Cgroup:
@@ -141,7 +206,7 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	if src != nil {
 		defer src.Close()
 	}
-	rec, err := a.newRecording(h, &opt, tgt, stderr)
+	rec, err := a.newRecording(h, &opt, targetPIDs(tr, tgt), stderr)
 	if err != nil {
 		return err
 	}
@@ -158,7 +223,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	end := res.End
 	var notes []string
 	if res.TargetGone {
-		notes = append(notes, fmt.Sprintf("target %s exited after %s", tgt, time.Since(started).Round(time.Millisecond)))
+		// Named as it ended: the process may have exec'd since attach.
+		notes = append(notes, fmt.Sprintf("target %s exited after %s", tgt.Ended(eng.Name(tgt.ID)),
+			time.Since(started).Round(time.Millisecond)))
 	}
 	if src != nil {
 		if s := src.Skipped(); s != "" {
@@ -220,6 +287,9 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
 	fe *frontEnd) (session.Options, latency.Source, error) {
 	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
+	if tgt.Children {
+		opt.Gone = tgt.WaitTreeGone(ctx, tr.TargetPIDs)
+	}
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
@@ -233,6 +303,20 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	}
 	opt.Latency, opt.DumpOnSpike = src, a.DumpOnSpike
 	return opt, src, nil
+}
+
+// targetPIDs lists the target's processes, for each procfs reading of a
+// recording: a tree's are the kernel's set.
+func targetPIDs(tr *tracer.Tracer, tgt *target.Target) func() []uint32 {
+	switch {
+	case tgt.Kind == target.Process && tgt.Children:
+		return func() []uint32 { p, _ := tr.TargetPIDs(); return p }
+	case tgt.Kind == target.Process:
+		return func() []uint32 { return []uint32{tgt.ID} }
+	case tgt.Kind == target.Cgroup:
+		return func() []uint32 { p, _ := tgt.CgroupPIDs(); return p }
+	}
+	return func() []uint32 { return nil }
 }
 
 // header describes the run: for the recording, the view and the report.

@@ -117,7 +117,10 @@ type Attach struct {
 	Version string // numatrace's, for the recording
 	Trace   Trace
 
-	PID, TID    int
+	PID, TID int
+	// Children traces the --pid process's descendants too: those alive
+	// at attach and those forked later (--children, -f).
+	Children    bool
 	Cgroup      string
 	Pod         string // NAMESPACE/NAME, NAME or UID: its cgroup (kubecg)
 	Container   string // a container ID or a unique prefix: its cgroup
@@ -168,6 +171,9 @@ func (a *Attach) Check() error {
 	}
 	if given > 1 {
 		return badInput("%s: give at most one of --pid, --tid, --cgroup, --pod and --container", a.Command)
+	}
+	if a.Children && a.PID == 0 {
+		return badInput("%s: --children (-f) follows the descendants of a --pid process: give --pid", a.Command)
 	}
 	if !(a.SpikeK > 1) || math.IsInf(a.SpikeK, 1) { // NaN too
 		return badInput("%s: --spike-k must be above 1", a.Command)

@@ -29,7 +29,7 @@ func Probes(btfPath, mmapLockVia string, asJSON bool, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tr, err := tracer.Open(tracer.Config{Filter: tracer.FilterPIDs, FollowForks: true, RunqWait: true,
+	tr, err := tracer.Open(tracer.Config{Filter: tracer.FilterPIDs, FollowForks: true, RunqWait: true, EveryProbe: true,
 		Topology: topo, KernelBTF: btfPath, MmapLockVia: via})
 	if err != nil {
 		return err

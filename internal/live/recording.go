@@ -16,7 +16,6 @@ import (
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
-	"github.com/numatrace/numatrace/internal/target"
 )
 
 // recordEvery is how often a recording gets the kernel's aggregates and a
@@ -63,7 +62,8 @@ func parseFlightSpec(s string) (maxBytes int, maxAge time.Duration, err error) {
 
 // newRecording opens the recording a run asked for, and tells the session
 // what to record and when.
-func (a *Attach) newRecording(h record.Header, opt *session.Options, tgt *target.Target, stderr io.Writer) (*recording, error) {
+// pids lists the target's processes at each procfs reading.
+func (a *Attach) newRecording(h record.Header, opt *session.Options, pids func() []uint32, stderr io.Writer) (*recording, error) {
 	if a.RecordTo == "" {
 		return nil, nil
 	}
@@ -89,13 +89,6 @@ func (a *Attach) newRecording(h record.Header, opt *session.Options, tgt *target
 		})
 		rec.file = fw
 		opt.Recorder = fw
-	}
-	pids := func() []uint32 { return nil }
-	switch tgt.Kind {
-	case target.Process:
-		pids = func() []uint32 { return []uint32{tgt.ID} }
-	case target.Cgroup:
-		pids = func() []uint32 { p, _ := tgt.CgroupPIDs(); return p }
 	}
 	opt.RecordEvery = recordEvery
 	if rec.file != nil { // a flight recorder's blocks are in memory: a crash loses them anyway

@@ -69,8 +69,16 @@ type summaryJSON struct {
 	Unlisted         map[string]aggregate.StallCount   `json:"unlisted,omitempty"`
 	StreamMinNs      map[string]uint64                 `json:"stream_min_ns"`
 	Note             string                            `json:"note,omitempty"`
+	Children         *childrenJSON                     `json:"children,omitempty"`
 	Spikes           []correlate.Spike                 `json:"spikes,omitempty"`
 	Correlation      *correlationJSON                  `json:"correlation,omitempty"`
+}
+
+// childrenJSON is what a --pid target's untraced descendants stalled,
+// and the hint the text report prints.
+type childrenJSON struct {
+	*aggregate.ChildStalls
+	Hint string `json:"hint,omitempty"`
 }
 
 type correlationJSON struct {
@@ -94,6 +102,9 @@ func (r *Report) summaryLine() summaryJSON {
 		s.Spikes = c.Spikes
 		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: c.Correlation, ExplainedBy: c.Explained,
 			Partly: c.Partly, Uncovered: c.Uncovered, Outside: c.OutsideShare, Conclusion: c.Conclusion}
+	}
+	if c := r.Summary.Children; c != nil {
+		s.Children = &childrenJSON{ChildStalls: c, Hint: r.ChildrenHint()}
 	}
 	s.StreamMinNs = map[string]uint64{}
 	for c, ns := range r.MinEventNs {

@@ -81,12 +81,18 @@ func (r *Report) text(w io.Writer) {
 		r.evicted(w)
 	}
 	if s.System.TargetsFull > 0 {
-		fmt.Fprintf(w, "WARNING: %d new processes of the cgroup could not be followed: the target set is full\n", s.System.TargetsFull)
+		fmt.Fprintf(w, "WARNING: %d new processes of the target could not be followed: the target set is full\n", s.System.TargetsFull)
+	}
+	if c := s.Children; c != nil && c.NotWatched > 0 {
+		fmt.Fprintf(w, "WARNING: %d child processes could not be watched (the kernel's set of them is full): what they stalled is not counted below\n", c.NotWatched)
 	}
 	if s.Lost > 0 {
 		fmt.Fprintf(w, "WARNING: %d events were dropped by a full ring buffer; totals and histograms below are still exact\n", s.Lost)
 	}
 	fmt.Fprintln(w)
+	if hint := r.ChildrenHint(); hint != "" {
+		fmt.Fprintf(w, "%s\n\n", sanitize.Text(hint))
+	}
 	if len(s.Threads) == 0 {
 		fmt.Fprintln(w, "No stalls or migrations recorded.")
 	} else {

@@ -135,6 +135,8 @@ func ReadSnapshot(p *jsonfast.Parser) (*Snapshot, bool) {
 			return small(&s.HistCapacity)
 		case "HistEvicted":
 			return small(&s.HistEvicted)
+		case "Descendants":
+			return small(&s.Descendants)
 		case "CauseTotals":
 			s.CauseTotals = map[Cause]*Hist{}
 			return p.UintObject(8, func(c uint64) bool {

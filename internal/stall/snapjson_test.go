@@ -151,7 +151,8 @@ func snapshotBoth(t *testing.T, b []byte) {
 func TestSnapshotJSONAsEncodingJSON(t *testing.T) {
 	s := &Snapshot{LostEvents: 3, LostPerCPU: []uint64{1, 2}, HistEntries: 5, HistCapacity: 16384,
 		System: SystemStats{KswapdWakeups: 1, TargetsFull: 2}, HistEvicted: 7,
-		CauseTotals: map[Cause]*Hist{MmapLock: {Count: 9, TotalNs: 90, Slots: [HistSlots]uint64{3: 9}}}}
+		CauseTotals: map[Cause]*Hist{MmapLock: {Count: 9, TotalNs: 90, Slots: [HistSlots]uint64{3: 9}}},
+		Descendants: &Descendants{Stalled: 2, NotWatched: 1, Causes: map[Cause]StallTime{MemcgReclaim: {Count: 3, TotalNs: 30, NestedNs: 1}}}}
 	s.Thread(1, 2, "a").Hists[MmapLock] = &Hist{Count: 1}
 	s.Thread(1, 3, "b")
 	written, err := json.Marshal(s)
@@ -171,6 +172,7 @@ func TestSnapshotJSONAsEncodingJSON(t *testing.T) {
 		`{"Threads":{"1":{"Hists":{"2":{}}}}`, `null`, `{"LostEvents":01}`,
 		`{"CauseTotals":{}}`, `{"CauseTotals":null}`, `{"CauseTotals":{"9":{"Count":1}}}`, `{"CauseTotals":{"x":{}}}`,
 		`{"HistEvicted":-1}`, `{"CauseTotals":{"1":{"Count":1},"1":{"TotalNs":2}}}`,
+		`{"Descendants":null}`, `{"Descendants":{"Stalled":1,"Causes":{"1":{"Count":2}}}}`, `{"Descendants":{"Causes":{"x":{}}}}`,
 	} {
 		snapshotBoth(t, []byte(in))
 	}

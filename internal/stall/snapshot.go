@@ -25,7 +25,7 @@ type SystemStats struct {
 	ProactivePasses       uint64 `json:"ProactivePasses"` // compaction outside any allocation: sysctl or proactive
 	ProactiveNs           uint64 `json:"ProactiveNs"`
 	DirectCompactAttempts uint64 `json:"DirectCompactAttempts"` // try_to_compact_pages, every task
-	TargetsFull           uint64 `json:"TargetsFull"`           // processes --cgroup could not follow: the target set was full
+	TargetsFull           uint64 `json:"TargetsFull"`           // processes --cgroup or --children could not follow: the target set was full
 }
 
 // Snapshot is a point-in-time copy of the kernel-side aggregates.
@@ -43,6 +43,44 @@ type Snapshot struct {
 	// CauseTotals hold every stall by cause, evicted threads' too.
 	// Recordings made before they were kept have none.
 	CauseTotals map[Cause]*Hist `json:"CauseTotals,omitempty"`
+	// Descendants are what a --pid target's descendants stalled while
+	// they were watched but not traced (no --children); nil when they
+	// were not watched.
+	Descendants *Descendants `json:"Descendants,omitempty"`
+}
+
+// Descendants are the stalls of a process target's descendants, which
+// the kernel adds up without tracing them: the report then says when the
+// work is in the children (a server that forks a process per connection).
+type Descendants struct {
+	// Stalled is how many descendant processes stalled at least once.
+	Stalled uint64 `json:"Stalled"`
+	// Causes are their stalls by cause: timed memory causes only.
+	Causes map[Cause]StallTime `json:"Causes,omitempty"`
+	// NotWatched descendants were forked when the kernel's set of them
+	// was full: their stalls are not in Causes.
+	NotWatched uint64 `json:"NotWatched,omitempty"`
+}
+
+// StallTime is a number of stalls and their time, without a histogram.
+type StallTime struct {
+	Count   uint64 `json:"Count"`
+	TotalNs uint64 `json:"TotalNs"`
+	// NestedNs is the part of TotalNs inside another stall of the same
+	// thread.
+	NestedNs uint64 `json:"NestedNs,omitempty"`
+}
+
+// FreezeNs is the time the descendants' threads were frozen: every
+// memory cause's stalls, those nested in another counted once.
+func (d *Descendants) FreezeNs() uint64 {
+	var ns uint64
+	for c, t := range d.Causes {
+		if desc := c.Desc(); desc.Timed && !desc.NotMemory {
+			ns += t.TotalNs - min(t.NestedNs, t.TotalNs)
+		}
+	}
+	return ns
 }
 
 // Thread returns the stats for tid, creating them.

@@ -32,7 +32,10 @@ type Target struct {
 	Path string // Cgroup: absolute directory
 	Name string // Cgroup: what it is, when more than a directory (a pod)
 	Comm string
-	proc string // procfs root, "/proc" outside tests
+	// Children (Process): the process is traced with all its
+	// descendants, those alive now and those it forks later.
+	Children bool
+	proc     string // procfs root, "/proc" outside tests
 }
 
 // ErrNotFound means the named process, thread or cgroup does not exist.
@@ -90,12 +93,27 @@ func Resolve(procRoot, cgroupRoot string, pid, tid int, cgroup string) (*Target,
 }
 
 // String describes the target for reports.
-func (t *Target) String() string {
+func (t *Target) String() string { return t.named(t.Comm) }
+
+// Ended describes the target as it ended: running comm, its name at
+// the end (from its last event; "" if unknown). A process that exec'd
+// (or renamed itself) says what it ran last, and what it was at attach.
+func (t *Target) Ended(comm string) string {
+	if comm == "" || comm == t.Comm || (t.Kind != Process && t.Kind != Thread) {
+		return t.String()
+	}
+	return t.named(comm + ", was " + t.Comm + " at attach")
+}
+
+func (t *Target) named(comm string) string {
 	switch t.Kind {
 	case Process:
-		return fmt.Sprintf("pid %d (%s)", t.ID, t.Comm)
+		if t.Children {
+			return fmt.Sprintf("pid %d (%s) and its descendants", t.ID, comm)
+		}
+		return fmt.Sprintf("pid %d (%s)", t.ID, comm)
 	case Thread:
-		return fmt.Sprintf("tid %d (%s)", t.ID, t.Comm)
+		return fmt.Sprintf("tid %d (%s)", t.ID, comm)
 	case Cgroup:
 		if t.Name != "" {
 			return t.Name + ", cgroup " + t.Path

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type compactionChildTotal struct {
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	NestedNs uint64
+}
+
 type compactionHist struct {
 	_        structs.HostLayout
 	Count    uint64
@@ -41,7 +48,7 @@ type compactionPending struct {
 	Node    int32
 	Aux     int32
 	Passes  uint32
-	Wanted  uint32
+	Who     uint32
 }
 
 type compactionPendingKey struct {
@@ -75,6 +82,7 @@ type compactionThreadStall struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	compactionMapCauseTotals        = "cause_totals"
+	compactionMapChildTotals        = "child_totals"
 	compactionMapCounters           = "counters"
 	compactionMapCpuNode            = "cpu_node"
 	compactionMapEvents             = "events"
@@ -85,6 +93,7 @@ const (
 	compactionMapTaskPendings       = "task_pendings"
 	compactionMapThreadCountsMap    = "thread_counts_map"
 	compactionMapThreadStalls       = "thread_stalls"
+	compactionMapWatchedTgids       = "watched_tgids"
 	compactionProgCompactAttempt    = "compact_attempt"
 	compactionProgCompactPassBegin  = "compact_pass_begin"
 	compactionProgCompactPassEndCc  = "compact_pass_end_cc"
@@ -101,6 +110,7 @@ const (
 	compactionVarCfgTargetCgroup    = "cfg_target_cgroup"
 	compactionVarCfgTaskStorage     = "cfg_task_storage"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
+	compactionVarCfgWatchChildren   = "cfg_watch_children"
 )
 
 // loadCompaction returns the embedded CollectionSpec for compaction.
@@ -156,6 +166,7 @@ type compactionProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -166,6 +177,7 @@ type compactionMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
 // compactionVariableSpecs contains global variables before they are loaded into the kernel.
@@ -184,6 +196,7 @@ type compactionVariableSpecs struct {
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // compactionObjects contains all objects after they have been loaded into the kernel.
@@ -207,6 +220,7 @@ func (o *compactionObjects) Close() error {
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -217,11 +231,13 @@ type compactionMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
 func (m *compactionMaps) Close() error {
 	return _CompactionClose(
 		m.CauseTotals,
+		m.ChildTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,
@@ -232,6 +248,7 @@ func (m *compactionMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WatchedTgids,
 	)
 }
 
@@ -251,6 +268,7 @@ type compactionVariables struct {
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // compactionPrograms contains all programs after they have been loaded into the kernel.

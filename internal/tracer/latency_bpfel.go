@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type latencyChildTotal struct {
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	NestedNs uint64
+}
+
 type latencyHist struct {
 	_        structs.HostLayout
 	Count    uint64
@@ -41,7 +48,7 @@ type latencyPending struct {
 	Node    int32
 	Aux     int32
 	Passes  uint32
-	Wanted  uint32
+	Who     uint32
 }
 
 type latencyPendingKey struct {
@@ -83,6 +90,7 @@ type latencyTimedReq struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	latencyMapCauseTotals      = "cause_totals"
+	latencyMapChildTotals      = "child_totals"
 	latencyMapCounters         = "counters"
 	latencyMapCpuNode          = "cpu_node"
 	latencyMapEvents           = "events"
@@ -95,6 +103,7 @@ const (
 	latencyMapTaskPendings     = "task_pendings"
 	latencyMapThreadCountsMap  = "thread_counts_map"
 	latencyMapThreadStalls     = "thread_stalls"
+	latencyMapWatchedTgids     = "watched_tgids"
 	latencyProgRequestEnter    = "request_enter"
 	latencyProgRequestEnterGo  = "request_enter_go"
 	latencyProgRequestExit     = "request_exit"
@@ -111,6 +120,7 @@ const (
 	latencyVarCfgTargetCgroup  = "cfg_target_cgroup"
 	latencyVarCfgTaskStorage   = "cfg_task_storage"
 	latencyVarCfgWakeupBytes   = "cfg_wakeup_bytes"
+	latencyVarCfgWatchChildren = "cfg_watch_children"
 )
 
 // loadLatency returns the embedded CollectionSpec for latency.
@@ -166,6 +176,7 @@ type latencyProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -178,6 +189,7 @@ type latencyMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
 // latencyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -196,6 +208,7 @@ type latencyVariableSpecs struct {
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // latencyObjects contains all objects after they have been loaded into the kernel.
@@ -219,6 +232,7 @@ func (o *latencyObjects) Close() error {
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -231,11 +245,13 @@ type latencyMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
 func (m *latencyMaps) Close() error {
 	return _LatencyClose(
 		m.CauseTotals,
+		m.ChildTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,
@@ -248,6 +264,7 @@ func (m *latencyMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WatchedTgids,
 	)
 }
 
@@ -267,6 +284,7 @@ type latencyVariables struct {
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // latencyPrograms contains all programs after they have been loaded into the kernel.

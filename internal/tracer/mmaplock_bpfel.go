@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type mmaplockChildTotal struct {
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	NestedNs uint64
+}
+
 type mmaplockHist struct {
 	_        structs.HostLayout
 	Count    uint64
@@ -41,7 +48,7 @@ type mmaplockPending struct {
 	Node    int32
 	Aux     int32
 	Passes  uint32
-	Wanted  uint32
+	Who     uint32
 }
 
 type mmaplockPendingKey struct {
@@ -75,6 +82,7 @@ type mmaplockThreadStall struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	mmaplockMapCauseTotals         = "cause_totals"
+	mmaplockMapChildTotals         = "child_totals"
 	mmaplockMapCounters            = "counters"
 	mmaplockMapCpuNode             = "cpu_node"
 	mmaplockMapEvents              = "events"
@@ -85,6 +93,7 @@ const (
 	mmaplockMapTaskPendings        = "task_pendings"
 	mmaplockMapThreadCountsMap     = "thread_counts_map"
 	mmaplockMapThreadStalls        = "thread_stalls"
+	mmaplockMapWatchedTgids        = "watched_tgids"
 	mmaplockProgKhugepagedCollapse = "khugepaged_collapse"
 	mmaplockProgMmapContended      = "mmap_contended"
 	mmaplockProgMmapContentionEnd  = "mmap_contention_end"
@@ -103,6 +112,7 @@ const (
 	mmaplockVarCfgTargetCgroup     = "cfg_target_cgroup"
 	mmaplockVarCfgTaskStorage      = "cfg_task_storage"
 	mmaplockVarCfgWakeupBytes      = "cfg_wakeup_bytes"
+	mmaplockVarCfgWatchChildren    = "cfg_watch_children"
 )
 
 // loadMmaplock returns the embedded CollectionSpec for mmaplock.
@@ -160,6 +170,7 @@ type mmaplockProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -170,6 +181,7 @@ type mmaplockMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
 // mmaplockVariableSpecs contains global variables before they are loaded into the kernel.
@@ -188,6 +200,7 @@ type mmaplockVariableSpecs struct {
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // mmaplockObjects contains all objects after they have been loaded into the kernel.
@@ -211,6 +224,7 @@ func (o *mmaplockObjects) Close() error {
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -221,11 +235,13 @@ type mmaplockMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
 func (m *mmaplockMaps) Close() error {
 	return _MmaplockClose(
 		m.CauseTotals,
+		m.ChildTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,
@@ -236,6 +252,7 @@ func (m *mmaplockMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WatchedTgids,
 	)
 }
 
@@ -255,6 +272,7 @@ type mmaplockVariables struct {
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // mmaplockPrograms contains all programs after they have been loaded into the kernel.

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type numaChildTotal struct {
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	NestedNs uint64
+}
+
 type numaHist struct {
 	_        structs.HostLayout
 	Count    uint64
@@ -41,7 +48,7 @@ type numaPending struct {
 	Node    int32
 	Aux     int32
 	Passes  uint32
-	Wanted  uint32
+	Who     uint32
 }
 
 type numaPendingKey struct {
@@ -75,6 +82,7 @@ type numaThreadStall struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	numaMapCauseTotals      = "cause_totals"
+	numaMapChildTotals      = "child_totals"
 	numaMapCounters         = "counters"
 	numaMapCpuNode          = "cpu_node"
 	numaMapEvents           = "events"
@@ -85,6 +93,7 @@ const (
 	numaMapTaskPendings     = "task_pendings"
 	numaMapThreadCountsMap  = "thread_counts_map"
 	numaMapThreadStalls     = "thread_stalls"
+	numaMapWatchedTgids     = "watched_tgids"
 	numaProgMigrateEndR6    = "migrate_end_r6"
 	numaProgMigrateEndR7    = "migrate_end_r7"
 	numaProgMigrateStart    = "migrate_start"
@@ -103,6 +112,7 @@ const (
 	numaVarCfgTargetCgroup  = "cfg_target_cgroup"
 	numaVarCfgTaskStorage   = "cfg_task_storage"
 	numaVarCfgWakeupBytes   = "cfg_wakeup_bytes"
+	numaVarCfgWatchChildren = "cfg_watch_children"
 )
 
 // loadNuma returns the embedded CollectionSpec for numa.
@@ -160,6 +170,7 @@ type numaProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -170,6 +181,7 @@ type numaMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
 // numaVariableSpecs contains global variables before they are loaded into the kernel.
@@ -188,6 +200,7 @@ type numaVariableSpecs struct {
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // numaObjects contains all objects after they have been loaded into the kernel.
@@ -211,6 +224,7 @@ func (o *numaObjects) Close() error {
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -221,11 +235,13 @@ type numaMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
 func (m *numaMaps) Close() error {
 	return _NumaClose(
 		m.CauseTotals,
+		m.ChildTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,
@@ -236,6 +252,7 @@ func (m *numaMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WatchedTgids,
 	)
 }
 
@@ -255,6 +272,7 @@ type numaVariables struct {
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // numaPrograms contains all programs after they have been loaded into the kernel.

@@ -34,6 +34,7 @@ type probeDef struct {
 	hooks       []hook
 	description string
 	cgroupOnly  bool // attached only when following a cgroup
+	forksOnly   bool // attached only when following (or watching) new processes
 	latencyOnly bool // attached only with a latency source
 	// requires, if set, says why this kernel cannot feed the probe.
 	requires func(kspec *btf.Spec) error
@@ -135,16 +136,16 @@ var probeDefs = []probeDef{
 	{name: "thread_exit", object: "sched",
 		description: "thread exits: keeps names and notices the target exiting",
 		hooks:       []hook{{"sched_process_exit", one("thread_exit", 0, nil)}}},
-	{name: "cgroup_fork", object: "sched", cgroupOnly: true,
-		description: "follows new processes of a --cgroup target",
-		hooks: []hook{
-			{"sched_process_fork", one("follow_fork", 2, nil)},
-			{"cgroup_attach_task", one("follow_attach", 4, map[int]string{0: "dst_cgrp", 2: "task"})},
-		}},
+	{name: "follow_forks", object: "sched", forksOnly: true,
+		description: "follows new processes of a --cgroup or --children target as they fork; with --pid alone, watches the target's descendants",
+		hooks:       []hook{{"sched_process_fork", one("follow_fork", 2, nil)}}},
+	{name: "cgroup_moves", object: "sched", cgroupOnly: true,
+		description: "follows processes moved into a --cgroup target",
+		hooks:       []hook{{"cgroup_attach_task", one("follow_attach", 4, map[int]string{0: "dst_cgrp", 2: "task"})}}},
 }
 
 // infrastructure probes keep the others working: never skipped.
-var infrastructure = map[string]bool{"thread_exit": true, "cgroup_fork": true}
+var infrastructure = map[string]bool{"thread_exit": true, "follow_forks": true, "cgroup_moves": true}
 
 // SkipProbes turns --causes ONLY or --no-causes LIST into the probes not
 // to attach. A name is a probe's or a cause's (a cause names every probe

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type reclaimChildTotal struct {
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	NestedNs uint64
+}
+
 type reclaimHist struct {
 	_        structs.HostLayout
 	Count    uint64
@@ -41,7 +48,7 @@ type reclaimPending struct {
 	Node    int32
 	Aux     int32
 	Passes  uint32
-	Wanted  uint32
+	Who     uint32
 }
 
 type reclaimPendingKey struct {
@@ -75,6 +82,7 @@ type reclaimThreadStall struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	reclaimMapCauseTotals          = "cause_totals"
+	reclaimMapChildTotals          = "child_totals"
 	reclaimMapCounters             = "counters"
 	reclaimMapCpuNode              = "cpu_node"
 	reclaimMapEvents               = "events"
@@ -85,6 +93,7 @@ const (
 	reclaimMapTaskPendings         = "task_pendings"
 	reclaimMapThreadCountsMap      = "thread_counts_map"
 	reclaimMapThreadStalls         = "thread_stalls"
+	reclaimMapWatchedTgids         = "watched_tgids"
 	reclaimProgDirectReclaimBegin  = "direct_reclaim_begin"
 	reclaimProgDirectReclaimEnd    = "direct_reclaim_end"
 	reclaimProgKswapdWakeup        = "kswapd_wakeup"
@@ -106,6 +115,7 @@ const (
 	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
 	reclaimVarCfgTaskStorage       = "cfg_task_storage"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	reclaimVarCfgWatchChildren     = "cfg_watch_children"
 )
 
 // loadReclaim returns the embedded CollectionSpec for reclaim.
@@ -166,6 +176,7 @@ type reclaimProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type reclaimMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -176,6 +187,7 @@ type reclaimMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
 // reclaimVariableSpecs contains global variables before they are loaded into the kernel.
@@ -194,6 +206,7 @@ type reclaimVariableSpecs struct {
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // reclaimObjects contains all objects after they have been loaded into the kernel.
@@ -217,6 +230,7 @@ func (o *reclaimObjects) Close() error {
 // It can be passed to loadReclaimObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reclaimMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -227,11 +241,13 @@ type reclaimMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
 func (m *reclaimMaps) Close() error {
 	return _ReclaimClose(
 		m.CauseTotals,
+		m.ChildTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,
@@ -242,6 +258,7 @@ func (m *reclaimMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WatchedTgids,
 	)
 }
 
@@ -261,6 +278,7 @@ type reclaimVariables struct {
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // reclaimPrograms contains all programs after they have been loaded into the kernel.

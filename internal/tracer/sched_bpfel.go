@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type schedChildTotal struct {
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	NestedNs uint64
+}
+
 type schedHist struct {
 	_        structs.HostLayout
 	Count    uint64
@@ -41,7 +48,7 @@ type schedPending struct {
 	Node    int32
 	Aux     int32
 	Passes  uint32
-	Wanted  uint32
+	Who     uint32
 }
 
 type schedPendingKey struct {
@@ -75,6 +82,7 @@ type schedThreadStall struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	schedMapCauseTotals       = "cause_totals"
+	schedMapChildTotals       = "child_totals"
 	schedMapCounters          = "counters"
 	schedMapCpuNode           = "cpu_node"
 	schedMapEvents            = "events"
@@ -85,6 +93,7 @@ const (
 	schedMapTaskPendings      = "task_pendings"
 	schedMapThreadCountsMap   = "thread_counts_map"
 	schedMapThreadStalls      = "thread_stalls"
+	schedMapWatchedTgids      = "watched_tgids"
 	schedProgFollowAttach     = "follow_attach"
 	schedProgFollowFork       = "follow_fork"
 	schedProgMigrationsDump   = "migrations_dump"
@@ -104,6 +113,7 @@ const (
 	schedVarCfgTargetCgroup   = "cfg_target_cgroup"
 	schedVarCfgTaskStorage    = "cfg_task_storage"
 	schedVarCfgWakeupBytes    = "cfg_wakeup_bytes"
+	schedVarCfgWatchChildren  = "cfg_watch_children"
 )
 
 // loadSched returns the embedded CollectionSpec for sched.
@@ -162,6 +172,7 @@ type schedProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -172,6 +183,7 @@ type schedMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
 // schedVariableSpecs contains global variables before they are loaded into the kernel.
@@ -190,6 +202,7 @@ type schedVariableSpecs struct {
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // schedObjects contains all objects after they have been loaded into the kernel.
@@ -213,6 +226,7 @@ func (o *schedObjects) Close() error {
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -223,11 +237,13 @@ type schedMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
 func (m *schedMaps) Close() error {
 	return _SchedClose(
 		m.CauseTotals,
+		m.ChildTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,
@@ -238,6 +254,7 @@ func (m *schedMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WatchedTgids,
 	)
 }
 
@@ -257,6 +274,7 @@ type schedVariables struct {
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // schedPrograms contains all programs after they have been loaded into the kernel.

@@ -30,6 +30,11 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 	if s.CauseTotals, err = t.causeTotals(); err != nil {
 		return nil, err
 	}
+	if t.watching() {
+		if s.Descendants, err = t.descendants(c); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		hk typesHistKey
 		hv typesHist
@@ -134,6 +139,42 @@ func (t *Tracer) causeTotals() (map[stall.Cause]*stall.Hist, error) {
 		}
 	}
 	return m, nil
+}
+
+// descendants reads what the watched descendants stalled: those gone
+// (counted as they exited, in c, read before the map) and those alive.
+func (t *Tracer) descendants(c counterValues) (*stall.Descendants, error) {
+	d := &stall.Descendants{Stalled: c.sum(typesCounterIdCOUNTER_WATCHED_GONE),
+		NotWatched: c.sum(typesCounterIdCOUNTER_WATCHED_FULL), Causes: map[stall.Cause]stall.StallTime{}}
+	var (
+		pid     uint32
+		stalled uint8
+	)
+	it := t.maps["watched_tgids"].Iterate()
+	for it.Next(&pid, &stalled) {
+		if stalled != 0 {
+			d.Stalled++
+		}
+	}
+	if err := iterErr(it, "watched_tgids"); err != nil {
+		return nil, err
+	}
+	var perCPU []typesChildTotal
+	for c := stall.Cause(0); c < stall.NumCauses; c++ {
+		if err := t.maps["child_totals"].Lookup(uint32(c), &perCPU); err != nil {
+			return nil, fmt.Errorf("read child_totals: %w", err)
+		}
+		var st stall.StallTime
+		for _, v := range perCPU {
+			st.Count += v.Count
+			st.TotalNs += v.TotalNs
+			st.NestedNs += v.NestedNs
+		}
+		if st.Count > 0 || st.TotalNs > 0 {
+			d.Causes[c] = st
+		}
+	}
+	return d, nil
 }
 
 // LostEvents is the number of records the kernel could not reserve.

@@ -28,19 +28,26 @@ type FilterKind int
 
 const (
 	FilterNone FilterKind = iota // system-wide
-	FilterPIDs                   // the processes in Config.PIDs (and, with FollowForks, their children)
+	FilterPIDs                   // the processes in Config.PIDs (and, with FollowForks, their descendants)
 	FilterTID                    // one thread
 )
 
 // Config says what to trace.
 type Config struct {
-	Filter      FilterKind
-	PIDs        []uint32 // FilterPIDs: initial processes
-	TID         uint32   // FilterTID
-	FollowForks bool     // FilterPIDs: add new child processes in the kernel (--cgroup)
+	Filter FilterKind
+	PIDs   []uint32 // FilterPIDs: initial processes
+	TID    uint32   // FilterTID
+	// FollowForks (FilterPIDs): a traced process's new child processes
+	// are added in the kernel as they fork (--cgroup, --pid --children).
+	FollowForks bool
 	// CgroupID, with FollowForks, is the inode of the --cgroup directory:
 	// processes moved into it (or below it) are added in the kernel too.
 	CgroupID uint64
+	// WatchChildren (FilterPIDs with one process, no FollowForks): the
+	// process's descendants are not traced, but the kernel adds up their
+	// stalls (Snapshot.Descendants), following their forks as
+	// FollowForks does. AddDescendants adds those alive at attach.
+	WatchChildren bool
 
 	// MinEventNs drops shorter stalls from the stream (they still count in
 	// the histograms). Zero entries stream everything.
@@ -80,6 +87,9 @@ type Config struct {
 	MmapLockVia string
 	// Skip names probes not to attach (--causes, --no-causes).
 	Skip map[string]bool
+	// EveryProbe attaches the probes only a --cgroup target needs too
+	// (numatrace probes).
+	EveryProbe bool
 }
 
 // MmapLockVia values.
@@ -116,7 +126,7 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
 
 // sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "cause_totals", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "task_pendings", "cpu_node", "target_tgids", "counters"}
+var sharedMaps = []string{"events", "hists", "cause_totals", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "task_pendings", "cpu_node", "target_tgids", "watched_tgids", "child_totals", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {
@@ -226,7 +236,8 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	}
 	attached := 0
 	for _, def := range probeDefs {
-		if (def.cgroupOnly && !cfg.FollowForks) || (def.latencyOnly && !cfg.RunqWait) {
+		if (def.cgroupOnly && cfg.CgroupID == 0 && !cfg.EveryProbe) || (def.forksOnly && !cfg.FollowForks && !t.watching()) ||
+			(def.latencyOnly && !cfg.RunqWait) {
 			continue
 		}
 		if cfg.Skip[def.name] {
@@ -280,6 +291,8 @@ func (t *Tracer) sharedMap(name string, ms *ebpf.MapSpec) *ebpf.MapSpec {
 		ms.MaxEntries = uint32(t.cfg.RingBufBytes)
 	case name == "thread_stalls" && !t.cfg.RequestStalls:
 		ms.MaxEntries = 1 // never written: no request timer reads it
+	case name == "watched_tgids" && !t.watching():
+		ms.MaxEntries = 1 // never used: no descendants are watched
 	}
 	return ms
 }
@@ -305,6 +318,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		"cfg_request_stalls": boolU32(cfg.RequestStalls),
 		"cfg_multi_node":     boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
 		"cfg_target_cgroup":  cfg.CgroupID,
+		"cfg_watch_children": boolU32(t.watching()),
 		"cfg_wakeup_bytes":   uint64(spec.Maps["events"].MaxEntries / 8),
 		"cfg_filter_mode":    uint32(mode),
 		"cfg_filter_tid":     cfg.TID,
@@ -374,6 +388,74 @@ func singleTgid(cfg Config) uint32 {
 		return cfg.PIDs[0]
 	}
 	return 0
+}
+
+// watching says whether the target's descendants are watched: only
+// where the target is one process (Config.WatchChildren).
+func (t *Tracer) watching() bool { return t.cfg.WatchChildren && singleTgid(t.cfg) != 0 }
+
+// treeSet is the set the kernel follows forks from: the traced set with
+// FollowForks, the watched one with WatchChildren.
+func (t *Tracer) treeSet() (*ebpf.Map, uint8, error) {
+	switch {
+	case t.cfg.FollowForks:
+		return t.maps["target_tgids"], 1, nil
+	case t.watching():
+		return t.maps["watched_tgids"], 0, nil
+	}
+	return nil, 0, errors.New("the tracer follows no forks")
+}
+
+// AddDescendants adds descendants of the target, found alive in /proc, to
+// the set the kernel follows forks from, and returns those it did not
+// hold yet: the kernel adds the children a member forks itself.
+func (t *Tracer) AddDescendants(pids []uint32) ([]uint32, error) {
+	m, v, err := t.treeSet()
+	if err != nil {
+		return nil, fmt.Errorf("add descendants: %w", err)
+	}
+	var added []uint32
+	for _, pid := range pids {
+		err := m.Update(pid, v, ebpf.UpdateNoExist)
+		switch {
+		case err == nil:
+			added = append(added, pid)
+		case errors.Is(err, ebpf.ErrKeyExist):
+		default:
+			return added, fmt.Errorf("add descendant pid %d: %w", pid, err)
+		}
+	}
+	return added, nil
+}
+
+// DropDescendants takes processes out of that set again: those that
+// exited before they were added, whose exit could not take them out.
+func (t *Tracer) DropDescendants(pids []uint32) error {
+	m, _, err := t.treeSet()
+	if err != nil {
+		return fmt.Errorf("drop descendants: %w", err)
+	}
+	for _, pid := range pids {
+		if err := m.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("drop descendant pid %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// TargetPIDs lists the kernel-side target set (FilterPIDs): the
+// processes given, and those the kernel followed since.
+func (t *Tracer) TargetPIDs() ([]uint32, error) {
+	var (
+		out []uint32
+		pid uint32
+		v   uint8
+	)
+	it := t.maps["target_tgids"].Iterate()
+	for it.Next(&pid, &v) {
+		out = append(out, pid)
+	}
+	return out, iterErr(it, "target_tgids")
 }
 
 // AddPIDs adds processes to the kernel-side target set (FilterPIDs).

@@ -28,6 +28,13 @@ const (
 	typesCauseCAUSE_MAX            typesCause = 9
 )
 
+type typesChildTotal struct {
+	_        structs.HostLayout
+	Count    uint64
+	TotalNs  uint64
+	NestedNs uint64
+}
+
 type typesCounterId uint32
 
 const (
@@ -42,7 +49,9 @@ const (
 	typesCounterIdCOUNTER_DIRECT_COMPACT_ATTEMPTS typesCounterId = 8
 	typesCounterIdCOUNTER_TARGETS_FULL            typesCounterId = 9
 	typesCounterIdCOUNTER_HIST_NEW                typesCounterId = 10
-	typesCounterIdCOUNTER_MAX                     typesCounterId = 11
+	typesCounterIdCOUNTER_WATCHED_GONE            typesCounterId = 11
+	typesCounterIdCOUNTER_WATCHED_FULL            typesCounterId = 12
+	typesCounterIdCOUNTER_MAX                     typesCounterId = 13
 )
 
 type typesEvent struct {
@@ -154,7 +163,7 @@ type typesPending struct {
 	Node    int32
 	Aux     int32
 	Passes  uint32
-	Wanted  uint32
+	Who     uint32
 }
 
 type typesPendingKey struct {
@@ -188,6 +197,7 @@ type typesThreadStall struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	typesMapCauseTotals        = "cause_totals"
+	typesMapChildTotals        = "child_totals"
 	typesMapCounters           = "counters"
 	typesMapCpuNode            = "cpu_node"
 	typesMapEvents             = "events"
@@ -198,6 +208,7 @@ const (
 	typesMapTaskPendings       = "task_pendings"
 	typesMapThreadCountsMap    = "thread_counts_map"
 	typesMapThreadStalls       = "thread_stalls"
+	typesMapWatchedTgids       = "watched_tgids"
 	typesVarCfgFilterMode      = "cfg_filter_mode"
 	typesVarCfgFilterTgid      = "cfg_filter_tgid"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
@@ -210,7 +221,9 @@ const (
 	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
 	typesVarCfgTaskStorage     = "cfg_task_storage"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
+	typesVarCfgWatchChildren   = "cfg_watch_children"
 	typesVarUnusedCause        = "unused_cause"
+	typesVarUnusedChildTotal   = "unused_child_total"
 	typesVarUnusedCounter      = "unused_counter"
 	typesVarUnusedEvent        = "unused_event"
 	typesVarUnusedFilter       = "unused_filter"
@@ -273,6 +286,7 @@ type typesProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type typesMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
@@ -283,6 +297,7 @@ type typesMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
 // typesVariableSpecs contains global variables before they are loaded into the kernel.
@@ -301,7 +316,9 @@ type typesVariableSpecs struct {
 	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage     *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren   *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
+	UnusedChildTotal   *ebpf.VariableSpec `ebpf:"unused_child_total"`
 	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedFilter       *ebpf.VariableSpec `ebpf:"unused_filter"`
@@ -336,6 +353,7 @@ func (o *typesObjects) Close() error {
 // It can be passed to loadTypesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type typesMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
+	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
@@ -346,11 +364,13 @@ type typesMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
 func (m *typesMaps) Close() error {
 	return _TypesClose(
 		m.CauseTotals,
+		m.ChildTotals,
 		m.Counters,
 		m.CpuNode,
 		m.Events,
@@ -361,6 +381,7 @@ func (m *typesMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WatchedTgids,
 	)
 }
 
@@ -380,7 +401,9 @@ type typesVariables struct {
 	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage     *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren   *ebpf.Variable `ebpf:"cfg_watch_children"`
 	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
+	UnusedChildTotal   *ebpf.Variable `ebpf:"unused_child_total"`
 	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
 	UnusedFilter       *ebpf.Variable `ebpf:"unused_filter"`

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/sanitize"
@@ -295,6 +296,7 @@ const causeColWidth = 18
 
 func (o *overviewScreen) View() []string {
 	out := o.timeline()
+	out = append(out, o.childrenHint()...)
 	rows := o.rows()
 	idCol := "TID"
 	if o.byProcess {
@@ -331,6 +333,43 @@ func (o *overviewScreen) View() []string {
 		out = append(out, o.row(rows[i], causes, i == o.selected))
 	}
 	return out
+}
+
+// childrenHint is the report's hint that the target's untraced
+// descendants stalled, wrapped to the screen; none if they did not.
+func (o *overviewScreen) childrenHint() []string {
+	var own uint64
+	for _, r := range o.frame.Rows {
+		own += r.StallNs
+	}
+	hint := output.ChildrenHint(o.frame.Info.Target, own, o.frame.Children)
+	if hint == "" {
+		return nil
+	}
+	var out []string
+	for _, l := range wrapAtSpaces(sanitize.Text(hint), max(20, o.width)) {
+		out = append(out, styleWarn.Render(l))
+	}
+	return out
+}
+
+// wrapAtSpaces breaks s into lines of at most w cells at spaces only, so
+// a flag (--children) stays whole; a longer word is cut when drawn.
+func wrapAtSpaces(s string, w int) []string {
+	var out []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
+			line += " " + word
+		default:
+			out = append(out, line)
+			line = word
+		}
+	}
+	return append(out, line)
 }
 
 func (o *overviewScreen) row(r Row, causes []stall.Cause, selected bool) string {

@@ -80,6 +80,8 @@ type Store struct {
 	analysis *correlate.Result
 	// warnings that did not stop tracing, newest last, the latest few.
 	warnings []Warning
+	// children are what a --pid target's untraced descendants stalled.
+	children *aggregate.ChildStalls
 }
 
 // Warning is a problem that did not stop tracing (a failed scrape, a
@@ -210,6 +212,7 @@ func (s *Store) Snapshot(snap *stall.Snapshot) {
 		s.lost = snap.LostEvents
 	}
 	s.evicted = snap.HistEvicted // of the whole run so far
+	s.children = aggregate.SummarizeChildren(snap.Descendants)
 }
 
 // Procfs takes a reading of the kernel's memory counters.
@@ -262,6 +265,9 @@ type Frame struct {
 	Events   uint64
 	Lost     uint64
 	Evicted  uint64 // thread histograms evicted: exited threads' exact stalls are gone
+	// Children are what a --pid target's untraced descendants stalled
+	// (nil: not watched).
+	Children *aggregate.ChildStalls
 	NowNs    uint64 // newest data seen
 	First    *record.Procfs
 	Last     *record.Procfs
@@ -272,6 +278,7 @@ func (s *Store) Frame() *Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := &Frame{Info: s.info, Events: s.events, Lost: s.lost, Evicted: s.evicted, NowNs: s.lastNs, First: s.first, Last: s.last, Analysis: s.analysis,
+		Children: s.children,
 		Warnings: append([]Warning(nil), s.warnings...),
 		Rows:     make([]Row, 0, len(s.threads)), win: append([]*aggregate.Window(nil), s.windows...)}
 	for _, t := range s.threads {
