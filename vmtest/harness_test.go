@@ -88,7 +88,9 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 		t.Fatal(err)
 	}
 	start := time.Now()
-	var extra []string
+	// A CPU stuck in the kernel panics the guest at once, with every
+	// CPU's backtrace, instead of holding the run to its deadline.
+	extra := []string{"softlockup_panic=1", "softlockup_all_cpu_backtrace=1"}
 	if updateRecordings() {
 		extra = append(extra, "nt.record=1")
 	}
@@ -107,6 +109,11 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 		case "NTFILE":
 			saveRecording(t, k, l.Body)
 		}
+	}
+	if sign := lockupSigns.FindString(console); sign != "" {
+		// The kernel's own report: where each CPU was (see LOCKUP.md).
+		i := strings.Index(console, sign)
+		t.Fatalf("kernel %s: the guest kernel reported %q (%v):\n%s", k.Name, sign, err, console[max(0, i-200):min(len(console), i+12000)])
 	}
 	if err != nil {
 		// What the guest said went wrong (a stuck command's stacks) first.
