@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // Text writes the findings for people, worst first.
 func (r *Report) Text(w io.Writer) {
 	target := "this machine"
 	if r.PID > 0 {
-		target = fmt.Sprintf("pid %d (%s)", r.PID, r.Comm)
+		target = fmt.Sprintf("pid %d (%s)", r.PID, sanitize.Text(r.Comm))
 	}
 	fmt.Fprintf(w, "numatrace doctor: %s, %d NUMA node(s): ", target, r.Nodes)
 	counts := map[Severity]int{}
