@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/doctor/doctortest"
@@ -60,6 +64,49 @@ func TestDoctorBadInput(t *testing.T) {
 		code, out, errs := runCLI(c.args...)
 		if code != c.code || out != "" || !strings.Contains(oneErrorLine(t, errs), c.msg) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out, errs, c.code, c.msg)
+		}
+	}
+}
+
+// A copy of a machine is untrusted: a symlink out of it reads as missing
+// inside it, and a FIFO in it is refused at once; either way one error
+// line names the file, and nothing of what lies outside is printed.
+func TestDoctorUntrustedRoot(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(outside, []byte("root:$6$SECRETHASH:19000:0:99999:7:::\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file, want string
+		make       func(path string) error
+	}{
+		{"sys/devices/system/node/node0/cpulist", "no such file or directory", func(p string) error { return os.Symlink(outside, p) }},
+		{"proc/vmstat", "not a regular file (a named pipe)", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+	} {
+		root, _ := fixtureRoot(t)
+		path := filepath.Join(root, c.file)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.make(path); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			code      int
+			out, errs string
+		}
+		done := make(chan result, 1)
+		go func() {
+			code, out, errs := runCLI("doctor", "--root", root, "--pid", "4242")
+			done <- result{code, out, errs}
+		}()
+		select {
+		case r := <-done:
+			if r.code != 1 || r.out != "" || strings.Contains(r.errs, "SECRET") || !strings.Contains(oneErrorLine(t, r.errs), path+": "+c.want) {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 1 and %q", c.file, r.code, r.out, r.errs, path+": "+c.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: doctor did not return", c.file)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package doctor
 
 import (
-	"os"
 	"strings"
+
+	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // container is what doctor knows of running inside a container, and of
@@ -23,38 +25,46 @@ var cgroupMarks = []string{"kubepods", "docker", "containerd", "crio", "libpod",
 // with a private cgroup namespace (the Kubernetes default since 1.25 with
 // containerd) /proc/1/cgroup reads "0::/" like a host's, so the cgroup
 // root is examined too: only a non-root cgroup has memory.max or cpu.max.
-func detectContainer(m *machine) container {
+// What it quotes from the machine is escaped.
+func detectContainer(m *machine) (container, error) {
 	var c container
 	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
-		if _, err := os.Stat(m.path(f)); err == nil {
+		if m.fs.Exists(f) {
 			c.signs = append(c.signs, f+" exists")
 		}
 	}
-	if b, err := os.ReadFile(m.path("proc/1/cgroup")); err == nil {
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if mark := cgroupMark(line); mark != "" {
-				c.signs = append(c.signs, "/proc/1/cgroup: "+strings.TrimSpace(line))
-				c.pod = c.pod || mark == "kubepods"
-				break
-			}
+	cgs, err := readCgroups(m.fs, "proc/1/cgroup")
+	if err != nil && !hostfs.Absent(err) {
+		return c, err
+	}
+	for _, cg := range cgs {
+		if mark := cgroupMark(cg.line); mark != "" {
+			c.signs = append(c.signs, "/proc/1/cgroup: "+sanitize.Text(strings.TrimSpace(cg.line)))
+			c.pod = c.pod || mark == "kubepods"
+			break
 		}
-		if strings.TrimSpace(string(b)) == "0::/" {
-			for _, f := range []string{"memory.max", "cpu.max"} {
-				if _, err := os.Stat(m.path("sys/fs/cgroup", f)); err == nil {
-					c.signs = append(c.signs, "/sys/fs/cgroup/"+f+" exists with /proc/1/cgroup = 0::/: a private cgroup namespace (only a non-root cgroup has "+f+")")
-					break
-				}
+	}
+	if len(cgs) == 1 && cgs[0].hierarchy == 0 && cgs[0].path == "/" {
+		for _, f := range []string{"memory.max", "cpu.max"} {
+			if m.fs.Exists("sys/fs/cgroup/" + f) {
+				c.signs = append(c.signs, "/sys/fs/cgroup/"+f+" exists with /proc/1/cgroup = 0::/: a private cgroup namespace (only a non-root cgroup has "+f+")")
+				break
 			}
 		}
 	}
 	for _, f := range []string{"/var/run/secrets/kubernetes.io/serviceaccount/namespace", "/run/secrets/kubernetes.io/serviceaccount/namespace"} {
-		if b, err := os.ReadFile(m.path(f)); err == nil {
-			c.signs = append(c.signs, f+" = "+strings.TrimSpace(string(b)))
-			c.pod = true
-			break
+		s, err := m.fs.ReadValue(f)
+		if hostfs.Absent(err) {
+			continue
 		}
+		if err != nil {
+			return c, err
+		}
+		c.signs = append(c.signs, f+" = "+sanitize.Text(s))
+		c.pod = true
+		break
 	}
-	return c
+	return c, nil
 }
 
 // cgroupMark is the container manager a cgroup line names, "" if none.

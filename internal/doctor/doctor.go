@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/hostfs"
 )
 
 // Severity orders findings.
@@ -89,7 +91,9 @@ func (r *Report) Worst() Severity {
 	return w
 }
 
-// Run reads the machine (and the process) and runs every check.
+// Run reads the machine (and the process) and runs every check. Every
+// file is read through hostfs: inside Root (and Later), regular files
+// only, bounded.
 func Run(opt Options) (*Report, error) {
 	if opt.Root == "" {
 		opt.Root = "/"
@@ -102,7 +106,12 @@ func Run(opt Options) (*Report, error) {
 		}
 		opt.Sleep = time.Sleep
 	}
-	m, err := readMachine(opt.Root)
+	fs, err := hostfs.Open(opt.Root)
+	if err != nil {
+		return nil, fmt.Errorf("doctor: %w", err)
+	}
+	defer fs.Close()
+	m, err := readMachine(fs)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +121,11 @@ func Run(opt Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	if m.span, err = readSpan(opt, firstReading(m, opt.PID)); err != nil {
+	first, err := firstReading(m, opt.PID)
+	if err != nil {
+		return nil, err
+	}
+	if m.span, err = readSpan(opt, fs, first); err != nil {
 		return nil, err
 	}
 	r := &Report{Nodes: len(m.nodes), PID: opt.PID, Findings: []Finding{}, Interval: "not measured"}
@@ -123,11 +136,11 @@ func Run(opt Options) (*Report, error) {
 		r.Comm = p.comm
 	}
 	for _, c := range checks {
-		fs, skip := c.run(m, p)
+		found, skip := c.run(m, p)
 		if skip != "" {
 			r.Skipped = append(r.Skipped, c.name+": "+skip)
 		}
-		for _, f := range fs {
+		for _, f := range found {
 			f.Check = c.name
 			adviseForContainers(m, p, &f)
 			r.Findings = append(r.Findings, f)
@@ -140,13 +153,19 @@ func Run(opt Options) (*Report, error) {
 	return r, nil
 }
 
-// readSpan takes the first reading and, when asked, the later one.
-func readSpan(opt Options, first *reading) (span, error) {
+// readSpan takes the later reading when asked: of the later copy, or of
+// the live machine again after the interval.
+func readSpan(opt Options, fs *hostfs.Root, first *reading) (span, error) {
 	s := span{first: first}
 	var err error
 	switch {
 	case opt.Later != "":
-		if s.later, err = readReading(opt.Later, opt.PID); err != nil {
+		later, err := hostfs.Open(opt.Later)
+		if err != nil {
+			return s, fmt.Errorf("doctor: the later copy: %w", err)
+		}
+		defer later.Close()
+		if s.later, err = readReading(later, opt.PID); err != nil {
 			return s, fmt.Errorf("doctor: the later copy: %w", err)
 		}
 		s.d = time.Duration((s.later.uptime - s.first.uptime) * float64(time.Second))
@@ -159,7 +178,7 @@ func readSpan(opt Options, first *reading) (span, error) {
 		}
 	case opt.Interval > 0:
 		opt.Sleep(opt.Interval)
-		if s.later, err = readReading(opt.Root, opt.PID); err != nil {
+		if s.later, err = readReading(fs, opt.PID); err != nil {
 			return s, err
 		}
 		s.d = opt.Interval

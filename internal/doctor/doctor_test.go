@@ -80,7 +80,8 @@ func TestSeedIncidents(t *testing.T) {
 		// The fix for a saturated bound node keeps NUMA balancing on.
 		{"seed000_saturated_node", []want{{"node_saturation", doctor.Warn, "31.50 CPUs", "taskset -a -p -c 0-63 4242"}}, []string{"numa_balancing"}},
 		{"seed000_hugetlb_starves", []want{{"hugepage_starvation", doctor.Crit, "oom_kill growth over 1s = 1", "every pool page is mapped or reserved"}}, []string{"hugepage_reservation"}},
-		{"seed000_hugetlb_unused", []want{{"hugepage_reservation", doctor.Crit, "HugePages_Rsvd = 0", "sysctl -w vm.nr_hugepages=2048"}}, []string{"hugepage_starvation"}},
+		{"seed000_hugetlb_psi", []want{{"hugepage_starvation", doctor.Warn, "nr_hugepages 10240, free_hugepages 1536, resv_hugepages 512", "sysctl -w vm.nr_hugepages=9216"}}, []string{"hugepage_reservation"}},
+		{"seed000_hugetlb_unused", []want{{"hugepage_reservation", doctor.Crit, "nr_hugepages 8192, free_hugepages 6144, resv_hugepages 0", "sysctl -w vm.nr_hugepages=2048"}}, []string{"hugepage_starvation"}},
 		{"seed000_interleave_fits", []want{{"interleave", doctor.Warn, "interleave:0-1", "--cpunodebind=0 --membind=0"}}, []string{"remote_memory"}},
 		{"seed000_membind_mismatch", []want{{"binding", doctor.Crit, "bind:1", "--cpunodebind=0 --membind=0"}}, []string{"remote_memory"}},
 		{"seed000_pod_zone_reclaim", []want{
@@ -271,7 +272,7 @@ func TestOutputShapes(t *testing.T) {
 func TestNumastatUnbound(t *testing.T) {
 	r := run(t, "seed001_mysql_unbound")
 	ns := r.Numastat
-	if ns == nil || ns.Remote < 0.49 || ns.Remote > 0.51 {
+	if ns == nil || ns.Remote == nil || *ns.Remote < 0.49 || *ns.Remote > 0.51 {
 		t.Fatalf("remote share %+v, want about 50%% (threads half on each node, memory 55/45)", ns)
 	}
 	var b strings.Builder

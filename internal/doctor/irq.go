@@ -1,15 +1,12 @@
 package doctor
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
+	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/topology"
 )
 
@@ -31,41 +28,52 @@ type irq struct {
 // readNICs finds physical network interfaces (those with a device), their
 // node, and per MSI interrupt the CPUs it is delivered to: the effective
 // affinity where the kernel shows it (x86 delivers to one CPU of the
-// allowed mask), else the allowed mask.
-func readNICs(m *machine) []nic {
-	ents, err := os.ReadDir(m.path("sys/class/net"))
+// allowed mask), else the allowed mask. Interface names come from the
+// machine read and are escaped.
+func readNICs(m *machine) ([]nic, error) {
+	ents, err := m.fs.ReadDir("sys/class/net")
+	if hostfs.Absent(err) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var out []nic
 	for _, e := range ents {
-		dev := m.path("sys/class/net", e.Name(), "device")
-		if _, err := os.Stat(dev); err != nil {
+		dev := "sys/class/net/" + e.Name() + "/device"
+		if !m.fs.Exists(dev) {
 			continue // virtual: lo, bridges, veth
 		}
-		n := nic{name: e.Name(), node: -1}
-		if v, ok := readInt(filepath.Join(dev, "numa_node")); ok {
+		n := nic{name: sanitize.Text(e.Name()), node: -1}
+		// A device without NUMA affinity reads -1.
+		if v, ok, err := readInt(m.fs, dev+"/numa_node"); err != nil {
+			return nil, err
+		} else if ok && v >= 0 && v < maxNodes {
 			n.node = int(v)
 		}
-		irqs, err := os.ReadDir(filepath.Join(dev, "msi_irqs"))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			continue
+		irqs, err := m.fs.ReadDir(dev + "/msi_irqs")
+		if err != nil && !hostfs.Absent(err) {
+			return nil, err
 		}
 		for _, d := range irqs {
 			num, err := strconv.Atoi(d.Name())
-			if err != nil {
+			if err != nil || num < 0 {
 				continue
 			}
 			q := irq{num: num, nodes: map[int]bool{}}
 			for _, f := range []string{"effective_affinity_list", "smp_affinity_list"} {
-				b, err := os.ReadFile(m.path("proc/irq", d.Name(), f))
-				if err != nil || strings.TrimSpace(string(b)) == "" {
+				s, err := m.fs.ReadValue(fmt.Sprintf("proc/irq/%d/%s", num, f))
+				if hostfs.Absent(err) || (err == nil && s == "") {
 					continue
 				}
-				if q.cpus, err = topology.ParseList(strings.TrimSpace(string(b))); err == nil {
-					q.file = f
-					break
+				if err != nil {
+					return nil, err
 				}
+				if q.cpus, err = topology.ParseList(s); err != nil {
+					return nil, fmt.Errorf("%s: %w", pathOf(m.fs, fmt.Sprintf("proc/irq/%d/%s", num, f)), err)
+				}
+				q.file = f
+				break
 			}
 			for _, c := range q.cpus {
 				if n, ok := m.cpuNode[c]; ok { // an offline CPU has no node
@@ -79,7 +87,7 @@ func readNICs(m *machine) []nic {
 		sort.Slice(n.irqs, func(i, j int) bool { return n.irqs[i].num < n.irqs[j].num })
 		out = append(out, n)
 	}
-	return out
+	return out, nil
 }
 
 // 16. NIC interrupts on another node than the process (or the NIC). Seed
@@ -90,7 +98,10 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 	if len(m.nodes) < 2 {
 		return nil, ""
 	}
-	nics := readNICs(m)
+	nics, err := readNICs(m)
+	if err != nil {
+		return nil, err.Error()
+	}
 	if len(nics) == 0 {
 		return nil, "no physical network interface with MSI interrupts"
 	}
@@ -131,7 +142,11 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 		// Only a finding needs to know whether irqbalance runs: that is a
 		// scan of every process.
 		if !irqbalanceRead {
-			irqbalance, irqbalanceRead = running(m, "irqbalance"), true
+			var err error
+			if irqbalance, err = running(m, "irqbalance"); err != nil {
+				return out, "whether irqbalance runs: " + err.Error()
+			}
+			irqbalanceRead = true
 		}
 		var nums []int
 		remoteNodes := map[int]bool{}

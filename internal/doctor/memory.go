@@ -2,11 +2,13 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strings"
 
-	"github.com/prometheus/procfs"
+	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // nodeShort tells whether a node is out of memory for user pages: its
@@ -37,24 +39,26 @@ func nodeShort(zs []zone) (short bool, lines []string) {
 		class = top
 	}
 	t := zs[top]
-	var headroom int64
+	var headroom uint64
 	for i := 0; i <= top; i++ {
 		z := zs[i]
 		if z.managed == 0 {
 			continue
 		}
-		var reserve int64
+		var reserve uint64
 		if class < len(z.protection) {
 			reserve = z.protection[class]
 		}
-		line := fmt.Sprintf("%s free %d pages, low %d", z.name, z.free, z.low)
+		line := fmt.Sprintf("%s free %d pages, low %d", sanitize.Text(z.name), z.free, z.low)
 		if i < top {
-			headroom += max(0, z.free-z.low-reserve)
+			if floor := satAdd(z.low, reserve); z.free > floor {
+				headroom = satAdd(headroom, z.free-floor)
+			}
 			line += fmt.Sprintf(" + lowmem_reserve %d for user pages", reserve)
 		}
 		lines = append(lines, line)
 	}
-	return t.free < t.low && headroom < t.high-t.low, lines
+	return t.free < t.low && headroom < t.high-min(t.low, t.high), lines
 }
 
 // 10. A node below its low watermark while another has memory. Seed 004:
@@ -100,17 +104,20 @@ func checkNodePressure(m *machine, p *process) ([]Finding, string) {
 	// make it a warning.
 	var pressed bool
 	for _, n := range short {
-		if g, ok := m.span.nodeGrew(n, "numa_foreign"); ok {
+		switch g, why := m.span.nodeGrowth(n, "numa_foreign"); {
+		case why == "":
 			pressed = pressed || g > 0
 			e = append(e, fmt.Sprintf("node %d numa_foreign %.0f/s over %s (allocations meant for it that went elsewhere)", n, m.span.perSecond(g), m.span.d))
+		case m.span.measured():
+			e = append(e, fmt.Sprintf("node %d numa_foreign growth = %s", n, why))
 		}
 	}
-	stalls, _ := m.span.grewPrefix("allocstall_")
+	stalls, why := m.span.grewPrefix("allocstall_")
 	pressed = pressed || stalls > 0
-	if m.span.measured() {
+	if why == "" {
 		e = append(e, ev(fmt.Sprintf("allocstall_* growth over %s", m.span.d), stalls))
 	} else {
-		e = append(e, ev("allocstall_* growth", notMeasured))
+		e = append(e, ev("allocstall_* growth", why))
 	}
 	if m.vm.ZoneReclaimMode != nil {
 		e = append(e, ev("/proc/sys/vm/zone_reclaim_mode", *m.vm.ZoneReclaimMode))
@@ -150,138 +157,30 @@ func checkNodePressure(m *machine, p *process) ([]Finding, string) {
 	return []Finding{f}, ""
 }
 
-func meminfoOK(mi procfs.Meminfo) bool {
-	return mi.HugePagesTotal != nil && mi.HugePagesFree != nil && mi.Hugepagesize != nil && mi.MemTotal != nil && mi.MemAvailable != nil
-}
-
-func hugeEvidence(m *machine) []string {
-	mi := m.meminfo
-	e := []string{ev("HugePages_Total", *mi.HugePagesTotal), ev("HugePages_Free", *mi.HugePagesFree),
-		ev("HugePages_Rsvd", val(mi.HugePagesRsvd)), ev("Hugepagesize", fmt.Sprintf("%d kB", *mi.Hugepagesize)),
-		ev("MemTotal", fmt.Sprintf("%d kB", *mi.MemTotal)), ev("MemAvailable", fmt.Sprintf("%d kB", *mi.MemAvailable))}
-	for _, n := range m.nodes {
-		if nm := m.nodeMem[n]; nm != nil {
-			e = append(e, fmt.Sprintf("node %d: HugePages_Total %d, HugePages_Free %d, MemFree %d kB", n, nm["HugePages_Total"], nm["HugePages_Free"], nm["MemFree"]))
-		}
-	}
-	return e
-}
-
-func val(p *uint64) uint64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-// 11. Explicit huge pages reserved and never used. Pages reserved for a
-// mapping that has not faulted them in yet (HugePages_Rsvd) are spoken
-// for: only Free − Rsvd is idle, and shrinking the pool below that would
-// take them from under the database.
-func checkHugepageUnused(m *machine, _ *process) ([]Finding, string) {
-	mi := m.meminfo
-	if !meminfoOK(mi) {
-		return nil, "/proc/meminfo lacks HugePages_* or MemAvailable"
-	}
-	sizeKB := *mi.Hugepagesize
-	idle := *mi.HugePagesFree - min(val(mi.HugePagesRsvd), *mi.HugePagesFree)
-	idleKB := idle * sizeKB
-	if *mi.HugePagesTotal == 0 || idleKB < *mi.MemTotal/20 { // under 5% of memory idle in the pool
-		return nil, ""
-	}
-	keep := *mi.HugePagesTotal - idle
-	sev := Warn
-	if idleKB > *mi.MemAvailable {
-		sev = Crit
-	}
-	return []Finding{{Severity: sev,
-		Title:    fmt.Sprintf("%d MiB of explicit huge pages are neither in use nor reserved, while normal memory has %d MiB available", idleKB/1024, *mi.MemAvailable/1024),
-		Evidence: hugeEvidence(m),
-		Why: "Pages in the hugetlb pool are taken out of normal memory whether or not anything maps them (seed 000: \"预分配黑洞\"); the idle part " +
-			"is memory every other allocation needs, so reclaim starts earlier.",
-		TradeOff: "Shrinking returns only idle pages (in use and reserved ones stay); growing the pool again later may fail on fragmented memory, " +
-			"so keep what is mapped and reserved plus headroom, and reserve at boot when it must grow.",
-		Fix:     fmt.Sprintf("sysctl -w vm.nr_hugepages=%d", keep),
-		Persist: persistSysctl("vm.nr_hugepages", keep) + " (or hugepages= on the kernel command line, which reserves before memory fragments)"}}, ""
-}
-
-// 12. A pool in use that leaves too little normal memory. Seed 000 (第三个
-// 现场): 20 GiB of HugeTLB on a 128 GiB machine; agents of tens of MiB were
-// OOM-killed and allocstall rose. The pool is "in use", so the idle-pool
-// check is silent: the evidence is normal memory's pressure.
-func checkHugepageStarvation(m *machine, _ *process) ([]Finding, string) {
-	mi := m.meminfo
-	if !meminfoOK(mi) {
-		return nil, "/proc/meminfo lacks HugePages_* or MemAvailable"
-	}
-	poolKB := *mi.HugePagesTotal * *mi.Hugepagesize
-	if mi.Hugetlb != nil && *mi.Hugetlb > poolKB {
-		poolKB = *mi.Hugetlb // pools of every huge page size (1 GiB ones too)
-	}
-	if poolKB == 0 || poolKB < *mi.MemTotal/10 {
-		return nil, ""
-	}
-	idle := *mi.HugePagesFree - min(val(mi.HugePagesRsvd), *mi.HugePagesFree)
-	if idle**mi.Hugepagesize >= *mi.MemTotal/20 {
-		return nil, "" // an idle pool: hugepage_reservation names it
-	}
-	normalKB := *mi.MemTotal - poolKB
-	tight := float64(*mi.MemAvailable) < 0.10*float64(normalKB)
-	stalls, measured := m.span.grewPrefix("allocstall_")
-	kills, _ := m.span.grew("oom_kill")
-	pressed := measured && (stalls > 0 || kills > 0)
-	if !tight && !pressed {
-		return nil, ""
-	}
-	if !tight && float64(*mi.MemAvailable) > 0.25*float64(normalKB) {
-		return nil, "" // stalls with plenty available are not the pool's doing
-	}
-	e := hugeEvidence(m)
-	e = append(e, ev("/proc/vmstat oom_kill (since boot)", m.span.latest().vmstat["oom_kill"]), m.span.growthEvidence("oom_kill"))
-	if measured {
-		e = append(e, ev(fmt.Sprintf("allocstall_* growth over %s", m.span.d), stalls))
-	} else {
-		e = append(e, ev("allocstall_* growth", notMeasured))
-	}
-	sev := Warn
-	if pressed {
-		sev = Crit
-	}
-	fix := fmt.Sprintf("sysctl -w vm.nr_hugepages=%d (returns the %d idle pages; the mapped and reserved ones stay)", *mi.HugePagesTotal-idle, idle)
-	if idle == 0 {
-		fix = "every pool page is mapped or reserved: lower the application's huge-page use (e.g. innodb_buffer_pool_size), restart it, then lower vm.nr_hugepages"
-	}
-	return []Finding{{Severity: sev,
-		Title:    fmt.Sprintf("the %d MiB huge-page pool leaves normal memory %d MiB available of %d MiB", poolKB/1024, *mi.MemAvailable/1024, normalKB/1024),
-		Evidence: e,
-		Why: "HugeTLB pages serve only mappings that ask for them; everything else (other processes, the page cache, the kernel's slab and " +
-			"network buffers) lives in what is left, and there it reclaims directly and gets OOM-killed (seed 000: agents killed after nr_hugepages went to 20 GiB).",
-		TradeOff: "A smaller pool gives the database fewer huge pages (more TLB misses) but lets everything else live; size it as node memory " +
-			"minus the database's other resident memory, every other process's, and the kernel's headroom (seed 000 went from 20 GiB to 8 GiB).",
-		Fix:     fix,
-		Persist: "reserve the right size at boot (hugepages= and default_hugepagesz= on the kernel command line, before memory fragments), not at run time"}}, ""
-}
-
 // 13. watermark_scale_factor on a large machine. Seed 000's tuning table:
 // "vm.watermark_scale_factor: 大内存调 100~1000 / 别留默认 0.1%(缓冲带太小)".
 // Measured direct reclaim makes it a warning.
 func checkWatermarkScale(m *machine, _ *process) ([]Finding, string) {
-	if m.vm.WatermarkScaleFactor == nil || m.meminfo.MemTotal == nil {
+	memTotal, ok := m.meminfo.get("MemTotal")
+	if m.vm.WatermarkScaleFactor == nil || !ok {
 		return nil, "/proc/sys/vm/watermark_scale_factor not found"
 	}
-	total := int64(*m.meminfo.MemTotal)
+	total := memTotal
 	wsf := *m.vm.WatermarkScaleFactor
 	const large = 120 << 20 // kB: a "128 GB" machine shows about 125 GiB of MemTotal
 	if total < large || wsf > 10 {
 		return nil, ""
 	}
-	stalls, measured := m.span.grewPrefix("allocstall_")
-	scanned, _ := m.span.grew("pgscan_direct")
+	stalls, why := m.span.grewPrefix("allocstall_")
+	scanned, whyScanned := m.span.growth("pgscan_direct")
 	e := []string{ev("/proc/sys/vm/watermark_scale_factor", wsf), ev("MemTotal", fmt.Sprintf("%d kB", total))}
-	if measured {
+	if why == "" {
 		e = append(e, ev(fmt.Sprintf("allocstall_* growth over %s", m.span.d), stalls), m.span.growthEvidence("pgscan_direct"))
 	} else {
-		e = append(e, ev("allocstall_* growth", notMeasured))
+		e = append(e, ev("allocstall_* growth", why))
+	}
+	if whyScanned != "" {
+		scanned = 0
 	}
 	// Direct reclaim that scanned pages, measured, is what a wider gap
 	// prevents; a stall count alone can be high-order allocations.
@@ -311,10 +210,11 @@ func checkWatermarkScale(m *machine, _ *process) ([]Finding, string) {
 // / 别设极小(原子分配丢包)". Too small is below the kernel's own choice
 // for this much memory (4·sqrt(lowmem kB)): someone lowered it.
 func checkMinFree(m *machine, _ *process) ([]Finding, string) {
-	if m.vm.MinFreeKbytes == nil || m.meminfo.MemTotal == nil {
+	memTotal, ok := m.meminfo.get("MemTotal")
+	if m.vm.MinFreeKbytes == nil || !ok || memTotal > math.MaxInt64 {
 		return nil, "/proc/sys/vm/min_free_kbytes not found"
 	}
-	total := int64(*m.meminfo.MemTotal)
+	total := int64(memTotal)
 	minFree := *m.vm.MinFreeKbytes
 	def := defaultMinFree(lowmemKB(m, total))
 	e := []string{ev("/proc/sys/vm/min_free_kbytes", minFree), ev("MemTotal", fmt.Sprintf("%d kB", total)),
@@ -343,18 +243,18 @@ func checkMinFree(m *machine, _ *process) ([]Finding, string) {
 // pages above the high watermark of the zones up to Normal (Movable and
 // hot-plugged memory are left out), or MemTotal without zoneinfo.
 func lowmemKB(m *machine, total int64) int64 {
-	var pages int64
+	var pages uint64
 	for _, zs := range m.zones {
 		for _, z := range zs {
-			if z.name == "DMA" || z.name == "DMA32" || z.name == "Normal" {
-				pages += max(0, z.managed-z.high)
+			if (z.name == "DMA" || z.name == "DMA32" || z.name == "Normal") && z.managed > z.high {
+				pages = satAdd(pages, z.managed-z.high)
 			}
 		}
 	}
 	if pages == 0 {
 		return total
 	}
-	return pages * 4
+	return int64(min(satMul(pages, 4), math.MaxInt64))
 }
 
 // defaultMinFree is the kernel's own choice for min_free_kbytes:
@@ -367,34 +267,39 @@ func defaultMinFree(totalKB int64) int64 {
 	return min(max(v, 128), 262144)
 }
 
+// PSI's own scale, not the seeds': 10% "some" over 10 s is a service
+// waiting on memory a tenth of the time; 5% "full" is throughput lost
+// outright.
+const (
+	psiWarnSome = 10
+	psiCritFull = 5
+)
+
 // 17. PSI memory pressure, system-wide and for the process's cgroup.
 func checkPSI(m *machine, p *process) ([]Finding, string) {
 	if m.psi == nil {
 		return nil, "/proc/pressure/memory not readable (PSI disabled: boot with psi=1)"
 	}
 	var out []Finding
-	// Not from the seeds: PSI's own scale. 10% "some" over 10 s is a
-	// service waiting on memory a tenth of the time; 5% "full" is
-	// throughput lost outright.
-	add := func(where string, st *procfs.PSIStats) {
-		if st == nil || st.Some == nil {
+	add := func(where string, st *psiStats) {
+		if st == nil || st.some == nil {
 			return
 		}
-		e := []string{ev(where+" some avg10", st.Some.Avg10), ev(where+" some avg60", st.Some.Avg60)}
+		e := []string{ev(where+" some avg10", st.some.avg10), ev(where+" some avg60", st.some.avg60)}
 		sev := Info
 		switch {
-		case st.Full != nil && st.Full.Avg10 >= 5:
+		case st.full != nil && st.full.avg10 >= psiCritFull:
 			sev = Crit
-		case st.Some.Avg10 >= 10:
+		case st.some.avg10 >= psiWarnSome:
 			sev = Warn
 		default:
 			return
 		}
-		if st.Full != nil {
-			e = append(e, ev(where+" full avg10", st.Full.Avg10))
+		if st.full != nil {
+			e = append(e, ev(where+" full avg10", st.full.avg10))
 		}
 		out = append(out, Finding{Severity: sev,
-			Title:    fmt.Sprintf("memory pressure in %s: tasks stalled on memory %.1f%% of the last 10 s", where, st.Some.Avg10),
+			Title:    fmt.Sprintf("memory pressure in %s: tasks stalled on memory %.1f%% of the last 10 s", where, st.some.avg10),
 			Evidence: e,
 			Why:      "PSI counts the time tasks waited for memory (reclaim, refaults, compaction). \"full\" means every non-idle task waited at once: lost throughput.",
 			TradeOff: "Raise the limit or the machine's memory, or find the stalling cause with numatrace attach.",
@@ -403,9 +308,13 @@ func checkPSI(m *machine, p *process) ([]Finding, string) {
 	}
 	add("/proc/pressure/memory", m.psi)
 	if p != nil && p.cgroupPath != "" {
-		file := path.Join("sys/fs/cgroup", p.cgroupPath, "memory.pressure")
-		if st, err := readPSI(m.path(file)); err == nil {
-			add("/"+file, st)
+		file := path.Join("sys/fs/cgroup", path.Clean("/"+p.cgroupPath), "memory.pressure")
+		st, err := readPSI(m.fs, file)
+		switch {
+		case err == nil:
+			add(sanitize.Text("/"+file), st)
+		case !hostfs.Absent(err):
+			return out, "the process's cgroup memory.pressure: " + err.Error()
 		}
 	}
 	return out, ""

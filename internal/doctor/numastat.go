@@ -15,10 +15,12 @@ import (
 // Numastat is a process's memory per node by kind, in MiB: the numastat -p
 // table, with the share of its accesses that are remote.
 type Numastat struct {
-	Nodes  []int                         `json:"nodes"`
-	Rows   map[string]map[string]float64 `json:"mib"` // kind → "N0".. → MiB
-	Total  map[string]float64            `json:"total_mib"`
-	Remote float64                       `json:"remote_share"`
+	Nodes []int                         `json:"nodes"`
+	Rows  map[string]map[string]float64 `json:"mib"` // kind → "N0".. → MiB
+	Total map[string]float64            `json:"total_mib"`
+	// Remote is null when where the threads run was not measured (Basis
+	// says why): it would only restate an assumption.
+	Remote *float64 `json:"remote_share"`
 	// CPUNodes are the nodes of Cpus_allowed_list.
 	CPUNodes []int `json:"cpu_nodes"`
 	// ThreadNodes is the share of the process's CPU time per node its
@@ -26,6 +28,9 @@ type Numastat struct {
 	// unbound process it is not 0 by definition.
 	ThreadNodes map[string]float64 `json:"thread_nodes,omitempty"`
 	Basis       string             `json:"remote_basis"`
+	// byBinding: ThreadNodes come from the allowed CPUs (all on one
+	// node), not from the threads' CPU time.
+	byBinding bool
 }
 
 const pagesPerMiB = 1024 / numamaps.BasePageKB
@@ -35,7 +40,7 @@ func numastat(m *machine, p *process) *Numastat {
 	if len(ns.Nodes) == 0 {
 		ns.Nodes = []int{0}
 	}
-	byKind := kindPages(p.maps)
+	byKind := p.maps.Kinds
 	for k := numamaps.Kind(0); k < numamaps.NumKinds; k++ {
 		row := map[string]float64{}
 		for _, n := range ns.Nodes {
@@ -46,9 +51,15 @@ func numastat(m *machine, p *process) *Numastat {
 		ns.Rows[k.String()] = row
 	}
 	threads, basis := threadNodes(m, p, m.span)
-	ns.Remote, _ = remoteEstimate(p, threads)
-	ns.Basis = "pages per node weighed by " + basis + " per node, assuming every thread uses all of the memory alike"
-	if len(threads) > 0 {
+	if !basis.measured {
+		ns.Basis = basis.text
+	} else {
+		remote, _ := remoteEstimate(p, threads)
+		ns.Remote = &remote
+		ns.Basis = "pages per node weighed by " + basis.text + " per node, assuming every thread uses all of the memory alike"
+		ns.byBinding = basis.byBinding
+	}
+	if basis.measured && len(threads) > 0 {
 		ns.ThreadNodes = map[string]float64{}
 		for n, w := range threads {
 			ns.ThreadNodes[fmt.Sprintf("N%d", n)] = w
@@ -93,10 +104,14 @@ func (ns *Numastat) Write(w io.Writer, pid int, comm string) {
 			where = append(where, fmt.Sprintf("node %d %.0f%%", n, 100*share))
 		}
 	}
-	if len(where) == 0 {
-		fmt.Fprintln(w, "Remote accesses: not known (no thread could be read)")
+	if len(where) == 0 || ns.Remote == nil {
+		fmt.Fprintf(w, "Remote accesses: %s\n", ns.Basis)
 		return
 	}
-	fmt.Fprintf(w, "Threads' CPU time: %s (CPUs allowed on node(s) %s)\n", strings.Join(where, ", "), topology.FormatList(ns.CPUNodes))
-	fmt.Fprintf(w, "Remote accesses, estimated: %.1f%%\n", ns.Remote*100)
+	if ns.byBinding {
+		fmt.Fprintf(w, "Threads: on node(s) %s, the only node(s) of its allowed CPUs (their CPU time is not measured)\n", topology.FormatList(ns.CPUNodes))
+	} else {
+		fmt.Fprintf(w, "Threads' CPU time: %s (CPUs allowed on node(s) %s)\n", strings.Join(where, ", "), topology.FormatList(ns.CPUNodes))
+	}
+	fmt.Fprintf(w, "Remote accesses, estimated: %.1f%%\n", *ns.Remote*100)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/numatrace/numatrace/internal/numamaps"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/topology"
 )
 
@@ -27,10 +28,65 @@ const (
 	crossNodeCritRte = 10000
 )
 
+// crossShare is one of cross_node_alloc's two shares over all nodes:
+// numa_miss of numa_hit+numa_miss, or other_node (less interleave_hit)
+// of local_node+other_node. It is measured when every counter it needs
+// grew (none went backwards) over the interval, and is else since boot.
+type crossShare struct {
+	name        string
+	part, rest  uint64
+	measured    bool
+	notMeasured string // why not, "" when measured or when there is one reading
+}
+
+func (c crossShare) share() float64 {
+	if c.part == 0 {
+		return 0
+	}
+	return float64(c.part) / (float64(c.part) + float64(c.rest))
+}
+
+// crossShares reads both shares: growth where measured, else since boot.
+func crossShares(m *machine) (miss, other crossShare) {
+	read := func(name string, keys []string, sum func(get func(string) uint64) (uint64, uint64)) crossShare {
+		c := crossShare{name: name, measured: m.span.measured()}
+		for _, n := range m.nodes {
+			for _, k := range keys {
+				if _, why := m.span.nodeGrowth(n, k); why != "" && c.measured {
+					c.measured, c.notMeasured = false, fmt.Sprintf("node %d %s %s", n, k, strings.TrimPrefix(why, "not measured: "))
+				}
+			}
+		}
+		for _, n := range m.nodes {
+			part, rest := sum(func(k string) uint64 {
+				if c.measured {
+					g, _ := m.span.nodeGrowth(n, k)
+					return g
+				}
+				return m.span.first.nodeStat[n][k]
+			})
+			c.part, c.rest = satAdd(c.part, part), satAdd(c.rest, rest)
+		}
+		return c
+	}
+	miss = read("numa_miss", []string{"numa_hit", "numa_miss"}, func(get func(string) uint64) (uint64, uint64) {
+		return get("numa_miss"), get("numa_hit")
+	})
+	// An interleaved page lands on a node other than the CPU's half of
+	// the time, as interleave intends (seed 004's fix): it is counted in
+	// other_node and interleave_hit, and is not a mistake.
+	other = read("other_node", []string{"local_node", "other_node", "interleave_hit"}, func(get func(string) uint64) (uint64, uint64) {
+		ot := get("other_node")
+		return ot - min(ot, get("interleave_hit")), get("local_node")
+	})
+	return miss, other
+}
+
 // 3. Allocations across nodes, machine-wide, from the nodes' numastat.
 // numa_miss counts pages that came from this node although another was
 // preferred (that node was short); other_node counts pages a CPU of
 // another node allocated here (the allocating thread is remote to them).
+// A share whose counters went backwards is not judged.
 func checkCrossNodeAlloc(m *machine, _ *process) ([]Finding, string) {
 	if len(m.nodes) < 2 {
 		return nil, ""
@@ -38,44 +94,52 @@ func checkCrossNodeAlloc(m *machine, _ *process) ([]Finding, string) {
 	if len(m.span.first.nodeStat) == 0 {
 		return nil, "no numastat under /sys/devices/system/node"
 	}
-	var hit, miss, local, other int64
-	var e []string
-	measured := m.span.measured()
+	miss, other := crossShares(m)
+	var e, unmeasured []string
 	for _, n := range m.nodes {
-		get := func(k string) int64 {
-			if measured {
-				g, _ := m.span.nodeGrew(n, k)
-				return g
+		var vals []string
+		for _, k := range []string{"numa_hit", "numa_miss", "numa_foreign", "local_node", "other_node", "interleave_hit"} {
+			switch g, why := m.span.nodeGrowth(n, k); {
+			case !m.span.measured():
+				vals = append(vals, fmt.Sprintf("%s %d", k, m.span.first.nodeStat[n][k]))
+			case why != "":
+				vals = append(vals, k+" not measured")
+			default:
+				vals = append(vals, fmt.Sprintf("%s %.0f", k, m.span.perSecond(g)))
 			}
-			return m.span.first.nodeStat[n][k]
 		}
-		h, mi, fo, lo, ot := get("numa_hit"), get("numa_miss"), get("numa_foreign"), get("local_node"), get("other_node")
-		// An interleaved page lands on a node other than the CPU's half
-		// of the time, as interleave intends (seed 004's fix): it is
-		// counted in other_node and interleave_hit, and is not a mistake.
-		ot = max(0, ot-get("interleave_hit"))
-		hit, miss, local, other = hit+h, miss+mi, local+lo, other+ot
-		if measured {
-			s := m.span.perSecond
-			e = append(e, fmt.Sprintf("node %d numastat per second: numa_hit %.0f, numa_miss %.0f, numa_foreign %.0f, local_node %.0f, other_node %.0f (less interleave_hit)",
-				n, s(h), s(mi), s(fo), s(lo), s(ot)))
-		} else {
-			e = append(e, fmt.Sprintf("node %d numastat since boot: numa_hit %d, numa_miss %d, numa_foreign %d, local_node %d, other_node %d (less interleave_hit)", n, h, mi, fo, lo, ot))
+		when := "since boot"
+		if m.span.measured() {
+			when = "per second"
+		}
+		e = append(e, fmt.Sprintf("node %d numastat %s: %s", n, when, strings.Join(vals, ", ")))
+	}
+	for _, c := range []crossShare{miss, other} {
+		if c.notMeasured != "" {
+			unmeasured = append(unmeasured, fmt.Sprintf("the %s share is not measured: %s", c.name, c.notMeasured))
 		}
 	}
-	share := func(part, rest int64) float64 {
-		if part+rest == 0 {
-			return 0
+	e = append(e, unmeasured...)
+	// The worst share that was measured; with one reading, or with neither
+	// measured, the worst since boot, as information.
+	var judged []crossShare
+	for _, c := range []crossShare{miss, other} {
+		if c.measured {
+			judged = append(judged, c)
 		}
-		return float64(part) / float64(part+rest)
 	}
-	missShare, otherShare := share(miss, hit), share(other, local)
-	worst, worstN := missShare, miss
-	if otherShare > worst {
-		worst, worstN = otherShare, other
+	measured := len(judged) > 0
+	if !measured {
+		judged = []crossShare{miss, other}
 	}
-	if worst <= crossNodeShare {
-		return nil, ""
+	worst := judged[0]
+	for _, c := range judged[1:] {
+		if c.share() > worst.share() {
+			worst = c
+		}
+	}
+	if worst.share() <= crossNodeShare {
+		return nil, strings.Join(unmeasured, "; ")
 	}
 	f := Finding{
 		Why: "A page allocated on another node than the CPU that uses it costs every later access 1.4–2× the latency and shares the " +
@@ -86,22 +150,28 @@ func checkCrossNodeAlloc(m *machine, _ *process) ([]Finding, string) {
 		Fix:     "find the services that allocate across nodes: numatrace doctor --pid PID (their memory per node and where their threads run)",
 		Persist: "bind each service that fits a node: numactl --cpunodebind=N --membind=N (systemd: CPUAffinity= and NUMAPolicy=bind NUMAMask=N)",
 	}
-	e = append(e, fmt.Sprintf("numa_miss share %.1f%%, other_node share %.1f%%", 100*missShare, 100*otherShare))
+	shares := func(c crossShare) string {
+		if !c.measured && m.span.measured() {
+			return "not measured"
+		}
+		return fmt.Sprintf("%.1f%%", 100*c.share())
+	}
+	e = append(e, fmt.Sprintf("numa_miss share %s, other_node share %s", shares(miss), shares(other)))
 	f.Evidence = e
 	if !measured {
 		f.Severity = Info
-		f.Title = fmt.Sprintf("since boot, %.0f%% of page allocations crossed nodes (the current rate is %s)", 100*worst, "not measured")
+		f.Title = fmt.Sprintf("since boot, %.0f%% of page allocations crossed nodes (the current rate is not measured)", 100*worst.share())
 		return []Finding{f}, ""
 	}
-	rate := m.span.perSecond(worstN)
+	rate := m.span.perSecond(worst.part)
 	if rate < crossNodeRate {
-		return nil, ""
+		return nil, strings.Join(unmeasured, "; ")
 	}
 	f.Severity = Warn
-	if worst >= crossNodeCrit && rate >= crossNodeCritRte {
+	if worst.share() >= crossNodeCrit && rate >= crossNodeCritRte {
 		f.Severity = Crit
 	}
-	f.Title = fmt.Sprintf("%.0f%% of page allocations crossed nodes over %s (%.0f pages/s)", 100*worst, m.span.d, rate)
+	f.Title = fmt.Sprintf("%.0f%% of page allocations crossed nodes over %s (%.0f pages/s)", 100*worst.share(), m.span.d, rate)
 	return []Finding{f}, ""
 }
 
@@ -110,13 +180,16 @@ func checkRemoteMemory(m *machine, p *process) ([]Finding, string) {
 	if p == nil || len(m.nodes) < 2 {
 		return nil, ""
 	}
-	if len(p.maps) == 0 {
+	if p.maps.Mappings == 0 {
 		return nil, "no numa_maps for the process"
 	}
-	if mismatched(m, p) || interleaved(p) != "" {
+	if mismatched(m, p) || p.maps.Interleave != "" {
 		return nil, "" // binding and interleave say it better
 	}
 	threads, basis := threadNodes(m, p, m.span)
+	if !basis.measured {
+		return remoteNotMeasured(m, p, basis.text)
+	}
 	remote, total := remoteEstimate(p, threads)
 	if total < minProcessPages || remote <= remoteGoal {
 		return nil, ""
@@ -126,7 +199,7 @@ func checkRemoteMemory(m *machine, p *process) ([]Finding, string) {
 		ev(fmt.Sprintf("/proc/%d/status Cpus_allowed_list", p.pid), topology.FormatList(p.cpus)),
 		ev(fmt.Sprintf("/proc/%d/status Mems_allowed_list", p.pid), topology.FormatList(p.mems)),
 		ev("pages per node", pagesList(pages)),
-		ev("CPU time per node ("+basis+")", sharesList(threads)),
+		ev("CPU time per node ("+basis.text+")", sharesList(threads)),
 		ev("remote share of accesses (estimate)", fmt.Sprintf("%.0f%%", 100*remote)),
 	}
 	if m.numaBalancing != nil {
@@ -178,6 +251,32 @@ func checkRemoteMemory(m *machine, p *process) ([]Finding, string) {
 		}
 	}
 	return []Finding{f}, ""
+}
+
+// remoteNotMeasured is remote_memory when where the threads run is not
+// known: the memory per node is a fact, the remote share would be an
+// assumption, so this is information and names what would measure it.
+func remoteNotMeasured(m *machine, p *process, basis string) ([]Finding, string) {
+	total := p.totalPages()
+	if total < minProcessPages || len(m.nodes) < 2 {
+		return nil, ""
+	}
+	pages := p.pagesOn()
+	return []Finding{{Severity: Info,
+		Title: fmt.Sprintf("pid %d's memory is %s and its CPUs span node(s) %s; its remote share is not measured: %s", p.pid,
+			sharesList(pageShares(pages)), nodeList(p.cpuNodes), strings.TrimPrefix(basis, "not measured: ")),
+		Evidence: []string{
+			ev(fmt.Sprintf("/proc/%d/status Cpus_allowed_list", p.pid), topology.FormatList(p.cpus)),
+			ev(fmt.Sprintf("/proc/%d/status Mems_allowed_list", p.pid), topology.FormatList(p.mems)),
+			ev("pages per node", pagesList(pages)),
+			ev("CPU time per node", basis),
+			ev("remote share of accesses (estimate)", "not measured"),
+		},
+		Why: "The remote share weighs the pages on each node by the CPU time the threads spent there; without the threads' CPU time it would " +
+			"only restate an assumption (threads spread evenly over the allowed CPUs), so doctor does not warn on it.",
+		TradeOff: "None to weigh until it is measured.",
+		Fix:      fmt.Sprintf("measure it: run numatrace doctor --pid %d on the machine as root, or copy /proc/%d/task with the copy", p.pid, p.pid),
+	}}, ""
 }
 
 // homeNode is the node a process should be bound to (where most of its
@@ -245,7 +344,7 @@ func allowedMems(p *process) (map[int]bool, string) {
 		mems[n] = true
 	}
 	why := ev(fmt.Sprintf("/proc/%d/status Mems_allowed_list", p.pid), topology.FormatList(p.mems))
-	if bind := bindNodes(p.maps); len(bind) > 0 {
+	if bind := p.maps.Bind; len(bind) > 0 {
 		for n := range mems {
 			if !bind[n] {
 				delete(mems, n)
@@ -292,10 +391,10 @@ func checkBinding(m *machine, p *process) ([]Finding, string) {
 // saturated reports how many CPUs the process used over the interval and
 // whether that fills the one node it is bound to.
 func saturated(m *machine, p *process) (float64, bool) {
-	if !m.span.measured() || m.span.first.proc == nil || m.span.later.proc == nil {
+	if !m.span.measured() || m.span.first.proc == nil || m.span.later.proc == nil || m.span.later.proc.ticks < m.span.first.proc.ticks {
 		return 0, false
 	}
-	used := (m.span.later.proc.cpuSeconds - m.span.first.proc.cpuSeconds) / m.span.d.Seconds()
+	used := (m.span.later.proc.cpuSeconds() - m.span.first.proc.cpuSeconds()) / m.span.d.Seconds()
 	return used, len(p.cpuNodes) == 1 && len(p.cpus) < m.ncpu && used >= 0.9*float64(len(p.cpus))
 }
 
@@ -307,6 +406,9 @@ func checkNodeSaturation(m *machine, p *process) ([]Finding, string) {
 	}
 	if len(p.cpuNodes) == 1 && len(p.cpus) < m.ncpu && !m.span.measured() {
 		return nil, "CPU use of a process bound to one node " + notMeasured
+	}
+	if first, later := m.span.first.proc, m.span.latest().proc; m.span.measured() && first != nil && later.ticks < first.ticks {
+		return nil, fmt.Sprintf("CPU use not measured: the process's CPU time went from %d to %d ticks between the readings (another process with its pid?)", first.ticks, later.ticks)
 	}
 	used, full := saturated(m, p)
 	if !full {
@@ -379,9 +481,14 @@ func checkBalancingThrash(m *machine, _ *process) ([]Finding, string) {
 	if !m.span.measured() {
 		return nil, "hint-fault and migration rates " + notMeasured
 	}
-	faults, _ := m.span.grew("numa_hint_faults")
-	local, _ := m.span.grew("numa_hint_faults_local")
-	migrated, _ := m.span.grew("numa_pages_migrated")
+	var g [3]uint64
+	for i, k := range []string{"numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated"} {
+		var why string
+		if g[i], why = m.span.growth(k); why != "" {
+			return nil, "hint-fault and migration rates: " + k + " " + why
+		}
+	}
+	faults, local, migrated := g[0], g[1], g[2]
 	fps, mps := m.span.perSecond(faults), m.span.perSecond(migrated)
 	localShare := 1.0
 	if faults > 0 {
@@ -403,20 +510,6 @@ func checkBalancingThrash(m *machine, _ *process) ([]Finding, string) {
 		Persist: persistSysctl("kernel.numa_balancing", 0) + ", with the services' bindings in their units"}}, ""
 }
 
-func isInterleave(policy string) bool {
-	return strings.HasPrefix(policy, "interleave") || strings.HasPrefix(policy, "weighted-interleave")
-}
-
-// interleaved is the interleave policy of the process's mappings, "" if none.
-func interleaved(p *process) string {
-	for _, mp := range p.maps {
-		if isInterleave(mp.Policy) {
-			return mp.Policy
-		}
-	}
-	return ""
-}
-
 // 9. Interleave. Seeds 001 and 002 call it a mistake for a latency service
 // (half of every access remote); seed 004 uses it as the fix when one node
 // is exhausted by a process bigger than it, and seed 000 for a load bigger
@@ -425,18 +518,10 @@ func checkInterleave(m *machine, p *process) ([]Finding, string) {
 	if p == nil || len(m.nodes) < 2 {
 		return nil, ""
 	}
-	policy := interleaved(p)
-	if policy == "" {
+	if p.maps.Interleave == "" {
 		return nil, ""
 	}
-	var pages int64
-	for _, mp := range p.maps {
-		if isInterleave(mp.Policy) {
-			for _, n := range mp.Pages {
-				pages += n
-			}
-		}
-	}
+	policy, pages := sanitize.Text(p.maps.Interleave), p.maps.InterleavePages
 	threads, _ := threadNodes(m, p, m.span)
 	home, fits := homeNode(m, p, threads)
 	total := p.totalPages()
@@ -462,33 +547,4 @@ func checkInterleave(m *machine, p *process) ([]Finding, string) {
 		f.Fix = ""
 	}
 	return []Finding{f}, ""
-}
-
-// kindPages sums a process's pages by kind and node.
-func kindPages(ms []numamaps.Mapping) map[numamaps.Kind]map[int]int64 {
-	out := map[numamaps.Kind]map[int]int64{}
-	for _, mp := range ms {
-		if out[mp.Kind] == nil {
-			out[mp.Kind] = map[int]int64{}
-		}
-		for n, p := range mp.Pages {
-			out[mp.Kind][n] += p
-		}
-	}
-	return out
-}
-
-// bindNodes is the union of the nodes of every bind policy in numa_maps.
-func bindNodes(ms []numamaps.Mapping) map[int]bool {
-	out := map[int]bool{}
-	for _, m := range ms {
-		if list, ok := strings.CutPrefix(m.Policy, "bind:"); ok {
-			if nodes, err := topology.ParseList(list); err == nil {
-				for _, n := range nodes {
-					out[n] = true
-				}
-			}
-		}
-	}
-	return out
 }

@@ -1,30 +1,25 @@
 package doctor
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
-	"strings"
 
-	"github.com/prometheus/procfs"
-
+	"github.com/numatrace/numatrace/internal/hostfs"
 	"github.com/numatrace/numatrace/internal/numamaps"
-	"github.com/numatrace/numatrace/internal/topology"
+	"github.com/numatrace/numatrace/internal/procsnap"
 )
 
 // process is what doctor reads about --pid.
 type process struct {
-	proc       procfs.Proc
 	pid        int
 	comm       string
 	threads    int
 	cpus       []int        // Cpus_allowed_list
 	mems       []int        // Mems_allowed_list
 	cpuNodes   map[int]bool // nodes of the allowed CPUs
-	maps       []numamaps.Mapping
+	maps       numamaps.Summary
 	cgroupPath string // the cgroup v2 path, or the first v1 path naming a container manager
 }
 
@@ -32,90 +27,50 @@ type process struct {
 var ErrNoProcess = errors.New("no such process")
 
 func readProcess(pid int, m *machine) (*process, error) {
-	pr, err := m.proc.Proc(pid)
-	if err != nil {
+	dir := fmt.Sprintf("proc/%d", pid)
+	if fi, err := m.fs.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, ErrNoProcess)
 	}
-	p := &process{proc: pr, pid: pid, cpuNodes: map[int]bool{}}
-	if p.comm, err = pr.Comm(); err != nil {
+	p := &process{pid: pid, cpuNodes: map[int]bool{}}
+	var err error
+	if p.comm, err = readComm(m.fs, dir+"/comm"); err != nil {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, err)
 	}
-	st, err := pr.NewStatus()
+	st, err := readStatus(m.fs, dir+"/status")
 	if err != nil {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, err)
 	}
-	for _, c := range st.CpusAllowedList {
+	for _, c := range st.cpus {
 		// Cpus_allowed_list names possible CPUs too; an offline one has
 		// no node and says nothing about placement.
-		if n, ok := m.cpuNode[int(c)]; ok {
-			p.cpus = append(p.cpus, int(c))
+		if n, ok := m.cpuNode[c]; ok {
+			p.cpus = append(p.cpus, c)
 			p.cpuNodes[n] = true
 		}
 	}
-	// procfs's ProcStatus has no Mems_allowed_list.
-	if p.mems, p.threads, err = memsAndThreads(m.path("proc", fmt.Sprint(pid), "status")); err != nil {
+	p.mems, p.threads = st.mems, st.threads
+	// A kernel without NUMA has no numa_maps.
+	if p.maps, err = procsnap.NumaMaps(m.fs.Sub("proc"), pid); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, err)
 	}
-	f, err := os.Open(m.path("proc", fmt.Sprint(pid), "numa_maps"))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		// A kernel without NUMA has no numa_maps.
-	case err != nil:
+	cgs, err := readCgroups(m.fs, dir+"/cgroup")
+	if err != nil && !hostfs.Absent(err) {
 		return nil, fmt.Errorf("doctor: pid %d: %w", pid, err)
-	default:
-		p.maps, err = numamaps.Parse(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("doctor: pid %d: %w", pid, err)
-		}
 	}
-	if cgs, err := pr.Cgroups(); err == nil {
-		for _, cg := range cgs {
-			if cg.HierarchyID == 0 {
-				p.cgroupPath = cg.Path
-			} else if p.cgroupPath == "" && cgroupMark(cg.Path) != "" {
-				p.cgroupPath = cg.Path
-			}
+	for _, cg := range cgs {
+		if cg.hierarchy == 0 {
+			p.cgroupPath = cg.path
+		} else if p.cgroupPath == "" && cgroupMark(cg.path) != "" {
+			p.cgroupPath = cg.path
 		}
 	}
 	return p, nil
 }
 
-func memsAndThreads(path string) (mems []int, threads int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "Mems_allowed_list":
-			if mems, err = topology.ParseList(v); err != nil {
-				return nil, 0, fmt.Errorf("Mems_allowed_list %q: %w", v, err)
-			}
-		case "Threads":
-			fmt.Sscan(v, &threads)
-		}
-	}
-	return mems, threads, sc.Err()
-}
-
 // pagesOn sums the process's pages per node.
-func (p *process) pagesOn() map[int]int64 { return numamaps.PerNode(p.maps) }
+func (p *process) pagesOn() map[int]int64 { return p.maps.PerNode() }
 
-func (p *process) totalPages() int64 {
-	var t int64
-	for _, n := range p.pagesOn() {
-		t += n
-	}
-	return t
-}
+func (p *process) totalPages() int64 { return p.maps.Total() }
 
 // cpuBound tells whether the process's CPUs leave out some node.
 func (p *process) cpuBound(m *machine) bool { return len(p.cpuNodes) < len(m.nodes) }
@@ -124,29 +79,22 @@ func (p *process) cpuBound(m *machine) bool { return len(p.cpuNodes) < len(m.nod
 // cpuset's mems, or a bind policy (numactl --membind sets the task's
 // policy, which numa_maps shows on every mapping without its own).
 func (p *process) memBound(m *machine) bool {
-	return (len(p.mems) > 0 && len(p.mems) < len(m.nodes)) || len(bindNodes(p.maps)) > 0
+	return (len(p.mems) > 0 && len(p.mems) < len(m.nodes)) || len(p.maps.Bind) > 0
 }
 
 // threadNodes is the share of the process's CPU time per node its threads
 // ran on: over the interval when measured, else over their lives. A
-// thread's node is the node of the CPU it last ran on. When no thread can
-// be read, the nodes its CPUs are on count alike.
-func threadNodes(m *machine, p *process, s span) (map[int]float64, string) {
+// thread's node is the node of the CPU it last ran on. measured is false
+// when that is not known: no thread could be read, or none has used CPU
+// time, and its allowed CPUs span nodes. (Allowed CPUs on one node decide
+// where its threads run without reading them.) An estimate from shares
+// not measured is an assumption, and the checks say so, never warn on it.
+func threadNodes(m *machine, p *process, s span) (map[int]float64, threadBasis) {
 	first, later := s.first.proc, s.latest().proc
-	if later == nil || len(later.threads) == 0 {
-		if p == nil || len(p.cpuNodes) == 0 {
-			return nil, ""
-		}
-		out := map[int]float64{}
-		for n := range p.cpuNodes {
-			out[n] = 1 / float64(len(p.cpuNodes))
-		}
-		return out, "the nodes of its allowed CPUs (no thread could be read)"
-	}
 	weights := map[int]float64{}
 	var total float64
-	basis := "CPU time since each thread started"
-	if s.measured() && first != nil {
+	var basis string
+	if later != nil && s.measured() && first != nil {
 		basis = "CPU time over " + s.d.String()
 		for tid, t := range later.threads {
 			n, known := m.cpuNode[t.cpu]
@@ -157,7 +105,8 @@ func threadNodes(m *machine, p *process, s span) (map[int]float64, string) {
 			}
 		}
 	}
-	if total == 0 {
+	if total == 0 && later != nil {
+		basis = "CPU time since each thread started"
 		for _, t := range later.threads {
 			if n, ok := m.cpuNode[t.cpu]; ok {
 				weights[n] += float64(t.ticks)
@@ -165,19 +114,32 @@ func threadNodes(m *machine, p *process, s span) (map[int]float64, string) {
 			}
 		}
 	}
-	if total == 0 { // threads that never ran a tick: count them alike
-		basis = "thread count (no CPU time yet)"
-		for _, t := range later.threads {
-			if n, ok := m.cpuNode[t.cpu]; ok {
-				weights[n]++
-				total++
-			}
+	if total > 0 {
+		for n := range weights {
+			weights[n] /= total
+		}
+		return weights, threadBasis{text: basis, measured: true}
+	}
+	if p == nil || len(p.cpuNodes) == 0 {
+		return nil, threadBasis{text: "not measured: the process has no CPU on a known node"}
+	}
+	why := "not measured: no thread could be read"
+	if later != nil && len(later.threads) > 0 {
+		why = "not measured: no thread has used CPU time yet"
+	}
+	if len(p.cpuNodes) == 1 {
+		for n := range p.cpuNodes {
+			return map[int]float64{n: 1}, threadBasis{text: fmt.Sprintf("its allowed CPUs, all on node %d (%s)", n, why), measured: true, byBinding: true}
 		}
 	}
-	for n := range weights {
-		weights[n] /= total
-	}
-	return weights, basis
+	return nil, threadBasis{text: why + fmt.Sprintf(" (/proc/%d/task)", p.pid)}
+}
+
+// threadBasis says what threadNodes' shares rest on.
+type threadBasis struct {
+	text      string // "CPU time over 1s", or why it is not measured
+	measured  bool   // false: there are no shares, only text
+	byBinding bool   // the allowed CPUs, all on one node, place the threads
 }
 
 // remoteEstimate is the share of the process's memory accesses that cross

@@ -2,33 +2,35 @@ package doctor
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/procfs"
-
+	"github.com/numatrace/numatrace/internal/hostfs"
 	"github.com/numatrace/numatrace/internal/procsnap"
 )
 
 // reading is one look at the counters whose growth is the evidence: the
 // machine's vmstat and per-node numastat, and --pid's CPU time and where
 // its threads last ran. Rates need two readings; a copy of a machine
-// (--root) holds one unless a later copy (--root-later) is given.
+// (--root) holds one unless a later copy (--root-later) is given. The
+// kernel prints its counters unsigned, and so they are read.
 type reading struct {
-	uptime   float64                  // /proc/uptime in seconds, 0 if unreadable
-	vmstat   map[string]int64         // /proc/vmstat
-	nodeStat map[int]map[string]int64 // /sys/devices/system/node/nodeN/numastat (meminfo too, in the first)
-	proc     *procReading             // of --pid; nil without one
+	uptime   float64                   // /proc/uptime in seconds, 0 if absent
+	vmstat   map[string]uint64         // /proc/vmstat
+	nodeStat map[int]map[string]uint64 // /sys/devices/system/node/nodeN/numastat (and meminfo)
+	proc     *procReading              // of --pid; nil without one
 }
 
 // procReading is what one reading knows of the process.
 type procReading struct {
-	cpuSeconds float64             // user+system of the whole process
-	threads    map[int]threadState // by TID
+	ticks   uint64              // utime+stime of the whole process, in clock ticks
+	threads map[int]threadState // by TID
 }
+
+func (p *procReading) cpuSeconds() float64 { return float64(p.ticks) / userHZ }
 
 // threadState is where a thread last ran and how much CPU it has used.
 type threadState struct {
@@ -38,95 +40,88 @@ type threadState struct {
 
 // firstReading is the machine's own reading of the counters (readMachine
 // has read vmstat and the nodes' numastat already), with the process's.
-func firstReading(m *machine, pid int) *reading {
-	r := &reading{vmstat: m.vmstat, nodeStat: m.nodeMem, uptime: readUptime(m.root)}
-	if pid > 0 {
-		r.proc = readProcReading(m.root, pid)
-	}
-	return r
-}
-
-func readUptime(root string) float64 {
-	b, err := os.ReadFile(filepath.Join(root, "proc", "uptime"))
+func firstReading(m *machine, pid int) (*reading, error) {
+	up, err := readUptime(m.fs)
 	if err != nil {
-		return 0
+		return nil, err
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
+	r := &reading{vmstat: m.vmstat, nodeStat: m.nodeMem, uptime: up}
+	if pid > 0 {
+		if r.proc, err = readProcReading(m.fs, pid); err != nil {
+			return nil, err
+		}
 	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
+	return r, nil
 }
 
-// readReading reads the counters again (root may be a later copy).
-func readReading(root string, pid int) (*reading, error) {
-	r := &reading{nodeStat: map[int]map[string]int64{}, uptime: readUptime(root)}
-	vm, err := procsnap.Vmstat(filepath.Join(root, "proc", "vmstat"))
+// readUptime is /proc/uptime's first number, 0 when the file is absent.
+func readUptime(fs *hostfs.Root) (float64, error) {
+	s, err := fs.ReadValue("proc/uptime")
+	if hostfs.Absent(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("doctor: %w", err)
+	}
+	f := strings.Fields(s)
+	var v float64
+	if len(f) > 0 {
+		v, err = strconv.ParseFloat(f[0], 64)
+	}
+	if len(f) == 0 || err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0, fmt.Errorf("doctor: %s: want seconds since boot, got %s", pathOf(fs, "proc/uptime"), hostfs.Excerpt(s))
+	}
+	return v, nil
+}
+
+// readReading reads the counters again (fs may be a later copy).
+func readReading(fs *hostfs.Root, pid int) (*reading, error) {
+	up, err := readUptime(fs)
+	if err != nil {
+		return nil, err
+	}
+	c, err := procsnap.ReadCounters(fs.Sub("proc"), fs.Sub("sys"))
 	if err != nil {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
-	r.vmstat = vm
-	nodes, _ := filepath.Glob(filepath.Join(root, "sys/devices/system/node/node[0-9]*/numastat"))
-	for _, path := range nodes {
-		n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(path)), "node"))
-		if err != nil {
-			continue
-		}
-		if m, err := pairs(path); err == nil {
-			r.nodeStat[n] = m
-		}
-	}
+	r := &reading{uptime: up, vmstat: c.Vmstat, nodeStat: byNode(c.Nodes)}
 	if pid > 0 {
-		r.proc = readProcReading(root, pid)
+		if r.proc, err = readProcReading(fs, pid); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
 
 // readProcReading reads the process's stat and each thread's. Threads
-// come and go between the reads; the ones that cannot be read are left out.
-func readProcReading(root string, pid int) *procReading {
+// come and go between the reads; the ones that have gone are left out.
+func readProcReading(fs *hostfs.Root, pid int) (*procReading, error) {
 	pr := &procReading{threads: map[int]threadState{}}
-	fs, err := procfs.NewFS(filepath.Join(root, "proc"))
-	if err != nil {
-		return pr
+	dir := fmt.Sprintf("proc/%d", pid)
+	switch st, err := readStat(fs, dir+"/stat"); {
+	case err == nil:
+		pr.ticks = st.ticks
+	case !hostfs.Absent(err):
+		return nil, fmt.Errorf("doctor: %w", err)
 	}
-	if p, err := fs.Proc(pid); err == nil {
-		if st, err := p.Stat(); err == nil {
-			pr.cpuSeconds = st.CPUTime()
+	tids, err := pids(fs, dir+"/task")
+	if hostfs.Absent(err) {
+		return pr, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("doctor: %w", err)
+	}
+	for _, tid := range tids {
+		st, err := readStat(fs, fmt.Sprintf("%s/task/%d/stat", dir, tid))
+		if hostfs.Absent(err) {
+			continue
 		}
-	}
-	threads, err := fs.AllThreads(pid)
-	if err != nil {
-		return pr
-	}
-	for _, t := range threads {
-		st, err := t.Stat()
 		if err != nil {
-			continue
+			return nil, fmt.Errorf("doctor: %w", err)
 		}
-		pr.threads[t.PID] = threadState{cpu: int(st.Processor), ticks: uint64(st.UTime + st.STime)}
+		pr.threads[tid] = threadState{cpu: st.cpu, ticks: st.ticks}
 	}
-	return pr
-}
-
-// pairs reads a "key value" file such as numastat.
-func pairs(path string) (map[string]int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-			out[f[0]] = v
-		}
-	}
-	return out, nil
+	return pr, nil
 }
 
 // span is the time between the two readings, and whether there were two.
@@ -137,38 +132,72 @@ type span struct {
 
 func (s span) measured() bool { return s.later != nil && s.d > 0 }
 
-// grew is how much a vmstat counter grew between the readings.
-func (s span) grew(key string) (int64, bool) {
-	if !s.measured() {
-		return 0, false
+// counterGrowth is how much a counter grew from a to b, or why that is
+// not known: a counter missing from a reading, or one that went
+// backwards. A kernel counter only goes backwards when it wraps or the
+// copies are not of one machine in order: that is read as a reset, its
+// growth unknown, never as a negative rate.
+func counterGrowth(a, b map[string]uint64, key string) (uint64, string) {
+	x, okA := a[key]
+	y, okB := b[key]
+	switch {
+	case !okA || !okB:
+		return 0, "not measured: not in both readings"
+	case y < x:
+		return 0, fmt.Sprintf("not measured: %d then %d, backwards between the readings (a reset or a wrap)", x, y)
 	}
-	return s.later.vmstat[key] - s.first.vmstat[key], true
+	return y - x, ""
+}
+
+// growth is how much a vmstat counter grew between the readings, and ""
+// or why it is not measured.
+func (s span) growth(key string) (uint64, string) {
+	if !s.measured() {
+		return 0, notMeasured
+	}
+	return counterGrowth(s.first.vmstat, s.later.vmstat, key)
+}
+
+// grew is growth as (value, measured).
+func (s span) grew(key string) (uint64, bool) {
+	g, why := s.growth(key)
+	return g, why == ""
 }
 
 // grewPrefix sums the growth of every vmstat counter starting with prefix
-// (allocstall_dma32, allocstall_normal, ...).
-func (s span) grewPrefix(prefix string) (int64, bool) {
+// (allocstall_dma32, allocstall_normal, ...); the reason is that of the
+// first that is not measured.
+func (s span) grewPrefix(prefix string) (uint64, string) {
 	if !s.measured() {
-		return 0, false
+		return 0, notMeasured
 	}
-	var sum int64
-	for k, v := range s.later.vmstat {
+	var keys []string
+	for k := range s.later.vmstat {
 		if strings.HasPrefix(k, prefix) {
-			sum += v - s.first.vmstat[k]
+			keys = append(keys, k)
 		}
 	}
-	return sum, true
+	sort.Strings(keys)
+	var sum uint64
+	for _, k := range keys {
+		g, why := counterGrowth(s.first.vmstat, s.later.vmstat, k)
+		if why != "" {
+			return 0, k + " " + why
+		}
+		sum = satAdd(sum, g)
+	}
+	return sum, ""
 }
 
 // perSecond is growth over the span as a rate.
-func (s span) perSecond(n int64) float64 { return float64(n) / s.d.Seconds() }
+func (s span) perSecond(n uint64) float64 { return float64(n) / s.d.Seconds() }
 
-// nodeGrew is how much node n's numastat counter grew.
-func (s span) nodeGrew(n int, key string) (int64, bool) {
+// nodeGrowth is how much node n's numastat counter grew.
+func (s span) nodeGrowth(n int, key string) (uint64, string) {
 	if !s.measured() {
-		return 0, false
+		return 0, notMeasured
 	}
-	return s.later.nodeStat[n][key] - s.first.nodeStat[n][key], true
+	return counterGrowth(s.first.nodeStat[n], s.later.nodeStat[n], key)
 }
 
 // latest is the newest reading.
@@ -179,12 +208,13 @@ func (s span) latest() *reading {
 	return s.first
 }
 
-// growthEvidence is "compact_stall growth over 1s = 12", or says the
-// growth was not measured: a single reading must never read as "0".
+// growthEvidence is "compact_stall growth over 1s = 12", or says why the
+// growth was not measured: a single reading must never read as "0", nor
+// a counter that went backwards as a negative rate.
 func (s span) growthEvidence(key string) string {
-	g, ok := s.grew(key)
-	if !ok {
-		return ev(key+" growth", notMeasured)
+	g, why := s.growth(key)
+	if why != "" {
+		return ev(key+" growth", why)
 	}
 	return ev(fmt.Sprintf("%s growth over %s", key, s.d.Round(time.Millisecond)), g)
 }

@@ -13,13 +13,30 @@ const sample = `55d4c6a00000 default file=/usr/bin/redis-server mapped=300 N0=30
 7ffd00000000 default
 `
 
+// parse parses every line of text, and sums them.
+func parse(text string) ([]Mapping, Summary, error) {
+	var ms []Mapping
+	var s Summary
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		m, err := ParseLine(line)
+		if err != nil {
+			return nil, s, err
+		}
+		if err := s.Add(m); err != nil {
+			return nil, s, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, s, nil
+}
+
 func TestParse(t *testing.T) {
-	ms, err := Parse(strings.NewReader(sample))
+	ms, s, err := parse(sample)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 6 {
-		t.Fatalf("%d mappings, want 6", len(ms))
+	if len(ms) != 6 || s.Mappings != 6 {
+		t.Fatalf("%d mappings (summed %d), want 6", len(ms), s.Mappings)
 	}
 	want := []struct {
 		policy string
@@ -35,14 +52,21 @@ func TestParse(t *testing.T) {
 			t.Errorf("line %d: %+v, want %+v", i+1, m, w)
 		}
 	}
-	if got := PerNode(ms); got[0] != 300+600+1024+33 || got[1] != 400+1024+1536 {
+	if got := s.PerNode(); got[0] != 300+600+1024+33 || got[1] != 400+1024+1536 {
 		t.Errorf("per node %v", got)
+	}
+	if s.Total() != 300+600+1024+33+400+1024+1536 || s.Kinds[Huge][1] != 1536 || s.Kinds[Heap][0] != 600 {
+		t.Errorf("total %d, kinds %v", s.Total(), s.Kinds)
+	}
+	if s.Interleave != "interleave:0-1" || s.InterleavePages != 2048 || len(s.Bind) != 1 || !s.Bind[1] {
+		t.Errorf("interleave %q %d, bind %v", s.Interleave, s.InterleavePages, s.Bind)
 	}
 }
 
 func TestParseRejectsBadCounts(t *testing.T) {
-	for _, bad := range []string{"1 default N0=x", "1 default N0=1 kernelpagesize_kB=0", "1"} {
-		if _, err := Parse(strings.NewReader(bad)); err == nil {
+	for _, bad := range []string{"1 default N0=x", "1 default N0=1 kernelpagesize_kB=0", "1", "1 default N1024=1",
+		"1 default N0=9223372036854775807 kernelpagesize_kB=4", "1 bind:0-99999999 N0=1"} {
+		if _, _, err := parse(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

@@ -10,31 +10,53 @@
 package procsnap
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"math"
 	"strconv"
 	"strings"
-	"syscall"
 
+	"github.com/numatrace/numatrace/internal/hostfs"
 	"github.com/numatrace/numatrace/internal/numamaps"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
-// Read reads /proc/vmstat, every node under sysRoot/devices/system/node, and
-// numa_maps of each pid under procRoot.
+// MaxNumaMaps bounds a numa_maps file: 256 MiB is about two million
+// mappings, thirty times the kernel's default vm.max_map_count. It is read
+// a line at a time, so memory stays small however long it is.
+const MaxNumaMaps = 256 << 20
+
+// Counters is one reading of the kernel's memory and NUMA counters, as it
+// prints them: unsigned.
+type Counters struct {
+	Vmstat map[string]uint64            // /proc/vmstat
+	Nodes  map[string]map[string]uint64 // "node0" → its numastat and meminfo
+}
+
+// ReadCounters reads proc/vmstat and every node under
+// sys/devices/system/node. proc and sys are procfs and sysfs, live or a
+// copy; nothing outside them is read.
 //
-// procRoot and sysRoot are the mount points of procfs and sysfs ("/proc" and
-// "/sys" on a live system; fixture trees in tests).
+// A missing vmstat is an error. A system without devices/system/node (a
+// kernel built without NUMA) gives an empty Nodes; a node directory whose
+// numastat or meminfo cannot be read is an error.
+func ReadCounters(proc, sys *hostfs.Root) (Counters, error) {
+	vm, err := Vmstat(proc)
+	if err != nil {
+		return Counters{}, err
+	}
+	nodes, err := readNodes(sys)
+	if err != nil {
+		return Counters{}, err
+	}
+	return Counters{Vmstat: vm, Nodes: nodes}, nil
+}
+
+// Read reads the counters (ReadCounters) and numa_maps of each pid for a
+// recording. procRoot and sysRoot are the mount points of procfs and sysfs
+// ("/proc" and "/sys" on a live system; fixture trees in tests).
 //
-// A missing procRoot/vmstat is an error. A system without
-// sysRoot/devices/system/node (a kernel built without NUMA) gives an empty
-// Nodes; a node directory whose numastat or meminfo cannot be read is an
-// error. A pid that has exited is skipped silently (it raced): its numa_maps
+// A pid that has exited is skipped silently (it raced): its numa_maps
 // is missing, reading it fails with ESRCH, or it is empty (a zombie has no
 // address space). Any other failure to read a pid's numa_maps, such as
 // EACCES, is an error.
@@ -44,35 +66,48 @@ import (
 // kernelpagesize_kB, so a 2 MiB huge page counts 512). Every node in Nodes
 // has a key, 0 when the process has no pages there.
 func Read(procRoot, sysRoot string, pids []uint32, monoNs uint64) (record.Procfs, error) {
-	p := record.Procfs{MonoNs: monoNs}
-
-	vm, err := Vmstat(filepath.Join(procRoot, "vmstat"))
+	proc, err := hostfs.Open(procRoot)
+	if err != nil {
+		return record.Procfs{}, fmt.Errorf("procsnap: %w", err)
+	}
+	defer proc.Close()
+	sys, err := hostfs.Open(sysRoot)
+	if err != nil {
+		return record.Procfs{}, fmt.Errorf("procsnap: %w", err)
+	}
+	defer sys.Close()
+	c, err := ReadCounters(proc, sys)
 	if err != nil {
 		return record.Procfs{}, err
 	}
-	p.Vmstat = vm
-
-	nodes, err := readNodes(filepath.Join(sysRoot, "devices", "system", "node"))
-	if err != nil {
+	p := record.Procfs{MonoNs: monoNs, Nodes: make(map[string]map[string]int64, len(c.Nodes))}
+	if p.Vmstat, err = signed(c.Vmstat, proc.Path("vmstat")); err != nil {
 		return record.Procfs{}, err
 	}
-	p.Nodes = nodes
-
+	for name, m := range c.Nodes {
+		if p.Nodes[name], err = signed(m, sys.Path("devices/system/node/"+name)); err != nil {
+			return record.Procfs{}, err
+		}
+	}
 	if len(pids) > 0 {
 		p.Target = make(map[string]map[string]int64, len(pids))
 		for _, pid := range pids {
 			name := strconv.FormatUint(uint64(pid), 10)
-			pages, err := readNumaMaps(filepath.Join(procRoot, name, "numa_maps"))
+			sum, err := NumaMaps(proc, int(pid))
 			if err != nil {
-				if exited(err) {
+				if hostfs.Absent(err) {
 					continue
 				}
 				return record.Procfs{}, fmt.Errorf("procsnap: pid %d: %w", pid, err)
 			}
-			if pages == nil {
+			if sum.Mappings == 0 {
 				continue // empty numa_maps: a zombie
 			}
-			for node := range nodes {
+			pages := make(map[string]int64)
+			for n, v := range sum.PerNode() {
+				pages["N"+strconv.Itoa(n)] = v
+			}
+			for node := range c.Nodes {
 				if id, ok := strings.CutPrefix(node, "node"); ok {
 					k := "N" + id
 					if _, seen := pages[k]; !seen {
@@ -86,79 +121,71 @@ func Read(procRoot, sysRoot string, pids []uint32, monoNs uint64) (record.Procfs
 	return p, nil
 }
 
-// exited tells whether err from reading /proc/PID/... means the process is gone.
-func exited(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+// signed converts counters for the recording, whose format holds int64.
+func signed(m map[string]uint64, where string) (map[string]int64, error) {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		if v > math.MaxInt64 {
+			return nil, fmt.Errorf("procsnap: %s: %s = %d is above what a recording holds (int64)", sanitize.Text(where), sanitize.Text(k), v)
+		}
+		out[k] = int64(v)
+	}
+	return out, nil
 }
 
-// Vmstat parses a /proc/vmstat file: one "name value" pair a line.
-func Vmstat(path string) (map[string]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
+// Vmstat reads vmstat under proc: one "name value" pair a line.
+func Vmstat(proc *hostfs.Root) (map[string]uint64, error) {
+	m := make(map[string]uint64)
+	if err := proc.Scan("vmstat", hostfs.MaxTable, pairsInto(m)); err != nil {
 		return nil, fmt.Errorf("procsnap: %w", err)
 	}
-	defer f.Close()
-	m, err := parsePairs(f)
-	if err != nil {
-		return nil, fmt.Errorf("procsnap: %s: %w", path, err)
-	}
 	return m, nil
 }
 
-// parsePairs parses lines of "name value" (vmstat, numastat) into m.
-func parsePairs(r io.Reader) (map[string]int64, error) {
-	m := make(map[string]int64)
-	if err := addPairs(m, r); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func addPairs(m map[string]int64, r io.Reader) error {
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		f := strings.Fields(sc.Text())
+// pairsInto parses lines of "name value" (vmstat, numastat) into m.
+func pairsInto(m map[string]uint64) func(int, string) error {
+	return func(_ int, line string) error {
+		f := strings.Fields(line)
 		if len(f) == 0 {
-			continue
+			return nil
 		}
 		if len(f) != 2 {
-			return fmt.Errorf("line %d: want \"name value\", got %q", n, sc.Text())
+			return fmt.Errorf("want \"name value\", got %s", hostfs.Excerpt(line))
 		}
-		v, err := strconv.ParseInt(f[1], 10, 64)
+		v, err := strconv.ParseUint(f[1], 10, 64)
 		if err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
+			return fmt.Errorf("%s: not an unsigned number: %s", hostfs.Excerpt(f[0]), hostfs.Excerpt(f[1]))
 		}
 		m[f[0]] = v
+		return nil
 	}
-	return sc.Err()
 }
 
-// addNodeMeminfo parses a node's meminfo, lines like
+// nodeMeminfoInto parses a node's meminfo, lines like
 // "Node 0 MemTotal:        7301324 kB" or "Node 0 HugePages_Total:     0",
 // into m with the values as written (kB where the file says kB).
-func addNodeMeminfo(m map[string]int64, r io.Reader) error {
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		f := strings.Fields(sc.Text())
+func nodeMeminfoInto(m map[string]uint64) func(int, string) error {
+	return func(_ int, line string) error {
+		f := strings.Fields(line)
 		if len(f) == 0 {
-			continue
+			return nil
 		}
 		if (len(f) != 4 && len(f) != 5) || f[0] != "Node" || !strings.HasSuffix(f[2], ":") || (len(f) == 5 && f[4] != "kB") {
-			return fmt.Errorf("line %d: want \"Node N Key: value [kB]\", got %q", n, sc.Text())
+			return fmt.Errorf("want \"Node N Key: value [kB]\", got %s", hostfs.Excerpt(line))
 		}
-		v, err := strconv.ParseInt(f[3], 10, 64)
+		v, err := strconv.ParseUint(f[3], 10, 64)
 		if err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
+			return fmt.Errorf("%s not an unsigned number: %s", hostfs.Excerpt(f[2]), hostfs.Excerpt(f[3]))
 		}
 		m[strings.TrimSuffix(f[2], ":")] = v
+		return nil
 	}
-	return sc.Err()
 }
 
-// isNodeDir tells whether name is "node" followed by a decimal number.
-func isNodeDir(name string) bool {
+// IsNodeDir tells whether name is "node" followed by a decimal number.
+func IsNodeDir(name string) bool {
 	id, ok := strings.CutPrefix(name, "node")
-	if !ok || id == "" {
+	if !ok || id == "" || len(id) > 4 {
 		return false
 	}
 	for _, c := range id {
@@ -169,28 +196,29 @@ func isNodeDir(name string) bool {
 	return true
 }
 
-// readNodes reads numastat and meminfo of every nodeN directory under dir.
-func readNodes(dir string) (map[string]map[string]int64, error) {
-	nodes := make(map[string]map[string]int64)
-	ents, err := os.ReadDir(dir)
+// readNodes reads numastat and meminfo of every nodeN directory under
+// sys/devices/system/node.
+func readNodes(sys *hostfs.Root) (map[string]map[string]uint64, error) {
+	const dir = "devices/system/node"
+	nodes := make(map[string]map[string]uint64)
+	ents, err := sys.ReadDir(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if hostfs.Absent(err) {
 			return nodes, nil // no NUMA in this kernel
 		}
 		return nil, fmt.Errorf("procsnap: %w", err)
 	}
 	for _, e := range ents {
-		if !isNodeDir(e.Name()) {
+		if !IsNodeDir(e.Name()) {
 			continue
 		}
-		m := make(map[string]int64)
+		m := make(map[string]uint64)
 		for _, file := range []struct {
 			name  string
-			parse func(map[string]int64, io.Reader) error
-		}{{"numastat", addPairs}, {"meminfo", addNodeMeminfo}} {
-			path := filepath.Join(dir, e.Name(), file.name)
-			if err := parseFile(path, m, file.parse); err != nil {
-				return nil, err
+			parse func(map[string]uint64) func(int, string) error
+		}{{"numastat", pairsInto}, {"meminfo", nodeMeminfoInto}} {
+			if err := sys.Scan(dir+"/"+e.Name()+"/"+file.name, hostfs.MaxTable, file.parse(m)); err != nil {
+				return nil, fmt.Errorf("procsnap: %w", err)
 			}
 		}
 		nodes[e.Name()] = m
@@ -198,41 +226,20 @@ func readNodes(dir string) (map[string]map[string]int64, error) {
 	return nodes, nil
 }
 
-func parseFile(path string, m map[string]int64, parse func(map[string]int64, io.Reader) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("procsnap: %w", err)
-	}
-	defer f.Close()
-	if err := parse(m, f); err != nil {
-		return fmt.Errorf("procsnap: %s: %w", path, err)
-	}
-	return nil
-}
-
-// readNumaMaps reads a /proc/PID/numa_maps file. It returns nil, nil for an
-// empty file. Errors from opening or reading are returned unwrapped so that
-// the caller can tell an exited process.
-func readNumaMaps(path string) (map[string]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return parseNumaMaps(f)
-}
-
-// parseNumaMaps sums the node counts of every mapping in a numa_maps file,
-// in 4 KiB base pages, into "N<node>" → pages. It returns nil, nil when r
-// holds no mapping at all.
-func parseNumaMaps(r io.Reader) (map[string]int64, error) {
-	ms, err := numamaps.Parse(r)
-	if err != nil || len(ms) == 0 {
-		return nil, err
-	}
-	pages := make(map[string]int64)
-	for n, p := range numamaps.PerNode(ms) {
-		pages["N"+strconv.Itoa(n)] = p
-	}
-	return pages, nil
+// NumaMaps sums proc/PID/numa_maps, reading a line at a time and at most
+// MaxNumaMaps bytes. An empty one (a zombie's) has no mappings. Errors
+// name the file; an exited process's satisfy hostfs.Absent.
+func NumaMaps(proc *hostfs.Root, pid int) (numamaps.Summary, error) {
+	var s numamaps.Summary
+	err := proc.Scan(strconv.Itoa(pid)+"/numa_maps", MaxNumaMaps, func(_ int, line string) error {
+		if strings.TrimSpace(line) == "" {
+			return nil
+		}
+		m, err := numamaps.ParseLine(line)
+		if err != nil {
+			return err
+		}
+		return s.Add(m)
+	})
+	return s, err
 }

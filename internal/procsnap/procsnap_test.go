@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/hostfs"
 )
 
 func TestReadFixture(t *testing.T) {
@@ -130,7 +132,7 @@ func TestParseNumaMaps(t *testing.T) {
 		{name: "bad page size", in: "1 default N0=1 kernelpagesize_kB=0\n", bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseNumaMaps(strings.NewReader(tc.in))
+			got, err := numaMapsOf(t, tc.in)
 			if tc.bad {
 				if err == nil {
 					t.Fatalf("got %v, want an error", got)
@@ -147,9 +149,43 @@ func TestParseNumaMaps(t *testing.T) {
 	}
 }
 
+// numaMapsOf sums a numa_maps of the given text as Read does: nil for an
+// empty one.
+func numaMapsOf(t *testing.T, text string) (map[string]int64, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "1", "numa_maps"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := hostfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	s, err := NumaMaps(proc, 1)
+	if err != nil || s.Mappings == 0 {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for n, p := range s.PerNode() {
+		out["N"+strconv.Itoa(n)] = p
+	}
+	return out, nil
+}
+
 func TestParsePairsBad(t *testing.T) {
-	for _, in := range []string{"numa_hit\n", "numa_hit 1 2\n", "numa_hit x\n"} {
-		if m, err := parsePairs(strings.NewReader(in)); err == nil {
+	for _, in := range []string{"numa_hit\n", "numa_hit 1 2\n", "numa_hit x\n", "numa_hit -1\n"} {
+		m := map[string]uint64{}
+		var err error
+		for i, line := range strings.Split(in, "\n") {
+			if err = pairsInto(m)(i+1, line); err != nil {
+				break
+			}
+		}
+		if err == nil {
 			t.Errorf("%q: got %v, want an error", in, m)
 		}
 	}
@@ -242,5 +278,26 @@ func TestReadLiveExited(t *testing.T) {
 	}
 	if len(p.Target) != 0 {
 		t.Errorf("reaped: Target = %v, want empty", p.Target)
+	}
+}
+
+// The kernel prints its counters unsigned; a recording holds int64: a
+// value above it is one clear error naming the file and the counter.
+func TestReadAboveInt64(t *testing.T) {
+	proc := t.TempDir()
+	if err := os.WriteFile(filepath.Join(proc, "vmstat"), []byte("numa_hit 1\nnr_free_pages 18446744073709551615\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Read(proc, t.TempDir(), nil, 0)
+	if want := filepath.Join(proc, "vmstat") + ": nr_free_pages = 18446744073709551615 is above what a recording holds (int64)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+	proc2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(proc2, "vmstat"), []byte("numa_hit 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Read(proc2, t.TempDir(), nil, 0)
+	if err != nil || p.Vmstat["numa_hit"] != 1 {
+		t.Errorf("%v %v", p, err)
 	}
 }

@@ -4,11 +4,14 @@ package topology
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"math"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // Topology is the CPU→node map of one machine.
@@ -21,11 +24,22 @@ type Topology struct {
 // Read reads topology from sysRoot (normally "/sys"). A kernel without NUMA
 // has no node directories; then every CPU is on node 0.
 func Read(sysRoot string) (*Topology, error) {
+	sys, err := hostfs.Open(sysRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer sys.Close()
+	return ReadFS(sys)
+}
+
+// ReadFS is Read from a sysfs (or a copy of one) opened with hostfs:
+// nothing is read outside it.
+func ReadFS(sys *hostfs.Root) (*Topology, error) {
 	t := &Topology{CPUNode: map[int]int{}, NodeMem: map[int]uint64{}}
-	nodeDir := filepath.Join(sysRoot, "devices/system/node")
-	entries, err := os.ReadDir(nodeDir)
-	if err != nil && !os.IsNotExist(err) {
-		return nil, fmt.Errorf("read %s: %w", nodeDir, err)
+	const nodeDir = "devices/system/node"
+	entries, err := sys.ReadDir(nodeDir)
+	if err != nil && !hostfs.Absent(err) {
+		return nil, err
 	}
 	for _, e := range entries {
 		id, ok := strings.CutPrefix(e.Name(), "node")
@@ -33,32 +47,27 @@ func Read(sysRoot string) (*Topology, error) {
 			continue
 		}
 		n, err := strconv.Atoi(id)
-		if err != nil {
+		if err != nil || n < 0 {
 			continue
 		}
 		t.Nodes = append(t.Nodes, n)
-		list, err := os.ReadFile(filepath.Join(nodeDir, e.Name(), "cpulist"))
+		file := path.Join(nodeDir, e.Name(), "cpulist")
+		cpus, err := readList(sys, file)
 		if err != nil {
-			return nil, fmt.Errorf("read node%d cpulist: %w", n, err)
-		}
-		cpus, err := ParseList(strings.TrimSpace(string(list)))
-		if err != nil {
-			return nil, fmt.Errorf("node%d cpulist: %w", n, err)
+			return nil, err
 		}
 		for _, c := range cpus {
 			t.CPUNode[c] = n
 		}
-		t.NodeMem[n] = nodeMemTotal(filepath.Join(nodeDir, e.Name(), "meminfo"))
+		if t.NodeMem[n], err = nodeMemTotal(sys, path.Join(nodeDir, e.Name(), "meminfo")); err != nil {
+			return nil, err
+		}
 	}
 	if len(t.Nodes) == 0 {
 		t.Nodes = []int{0}
-		online, err := os.ReadFile(filepath.Join(sysRoot, "devices/system/cpu/online"))
+		cpus, err := readList(sys, "devices/system/cpu/online")
 		if err != nil {
-			return nil, fmt.Errorf("read online cpus: %w", err)
-		}
-		cpus, err := ParseList(strings.TrimSpace(string(online)))
-		if err != nil {
-			return nil, fmt.Errorf("online cpus: %w", err)
+			return nil, err
 		}
 		for _, c := range cpus {
 			t.CPUNode[c] = 0
@@ -66,6 +75,19 @@ func Read(sysRoot string) (*Topology, error) {
 	}
 	sort.Ints(t.Nodes)
 	return t, nil
+}
+
+// readList reads a CPU list file; errors name the file.
+func readList(sys *hostfs.Root, file string) ([]int, error) {
+	s, err := sys.ReadValue(file)
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := ParseList(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sanitize.Text(sys.Path(file)), err)
+	}
+	return cpus, nil
 }
 
 // NodeOf returns the node of cpu, or -1.
@@ -79,25 +101,35 @@ func (t *Topology) NodeOf(cpu int) int {
 // NumCPUs is the number of CPUs with a known node.
 func (t *Topology) NumCPUs() int { return len(t.CPUNode) }
 
-// nodeMemTotal reads "Node N MemTotal: X kB" from a node meminfo file.
-func nodeMemTotal(path string) uint64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+// nodeMemTotal reads "Node N MemTotal: X kB" from a node meminfo file, 0
+// when the file is absent or has no such line.
+func nodeMemTotal(sys *hostfs.Root, file string) (uint64, error) {
+	var total uint64
+	err := sys.Scan(file, hostfs.MaxTable, func(_ int, line string) error {
 		f := strings.Fields(line)
 		if len(f) >= 4 && f[2] == "MemTotal:" {
 			kb, err := strconv.ParseUint(f[3], 10, 64)
-			if err == nil {
-				return kb * 1024
+			if err != nil || kb > math.MaxUint64/1024 {
+				return fmt.Errorf("bad MemTotal %s", hostfs.Excerpt(f[3]))
 			}
+			total = kb * 1024
 		}
+		return nil
+	})
+	if hostfs.Absent(err) {
+		return 0, nil
 	}
-	return 0
+	return total, err
 }
 
-// ParseList parses a kernel CPU or node list such as "0-3,8,10-11".
+// MaxCPU bounds the numbers in a CPU or node list: above any kernel's
+// NR_CPUS (8192 at most) and MAX_NUMNODES (1024).
+const MaxCPU = 1<<16 - 1
+
+// ParseList parses a kernel CPU or node list such as "0-3,8,10-11". It
+// refuses a number above MaxCPU, and a list of more than MaxCPU+1
+// numbers, so that a list from a copy of a machine cannot make it
+// allocate without bound. Errors quote at most a short excerpt.
 func ParseList(s string) ([]int, error) {
 	var out []int
 	if s == "" {
@@ -106,14 +138,17 @@ func ParseList(s string) ([]int, error) {
 	for _, part := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("bad list element %q", part)
+		if err != nil || a < 0 || a > MaxCPU {
+			return nil, fmt.Errorf("bad list element %s", hostfs.Excerpt(part))
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad range %q", part)
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b > MaxCPU {
+				return nil, fmt.Errorf("bad range %s", hostfs.Excerpt(part))
 			}
+		}
+		if len(out)+b-a+1 > MaxCPU+1 {
+			return nil, fmt.Errorf("a list of more than %d numbers", MaxCPU+1)
 		}
 		for i := a; i <= b; i++ {
 			out = append(out, i)

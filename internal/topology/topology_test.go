@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -25,10 +26,14 @@ func TestParseList(t *testing.T) {
 	if want := []int{0, 1, 2, 5, 7, 8}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v want %v", got, want)
 	}
-	for _, bad := range []string{"a", "3-1", "1-x", "1,,2"} {
+	for _, bad := range []string{"a", "3-1", "1-x", "1,,2", "0-70000", "65536", "0-65535,0-65535"} {
 		if _, err := ParseList(bad); err == nil {
 			t.Errorf("ParseList(%q) accepted", bad)
 		}
+	}
+	// A list read from a copy of a machine is quoted in a short excerpt only.
+	if _, err := ParseList(strings.Repeat("secret", 1000)); err == nil || len(err.Error()) > 80 || !strings.Contains(err.Error(), `"secretsecret`) {
+		t.Errorf("a long bad list: %v", err)
 	}
 }
 

@@ -49,7 +49,20 @@ type zone struct {
 	freeLater int64
 }
 
-type hugePages struct{ total, free, rsvd int64 }
+// hugePages is the 2 MiB pool; perNode, if set, is each node's
+// {total, free} (else the pool is spread evenly, as the kernel does).
+type hugePages struct {
+	total, free, rsvd int64
+	perNode           [][2]int64
+}
+
+// node is node n's part of the pool: {total, free}.
+func (h hugePages) node(n, nodes int) [2]int64 {
+	if h.perNode != nil {
+		return h.perNode[n]
+	}
+	return [2]int64{h.total / int64(nodes), h.free / int64(nodes)}
+}
 
 // counters are a file's values now and their growth in a second.
 type counters struct {
@@ -63,6 +76,7 @@ type proc struct {
 	mems     string
 	maps     []string // numa_maps lines
 	threads  []thread
+	noTasks  bool // the copy lacks task/: no thread can be read
 	cgroup   string
 	cpuTicks [2]int64 // utime+stime of the process now and a second later
 }
@@ -207,6 +221,14 @@ func (m *machine) heap(policy string, mib int64, onNode0 float64) {
 		fmt.Sprintf("555500000000 %s file=/usr/sbin/%s mapped=16 N0=16 kernelpagesize_kB=4", policy, m.proc.comm),
 		fmt.Sprintf("7f0000000000 %s anon=%d dirty=%d %s kernelpagesize_kB=4", policy, pages, pages, counts),
 	}
+}
+
+// lowFree leaves about 0.4 GB free: every zone above its low watermark
+// (no node is short), together 99,800 pages.
+func (m *machine) lowFree() {
+	m.zones[0][1].free, m.zones[0][1].freeLater = 20000, 20000
+	m.zones[0][2].free, m.zones[0][2].freeLater = 30000, 30000
+	m.zones[1][2].free, m.zones[1][2].freeLater = 46000, 46000
 }
 
 // The seed incidents, and near misses, by directory name.
@@ -376,6 +398,43 @@ var scenarios = map[string]func(m *machine){
 		m.hugePages = hugePages{total: 8192, free: 6144, rsvd: 6144}
 		m.memAvail = 50000000
 	},
+	// Seed 000, 第三个现场, caught earlier: the same 20 GiB pool on the 128 GB
+	// machine, 2 GiB of it unused; MemFree 0.4 GB and memory PSI at 27%
+	// while MemAvailable (page cache the workload keeps refaulting) still
+	// reads 13 GiB. One reading: nothing measured grew yet.
+	"seed000_hugetlb_psi": func(m *machine) {
+		m.hugePages = hugePages{total: 10240, free: 1536, rsvd: 512}
+		m.memAvail = 14000000
+		m.lowFree()
+		m.psi = "some avg10=27.00 avg60=22.40 avg300=12.10 total=987654321\nfull avg10=3.20 avg60=2.10 avg300=1.00 total=123456789\n"
+	},
+	// The near miss: the same pool, free memory and PSI, but a quarter of
+	// normal memory and more available: reclaim has plenty to take, the
+	// stalls are not the pool's doing.
+	"ok_hugetlb_psi_available": func(m *machine) {
+		m.hugePages = hugePages{total: 10240, free: 1536, rsvd: 512}
+		m.memAvail = 40000000
+		m.lowFree()
+		m.psi = "some avg10=27.00 avg60=22.40 avg300=12.10 total=987654321\nfull avg10=3.20 avg60=2.10 avg300=1.00 total=123456789\n"
+	},
+	// The 20 GiB pool all on node 0 (set through node0's nr_hugepages, or
+	// node 1 was too fragmented when it was reserved): node 0 has 0.2 GB
+	// free while node 1 has 50 GB and the machine 40 GB available.
+	"hugetlb_one_node": func(m *machine) {
+		m.hugePages = hugePages{total: 10240, free: 512, rsvd: 0, perNode: [][2]int64{{10240, 512}, {0, 0}}}
+		m.memAvail = 40000000
+		m.zones[0][1].free, m.zones[0][1].freeLater = 20000, 20000
+		m.zones[0][2].free, m.zones[0][2].freeLater = 27000, 27000
+		m.psi = "some avg10=18.00 avg60=12.00 avg300=6.00 total=55555555\nfull avg10=1.50 avg60=1.00 avg300=0.50 total=4444444\n"
+	},
+	// An unbound process whose threads cannot be read (the copy has no
+	// task/ directory): where it runs is not measured.
+	"remote_not_measured": func(m *machine) {
+		m.proc.comm, m.proc.cpus = "mysqld", "0-63"
+		m.heap("default", 8192, 0.6)
+		m.spread(0.5, 16)
+		m.proc.noTasks = true
+	},
 	"seed000_hugetlb_unused": func(m *machine) { // 16 GiB pool, nothing maps or reserves 12 GiB of it
 		m.hugePages = hugePages{total: 8192, free: 6144, rsvd: 0}
 		m.memAvail = 9000000
@@ -523,7 +582,11 @@ func render(m *machine, later bool) map[string]string {
 		for _, z := range m.zones[n] {
 			free += z.free
 		}
-		hugeTotal, hugeFree := m.hugePages.total/int64(len(m.nodeCPUs)), m.hugePages.free/int64(len(m.nodeCPUs))
+		np := m.hugePages.node(n, len(m.nodeCPUs))
+		hugeTotal, hugeFree := np[0], np[1]
+		t[dir+"hugepages/hugepages-2048kB/nr_hugepages"] = fmt.Sprintf("%d\n", hugeTotal)
+		t[dir+"hugepages/hugepages-2048kB/free_hugepages"] = fmt.Sprintf("%d\n", hugeFree)
+		t[dir+"hugepages/hugepages-2048kB/surplus_hugepages"] = "0\n"
 		t[dir+"meminfo"] = fmt.Sprintf("Node %d MemTotal:       %d kB\nNode %d MemFree:        %d kB\nNode %d MemUsed:        %d kB\n"+
 			"Node %d HugePages_Total: %5d\nNode %d HugePages_Free:  %5d\nNode %d HugePages_Surp:  %5d\n",
 			n, m.nodeMemKB[n], n, free*4, n, m.nodeMemKB[n]-free*4, n, hugeTotal, n, hugeFree, n, 0)
@@ -547,6 +610,11 @@ func render(m *machine, later bool) map[string]string {
 	t["proc/meminfo"] = fmt.Sprintf("MemTotal:       %d kB\nMemFree:        %d kB\nMemAvailable:   %d kB\nBuffers:          102400 kB\nCached:         %d kB\n"+
 		"HugePages_Total:   %d\nHugePages_Free:    %d\nHugePages_Rsvd:    %d\nHugePages_Surp:        0\nHugepagesize:       2048 kB\nHugetlb:        %d kB\n",
 		memTotal, free*4, m.memAvail, m.memAvail/2, m.hugePages.total, m.hugePages.free, m.hugePages.rsvd, m.hugePages.total*2048)
+	hp := "sys/kernel/mm/hugepages/hugepages-2048kB/"
+	t[hp+"nr_hugepages"] = fmt.Sprintf("%d\n", m.hugePages.total)
+	t[hp+"free_hugepages"] = fmt.Sprintf("%d\n", m.hugePages.free)
+	t[hp+"resv_hugepages"] = fmt.Sprintf("%d\n", m.hugePages.rsvd)
+	t[hp+"surplus_hugepages"] = "0\n"
 	keys := sortedKeys(m.vmstat.now)
 	t["proc/vmstat"] = pairs(grow(m.vmstat), keys)
 	up := m.uptime
@@ -575,6 +643,9 @@ func render(m *machine, later bool) map[string]string {
 		t[dir+"status"] = fmt.Sprintf("Name:\t%s\nState:\tS (sleeping)\nTgid:\t%d\nPid:\t%d\nPPid:\t1\nThreads:\t%d\nCpus_allowed_list:\t%s\nMems_allowed_list:\t%s\nvoluntary_ctxt_switches:\t100\nnonvoluntary_ctxt_switches:\t10\n",
 			p.comm, p.pid, p.pid, len(p.threads), p.cpus, p.mems)
 		for _, th := range p.threads {
+			if p.noTasks {
+				break
+			}
 			tk := th.ticks
 			if later {
 				tk += th.growTicks
