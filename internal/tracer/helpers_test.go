@@ -38,6 +38,20 @@ func lockedThread(t *testing.T) uint32 {
 	return uint32(unix.Gettid())
 }
 
+// realtime runs the calling thread, locked by lockedThread, at a
+// real-time priority until the test ends: a test whose BPF programs
+// compare the gaps between its own calls (compaction's 10 ms attempt gap)
+// must not be preempted between them by a loaded machine.
+func realtime(t *testing.T) {
+	t.Helper()
+	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+		t.Fatalf("SCHED_FIFO: %v", err)
+	}
+	t.Cleanup(func() {
+		unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+	})
+}
+
 // hashFallback makes openForThread keep open stalls in the pendings hash,
 // as on kernels without task storage (TestHandlersOnHashFallback).
 var hashFallback bool
