@@ -95,7 +95,7 @@ func TestFollowGrowingFile(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Follow(ctx, path, Clock{}, func(s Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
-			func(error) { mu.Lock(); bad++; mu.Unlock() })
+			func(error) { mu.Lock(); bad++; mu.Unlock() }, nil)
 	}()
 	time.Sleep(100 * time.Millisecond)
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -136,7 +136,7 @@ func TestFollowReturnsWhileAReadBlocks(t *testing.T) {
 	defer w.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Follow(ctx, path, Clock{}, func(Sample) {}, nil) }()
+	go func() { done <- Follow(ctx, path, Clock{}, func(Sample) {}, nil, nil) }()
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	select {
@@ -197,7 +197,7 @@ func TestFollowSkipsOverlongLines(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Follow(ctx, path, Clock{}, func(s Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
-			func(err error) { mu.Lock(); bad = append(bad, err); mu.Unlock() })
+			func(err error) { mu.Lock(); bad = append(bad, err); mu.Unlock() }, nil)
 	}()
 	time.Sleep(300 * time.Millisecond)
 	cancel()

@@ -197,8 +197,22 @@ type fileSource struct {
 }
 
 func (s *fileSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
+	// A rotation or truncation loses nothing: it is said the first time,
+	// not every time (logrotate every hour).
+	said := map[string]bool{}
+	notice := func(err error) {
+		var m *Moved
+		if errors.As(err, &m) && said[m.How] {
+			return
+		} else if m != nil {
+			said[m.How] = true
+		}
+		if warn != nil {
+			warn(fmt.Errorf("latency file %w", err))
+		}
+	}
 	return Follow(ctx, s.path, s.clk, func(smp Sample) { send(ctx, out, Reading{Sample: smp}) },
-		func(err error) { s.skips.add("malformed lines", "latency file", err, warn) })
+		func(err error) { s.skips.add("malformed lines", "latency file", err, warn) }, notice)
 }
 
 func (s *fileSource) Close() error { return nil }
