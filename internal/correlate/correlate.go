@@ -312,6 +312,9 @@ func Analyze(ws []Window, cfg Config) *Result {
 	var seen []*Window
 	for i := range ws {
 		w := &ws[i]
+		if w.Latency != nil && w.Latency.Skipped != "" {
+			continue // the source could not tell: neither normal nor empty
+		}
 		empty := w.Latency == nil || w.Latency.Count == 0
 		if empty && (i <= first || i >= last || !gaps) {
 			continue // before the load started, after it stopped, or too sparse a load to tell

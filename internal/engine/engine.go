@@ -177,6 +177,7 @@ func (e *Engine) Latency(r latency.Reading) {
 	e.correlate()
 	if r.Window != nil {
 		if e.lateLatency && e.lat.Taken(r.Window.Index) && e.attachLate(*r.Window) {
+			e.lat.Attached(*r.Window)
 			return
 		}
 		e.lat.Put(*r.Window)
@@ -215,6 +216,9 @@ func (e *Engine) Close(nowNs uint64) ([]*aggregate.Window, int) {
 // partial, and flushes the sinks.
 func (e *Engine) Finish(endNs uint64) ([]*aggregate.Window, int) {
 	ws, spikes := e.closeBatches(func(limit int) []*aggregate.Window { return e.agg.CloseAllBatch(endNs, limit) })
+	if e.lat != nil {
+		e.lat.Drop() // samples after the last window: counted, not held
+	}
 	for _, s := range e.sinks {
 		e.keep(s.Flush())
 	}
@@ -289,7 +293,11 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 // spike says whether a closing window is a spike, as it closes: the
 // flight recorder dumps on it. Windows in which nothing completed count
 // once requests complete again (until then, the load may have stopped).
+// A window the source could not tell counts as neither.
 func (e *Engine) spike(l *latency.Stats) bool {
+	if l != nil && l.Skipped != "" {
+		return false
+	}
 	if l == nil || l.Count == 0 {
 		e.det.ObserveEmpty()
 		return false
@@ -395,7 +403,25 @@ func (e *Engine) LateLatency() uint64 {
 	if e.lat == nil {
 		return 0
 	}
-	return e.lat.Late
+	a := e.lat.Account()
+	return a.Late + a.LateWindows
+}
+
+// LatencyAccount is what the latency source gave up to nowNs and what of
+// it was left out; nil without a latency source. The source's own skips
+// (Source.Skipped) are the caller's to add.
+func (e *Engine) LatencyAccount(nowNs uint64) *latency.Account {
+	if e.lat == nil {
+		return nil
+	}
+	a := e.lat.Account()
+	a.StartNs, a.EndNs = e.h.StartNs, max(nowNs, e.h.StartNs)
+	var clk latency.Clock
+	if !e.h.Started.IsZero() {
+		clk = latency.Clock{WallNs: e.h.Started.UnixNano(), MonoNs: int64(e.h.StartNs)}
+	}
+	a.Guess(clk)
+	return &a
 }
 
 // Name is the newest name the events gave thread tid ("" if none came):
@@ -423,6 +449,8 @@ func (e *Engine) Report(end record.End, final *stall.Snapshot, topThreads int) *
 		Note:        end.Note,
 		TopThreads:  topThreads,
 		Correlation: e.Analysis(),
+		Latency:     end.Latency,
+		BadRecords:  end.BadRecords,
 	}
 	for c, ns := range e.h.MinEventNs {
 		if cause, err := stall.ParseCause(c); err == nil {
@@ -435,7 +463,7 @@ func (e *Engine) Report(end record.End, final *stall.Snapshot, topThreads int) *
 // End is how this run ended at endNs, with its own counts.
 func (e *Engine) End(endNs uint64, note string) record.End {
 	return record.End{EndNs: endNs, DurationNs: endNs - e.h.StartNs, Events: e.Events(),
-		LateEvents: e.LateEvents(), Windows: e.Windows(), Note: note}
+		LateEvents: e.LateEvents(), Windows: e.Windows(), Note: note, Latency: e.LatencyAccount(endNs)}
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

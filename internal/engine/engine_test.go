@@ -235,3 +235,58 @@ func TestLongStretchClosesInBatches(t *testing.T) {
 		t.Errorf("the stall's window %+v, %d flushes (one per batch at least)", s.windows[0].Causes[stall.MemcgReclaim], s.flushes)
 	}
 }
+
+// Every sample the engine cannot file is counted by why: before the
+// trace, after it (held to the end, or too far ahead to hold), or after
+// its window closed. The end of the run and its report carry the count.
+func TestLatencyLeftOutIsCounted(t *testing.T) {
+	h := record.Header{StartNs: start, WindowNs: sec, SpikeK: 2, Started: time.Unix(1_764_590_000, 0)}
+	e := New(h, Options{})
+	add := func(ts uint64) { e.Latency(latency.Reading{Sample: latency.Sample{TsNs: ts, LatencyNs: ms}}) }
+	add(start - sec)        // before
+	add(start + 2*sec)      // filed
+	add(start + 3600*sec)   // far ahead: counted at once
+	e.Close(start + 3*sec)  // windows 0-2
+	add(start + sec)        // late
+	add(start + 5*sec + 1)  // after the end, held until it
+	e.Finish(start + 4*sec) // windows 3 and the partial 4
+	end := e.End(start+4*sec, "")
+	a := end.Latency
+	if a == nil || a.Samples != 1 || a.Before != 1 || a.After != 2 || a.Late != 1 || a.OutsideMinNs != start-sec || a.OutsideMaxNs != start+3600*sec {
+		t.Fatalf("account %+v", a)
+	}
+	if a.StartNs != start || a.EndNs != start+4*sec {
+		t.Errorf("span %d-%d", a.StartNs, a.EndNs)
+	}
+	if rep := e.Report(end, &stall.Snapshot{}, 20); rep.Latency != a {
+		t.Error("the report does not carry the end's account")
+	}
+	if New(record.Header{StartNs: start, WindowNs: sec}, Options{}).End(start, "").Latency != nil {
+		t.Error("an account without a latency source")
+	}
+}
+
+// A window the source could not tell (its histogram's counters went back)
+// is neither normal nor empty: under a dense load, an empty one between
+// served windows is a spike ("No request completed"); a skipped one is
+// not, live or in the analysis.
+func TestSkippedWindowIsNoSpike(t *testing.T) {
+	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2}, Options{Spikes: correlate.Config{MinHist: 3}})
+	spikes := 0
+	for i := uint64(0); i < 10; i++ {
+		st := latency.Stats{Index: i, Count: 100, P50Ns: ms, P99Ns: ms, MaxNs: ms}
+		if i == 5 {
+			st = latency.Stats{Index: i, Skipped: "counter reset"}
+		}
+		e.Latency(latency.Reading{Window: &st})
+		_, n := e.Close(start + (i+1)*sec)
+		spikes += n
+	}
+	e.Finish(start + 10*sec)
+	if a := e.Analysis(); spikes != 0 || len(a.Spikes) != 0 || a.Windows != 9 {
+		t.Fatalf("%d spikes live, analysis %d spikes over %d windows: %s", spikes, len(a.Spikes), a.Windows, a.Conclusion)
+	}
+	if a := e.End(start+10*sec, "").Latency; a.Windows != 9 || a.SkippedWindows != 1 {
+		t.Fatalf("account %+v", a)
+	}
+}

@@ -1,16 +1,13 @@
 package latency
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Clock maps a sample's timestamp to CLOCK_MONOTONIC. Timestamps above
@@ -66,27 +63,28 @@ func ParseLine(line string) (ts, lat uint64, err error) {
 }
 
 // Follow reads samples from path ("-" for standard input) until ctx ends,
-// following a file as it grows like tail -f. Blank lines and lines
-// starting with # are skipped; bad lines go to bad and reading goes on.
-// A read that blocks (standard input, a FIFO) never holds up the return
-// when ctx ends.
-func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad func(error)) error {
-	var in io.Reader
+// following a file as tail -F does: as it grows, and by name when it is
+// rotated (a new file in its place: the old one is read to its end
+// first, then the new one from its start) or truncated (read again from
+// the start); notice hears of each. Blank lines and lines starting with
+// # are skipped; bad lines go to bad and reading goes on. Opening a FIFO
+// does not wait for a writer, and a read that blocks (standard input, a
+// FIFO) never holds up the return when ctx ends.
+func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad, notice func(error)) error {
+	fl := &follower{path: path, notice: notice}
 	if path == "-" {
-		in = os.Stdin
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return fmt.Errorf("latency file: %w", err)
-		}
-		defer f.Close() // also ends a read blocked on a FIFO
-		in = f
+		fl.in, fl.stream = os.Stdin, true
+	} else if err := fl.open(); err != nil {
+		return err
+	}
+	if fl.f != nil && !fl.regular {
+		defer fl.f.Close() // ends a read blocked on a FIFO; regular files are closed by readLines
 	}
 	lines := make(chan fileLine, 256)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(lines)
-		errc <- readLines(ctx, in, path == "-", lines)
+		errc <- fl.readLines(ctx, lines)
 	}()
 	for {
 		select {
@@ -127,47 +125,4 @@ const maxLine = 64 << 10
 type fileLine struct {
 	text string
 	long bool
-}
-
-// readLines sends whole lines until ctx ends; at the end of a growing file
-// it waits for more, at the end of a stream it stops.
-func readLines(ctx context.Context, in io.Reader, stream bool, out chan<- fileLine) error {
-	r := bufio.NewReaderSize(in, maxLine)
-	var partial []byte
-	skipping := false // in a line over maxLine, up to its newline
-	for ctx.Err() == nil {
-		frag, err := r.ReadSlice('\n')
-		if !skipping {
-			partial = append(partial, frag...)
-		}
-		if len(partial) > maxLine {
-			partial, skipping = partial[:0], true
-		}
-		switch {
-		case err == nil: // a newline
-			l := fileLine{text: string(partial), long: skipping}
-			partial, skipping = partial[:0], false
-			select {
-			case out <- l:
-			case <-ctx.Done():
-			}
-		case errors.Is(err, bufio.ErrBufferFull):
-			// More of the same line.
-		case err == io.EOF:
-			// A line still being written, or the end of a stream.
-			if stream && len(frag) == 0 {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-		default:
-			if ctx.Err() != nil {
-				return nil // closed as Follow returned
-			}
-			return fmt.Errorf("latency file: %w", err)
-		}
-	}
-	return nil
 }

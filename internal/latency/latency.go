@@ -6,6 +6,7 @@ package latency
 
 import (
 	"sort"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -29,6 +30,10 @@ type Stats struct {
 	P99Ns  uint64 `json:"p99_ns"`
 	P999Ns uint64 `json:"p999_ns,omitempty"` // since format 1.3; 0 before
 	MaxNs  uint64 `json:"max_ns"`
+	// Skipped, if set, says why the window's latency is unknown (a
+	// histogram's counters went back): the window is left out of the
+	// analysis, neither normal nor empty.
+	Skipped string `json:"skipped,omitempty"`
 	// Requests is the window's per-request stall breakdown, from a
 	// source that times requests in the kernel.
 	Requests *Requests `json:"requests,omitempty"`
@@ -55,18 +60,24 @@ type Requests struct {
 }
 
 // Windows collects samples into fixed windows aligned with the stall
-// windows (same start, same length).
+// windows (same start, same length), and accounts for every reading it
+// cannot use (Account).
 type Windows struct {
 	startNs, windowNs uint64
 	sloNs             uint64 // requests over it are slow; 0: the window's p99
 	bins              map[uint64][]Sample
-	// Early counts samples from before the start; Late those whose window
-	// was already taken. Both are dropped.
-	Early, Late uint64
-	taken       map[uint64]bool
+	taken             map[uint64]bool
+	next              uint64 // one past the newest window taken: windows are taken in order
 	// ready holds statistics computed elsewhere (a Prometheus histogram).
 	ready map[uint64]Stats
+	acct  Account
 }
+
+// aheadNs is how far past the oldest open window a sample may lie and
+// still be held for its window: a request cannot finish in the future,
+// so one further ahead is in another clock or unit, and holding it until
+// the end would let such a source fill memory.
+const aheadNs = 60 * uint64(time.Second)
 
 // NewWindows starts windows of windowNs at startNs; a request over sloNs
 // (if not zero) is slow.
@@ -75,15 +86,20 @@ func NewWindows(startNs, windowNs, sloNs uint64) *Windows {
 		taken: map[uint64]bool{}, ready: map[uint64]Stats{}}
 }
 
-// Add files one sample under its window.
+// Add files one sample under its window. One from before the start, too
+// far ahead, or for a window already taken is counted and dropped.
 func (w *Windows) Add(s Sample) {
 	if s.TsNs < w.startNs {
-		w.Early++
+		w.acct.outside(s.TsNs, false)
 		return
 	}
 	i := (s.TsNs - w.startNs) / w.windowNs
-	if w.taken[i] {
-		w.Late++
+	if i < w.next || w.taken[i] {
+		w.acct.Late++
+		return
+	}
+	if s.TsNs-w.startNs-w.next*w.windowNs >= aheadNs+2*w.windowNs {
+		w.acct.outside(s.TsNs, true)
 		return
 	}
 	w.bins[i] = append(w.bins[i], s)
@@ -92,7 +108,7 @@ func (w *Windows) Add(s Sample) {
 // Put files statistics already computed for a window.
 func (w *Windows) Put(s Stats) {
 	if w.taken[s.Index] {
-		w.Late++
+		w.acct.LateWindows++
 		return
 	}
 	w.ready[s.Index] = s
@@ -104,8 +120,10 @@ func (w *Windows) Taken(i uint64) bool { return w.taken[i] }
 // Take returns the statistics of window i and forgets its samples.
 func (w *Windows) Take(i uint64) *Stats {
 	w.taken[i] = true
+	w.next = max(w.next, i+1)
 	if s, ok := w.ready[i]; ok {
 		delete(w.ready, i)
+		w.acct.window(s)
 		return &s
 	}
 	v, ok := w.bins[i]
@@ -113,8 +131,33 @@ func (w *Windows) Take(i uint64) *Stats {
 		return nil
 	}
 	delete(w.bins, i)
+	w.acct.Samples += uint64(len(v))
 	return SummarizeSamples(i, v, w.sloNs)
 }
+
+// Attached counts a window's statistics that came after the window was
+// taken and were still put to use (a replay of a recording from before
+// format 1.3 reads them late).
+func (w *Windows) Attached(s Stats) { w.acct.window(s) }
+
+// Drop forgets what is still held when the run ends: samples after its
+// last window, and statistics for windows that never closed. Both are
+// counted.
+func (w *Windows) Drop() {
+	for i, v := range w.bins {
+		for _, s := range v {
+			w.acct.outside(s.TsNs, true)
+		}
+		delete(w.bins, i)
+	}
+	w.acct.LateWindows += uint64(len(w.ready))
+	clear(w.ready)
+}
+
+// Account is what the windows took and left out so far. Its span (StartNs,
+// EndNs) and what the samples left out look like (Likely) are the
+// caller's to fill in.
+func (w *Windows) Account() Account { return w.acct }
 
 // Summarize computes exact quantiles (nearest rank) of one window's
 // latencies.
@@ -178,18 +221,4 @@ func SummarizeSamples(index uint64, v []Sample, sloNs uint64) *Stats {
 	}
 	st.Requests = r
 	return st
-}
-
-// Rest returns the statistics of every window still held, in order.
-func (w *Windows) Rest() []Stats {
-	idx := make([]uint64, 0, len(w.bins))
-	for i := range w.bins {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
-	var out []Stats
-	for _, i := range idx {
-		out = append(out, *w.Take(i))
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,8 +33,8 @@ func TestWindows(t *testing.T) {
 	for _, s := range []Sample{{TsNs: 1000, LatencyNs: 5}, {TsNs: 1099, LatencyNs: 7}, {TsNs: 1100, LatencyNs: 9}, {TsNs: 999, LatencyNs: 1}, {TsNs: 1350, LatencyNs: 3}} {
 		w.Add(s)
 	}
-	if w.Early != 1 {
-		t.Fatalf("early %d", w.Early)
+	if a := w.Account(); a.Before != 1 || a.OutsideMinNs != 999 {
+		t.Fatalf("before %d at %d", a.Before, a.OutsideMinNs)
 	}
 	if s := w.Take(0); s.Count != 2 || s.MaxNs != 7 {
 		t.Fatalf("window 0 %+v", s)
@@ -42,12 +43,13 @@ func TestWindows(t *testing.T) {
 		t.Fatal("window 0 taken twice")
 	}
 	w.Add(Sample{TsNs: 1050, LatencyNs: 4}) // too late for window 0
-	if w.Late != 1 {
-		t.Fatalf("late %d", w.Late)
+	if a := w.Account(); a.Late != 1 || a.Samples != 2 {
+		t.Fatalf("late %d, samples %d", a.Late, a.Samples)
 	}
-	rest := w.Rest()
-	if len(rest) != 2 || rest[0].Index != 1 || rest[1].Index != 3 {
-		t.Fatalf("rest %+v", rest)
+	w.Take(1)
+	w.Drop() // window 3's sample, after the last window taken
+	if a := w.Account(); a.Samples != 3 || a.After != 1 || a.OutsideMinNs != 999 || a.OutsideMaxNs != 1350 {
+		t.Fatalf("account %+v", a)
 	}
 }
 
@@ -95,7 +97,7 @@ func TestFollowGrowingFile(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Follow(ctx, path, Clock{}, func(s Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
-			func(error) { mu.Lock(); bad++; mu.Unlock() })
+			func(error) { mu.Lock(); bad++; mu.Unlock() }, nil)
 	}()
 	time.Sleep(100 * time.Millisecond)
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -136,7 +138,7 @@ func TestFollowReturnsWhileAReadBlocks(t *testing.T) {
 	defer w.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Follow(ctx, path, Clock{}, func(Sample) {}, nil) }()
+	go func() { done <- Follow(ctx, path, Clock{}, func(Sample) {}, nil, nil) }()
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	select {
@@ -197,7 +199,7 @@ func TestFollowSkipsOverlongLines(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Follow(ctx, path, Clock{}, func(s Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
-			func(err error) { mu.Lock(); bad = append(bad, err); mu.Unlock() })
+			func(err error) { mu.Lock(); bad = append(bad, err); mu.Unlock() }, nil)
 	}()
 	time.Sleep(300 * time.Millisecond)
 	cancel()
@@ -240,7 +242,7 @@ func TestFileSourceCountsSkippedLines(t *testing.T) {
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
-	if len(warned) != 1 || !strings.Contains(warned[0].Error(), "latency file") || src.Skipped() != "3 malformed lines" {
-		t.Fatalf("warned %v, skipped %q: want one warning and 3 malformed lines counted", warned, src.Skipped())
+	if len(warned) != 1 || !strings.Contains(warned[0].Error(), "latency file") || !reflect.DeepEqual(src.Skipped(), []Skip{{"malformed lines", 3}}) {
+		t.Fatalf("warned %v, skipped %v: want one warning and 3 malformed lines counted", warned, src.Skipped())
 	}
 }

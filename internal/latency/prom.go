@@ -2,6 +2,7 @@ package latency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -96,29 +97,46 @@ func unitNs(metric string) float64 {
 	return 1e9
 }
 
+// A window whose scrapes cannot be subtracted is skipped, with one of
+// these.
+var (
+	// ErrCounterReset: a count went back between the scrapes, as when
+	// the service restarts.
+	ErrCounterReset = errors.New("the histogram's counters went back (the service restarted?)")
+	// ErrLayoutChanged: the scrapes have different buckets, or buckets
+	// that do not add up, so a bucket's difference means nothing.
+	ErrLayoutChanged = errors.New("the histogram's buckets changed")
+)
+
 // Delta computes one window's statistics from two scrapes of the same
 // histogram: the requests between them, and p50/p99 interpolated inside
 // the buckets as histogram_quantile does. Max is the upper bound of the
-// highest bucket that gained requests (the lower bound for +Inf).
-func Delta(index uint64, prev, cur *Histogram, metric string) *Stats {
+// highest bucket that gained requests (the lower bound for +Inf). A
+// counter reset or a change of buckets between the scrapes is an error:
+// the window cannot be told.
+func Delta(index uint64, prev, cur *Histogram, metric string) (*Stats, error) {
 	st := &Stats{Index: index}
-	if prev == nil || cur == nil {
-		return st
+	if len(prev.Bounds) != len(cur.Bounds) {
+		return nil, ErrLayoutChanged
 	}
-	prevAt := map[float64]float64{}
-	for i, b := range prev.Bounds {
-		prevAt[b] = prev.Counts[i]
+	if cur.Count < prev.Count {
+		return nil, ErrCounterReset
 	}
 	d := make([]float64, len(cur.Bounds))
 	for i, b := range cur.Bounds {
-		d[i] = cur.Counts[i] - prevAt[b]
-		if d[i] < 0 {
-			return st // the service restarted: counters went back
+		if prev.Bounds[i] != b {
+			return nil, ErrLayoutChanged
+		}
+		if d[i] = cur.Counts[i] - prev.Counts[i]; d[i] < 0 {
+			return nil, ErrCounterReset
+		}
+		if i > 0 && d[i] < d[i-1] { // cumulative buckets: each holds the ones below
+			return nil, ErrLayoutChanged
 		}
 	}
 	total := d[len(d)-1]
 	if total <= 0 {
-		return st
+		return st, nil
 	}
 	unit := unitNs(metric)
 	quantile := func(q float64) uint64 {
@@ -157,17 +175,29 @@ func Delta(index uint64, prev, cur *Histogram, metric string) *Stats {
 			break
 		}
 	}
-	return st
+	return st, nil
 }
 
+// Why a scraped window is skipped (Stats.Skipped).
+const (
+	skipWhyFailed = "scrape failed"
+	skipWhyNoBase = "no scrape at its start"
+	skipWhyReset  = "counter reset"
+	skipWhyLayout = "bucket layout change"
+)
+
 // ScrapeWindows scrapes at every window end and sends each window's
-// statistics, until ctx ends. The first scrape, at the start, is the base.
+// statistics, until ctx ends. The first scrape, at the start, is the
+// base. A window that cannot be told (its scrape, or the one before,
+// failed; the counters went back; the buckets changed) is sent skipped,
+// so that it counts neither as normal nor as one in which nothing
+// completed; skip hears why, by kind.
 func ScrapeWindows(ctx context.Context, url, metric string, start time.Time, window time.Duration,
-	out chan<- Stats, bad func(error)) {
+	out chan<- Stats, skip func(kind string, err error)) {
 	client := &http.Client{Timeout: window / 2}
 	prev, err := Scrape(ctx, client, url, metric)
-	if err != nil && bad != nil {
-		bad(err)
+	if err != nil && skip != nil {
+		skip(skipScrapes, err)
 	}
 	for i := uint64(0); ; i++ {
 		select {
@@ -176,14 +206,31 @@ func ScrapeWindows(ctx context.Context, url, metric string, start time.Time, win
 		case <-time.After(time.Until(start.Add(time.Duration(i+1) * window))):
 		}
 		cur, err := Scrape(ctx, client, url, metric)
-		if err != nil {
-			if bad != nil && ctx.Err() == nil {
-				bad(err)
+		var st *Stats
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
 			}
-			continue
+			if skip != nil {
+				skip(skipScrapes, err)
+			}
+			st = &Stats{Index: i, Skipped: skipWhyFailed}
+		case prev == nil:
+			st = &Stats{Index: i, Skipped: skipWhyNoBase}
+		default:
+			if st, err = Delta(i, prev, cur, metric); err != nil {
+				why, kind := skipWhyReset, skipResets
+				if errors.Is(err, ErrLayoutChanged) {
+					why, kind = skipWhyLayout, skipLayouts
+				}
+				if skip != nil {
+					skip(kind, fmt.Errorf("window %d: %w", i, err))
+				}
+				st = &Stats{Index: i, Skipped: why}
+			}
 		}
-		st := Delta(i, prev, cur, metric)
-		prev = cur
+		prev = cur // nil after a failure: the next window has no base either
 		select {
 		case out <- *st:
 		case <-ctx.Done():

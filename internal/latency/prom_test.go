@@ -2,6 +2,7 @@ package latency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -33,19 +34,19 @@ func TestDeltaInterpolatesLikeHistogramQuantile(t *testing.T) {
 	prev := &Histogram{Bounds: []float64{0.001, 0.01, 0.1, inf()}, Counts: []float64{100, 100, 100, 100}}
 	// 1000 new requests: 980 under 1 ms, 10 in (1,10] ms, 10 in (10,100] ms.
 	cur := &Histogram{Bounds: []float64{0.001, 0.01, 0.1, inf()}, Counts: []float64{1080, 1090, 1100, 1100}}
-	st := Delta(4, prev, cur, "x_seconds")
-	if st.Index != 4 || st.Count != 1000 {
-		t.Fatalf("%+v", st)
+	st, err := Delta(4, prev, cur, "x_seconds")
+	if err != nil || st.Index != 4 || st.Count != 1000 {
+		t.Fatalf("%+v, %v", st, err)
 	}
 	// p50 = rank 500 in [0, 1ms] at 500/980; p99 = rank 990 = top of (1,10] ms.
 	if p50 := uint64(0.001 * 500 / 980 * 1e9 * (1 + zero)); st.P50Ns != p50 || st.P99Ns != 10_000_000 || st.MaxNs != 100_000_000 {
 		t.Fatalf("p50 %d p99 %d max %d", st.P50Ns, st.P99Ns, st.MaxNs)
 	}
-	if st := Delta(0, cur, prev, "x_seconds"); st.Count != 0 {
-		t.Fatalf("a counter reset gave %+v", st)
+	if st, err := Delta(0, cur, prev, "x_seconds"); !errors.Is(err, ErrCounterReset) {
+		t.Fatalf("a counter reset gave %+v, %v", st, err)
 	}
-	if st := Delta(0, prev, prev, "x_seconds"); st.Count != 0 {
-		t.Fatalf("no requests gave %+v", st)
+	if st, err := Delta(0, prev, prev, "x_seconds"); err != nil || st.Count != 0 {
+		t.Fatalf("no requests gave %+v, %v", st, err)
 	}
 }
 
@@ -65,7 +66,7 @@ func TestScrapeWindowsFromAServer(t *testing.T) {
 	out := make(chan Stats, 8)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go ScrapeWindows(ctx, srv.URL, "http_request_duration_seconds", time.Now(), 100*time.Millisecond, out, func(err error) { t.Error(err) })
+	go ScrapeWindows(ctx, srv.URL, "http_request_duration_seconds", time.Now(), 100*time.Millisecond, out, func(_ string, err error) { t.Error(err) })
 	time.Sleep(30 * time.Millisecond)
 	mu.Lock()
 	counts["0.001"] += 200 // window 0: 200 fast requests
@@ -131,9 +132,11 @@ func TestDeadEndpointIsSaidOnce(t *testing.T) {
 	src.Run(ctx, make(chan Reading, 10), func(err error) { mu.Lock(); warned = append(warned, err); mu.Unlock() })
 	mu.Lock()
 	defer mu.Unlock()
-	var n int
-	fmt.Sscanf(src.Skipped(), "%d failed scrapes", &n)
+	var n uint64
+	if sk := src.Skipped(); len(sk) == 1 && sk[0].Kind == "failed scrapes" {
+		n = sk[0].N
+	}
 	if len(warned) != 1 || n < 3 {
-		t.Fatalf("warned %d times (%v), skipped %q: want one warning and every failed scrape counted", len(warned), warned, src.Skipped())
+		t.Fatalf("warned %d times (%v), skipped %v: want one warning and every failed scrape counted", len(warned), warned, src.Skipped())
 	}
 }

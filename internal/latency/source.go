@@ -31,9 +31,9 @@ type Source interface {
 	Run(ctx context.Context, out chan<- Reading, warn func(error)) error
 	// Close releases what opening the source took.
 	Close() error
-	// Skipped says what the source had to skip, with counts ("412
-	// malformed lines"), or "" when nothing.
-	Skipped() string
+	// Skipped says what the source had to skip, by kind, with counts
+	// (412 malformed lines); nil when nothing.
+	Skipped() []Skip
 }
 
 // Env is what opening a source needs from the run.
@@ -171,15 +171,15 @@ func (k *skips) add(kind, source string, err error, warn func(error)) {
 	}
 }
 
-// Skipped is "N kind, M kind", or "".
-func (k *skips) Skipped() string {
+// Skipped is what was skipped, by kind in the order first seen.
+func (k *skips) Skipped() []Skip {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var parts []string
+	var out []Skip
 	for _, kind := range k.kinds {
-		parts = append(parts, fmt.Sprintf("%d %s", k.n[kind], kind))
+		out = append(out, Skip{Kind: kind, N: k.n[kind]})
 	}
-	return strings.Join(parts, ", ")
+	return out
 }
 
 // send delivers one reading unless ctx ends first.
@@ -197,8 +197,22 @@ type fileSource struct {
 }
 
 func (s *fileSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
+	// A rotation or truncation loses nothing: it is said the first time,
+	// not every time (logrotate every hour).
+	said := map[string]bool{}
+	notice := func(err error) {
+		var m *Moved
+		if errors.As(err, &m) && said[m.How] {
+			return
+		} else if m != nil {
+			said[m.How] = true
+		}
+		if warn != nil {
+			warn(fmt.Errorf("latency file %w", err))
+		}
+	}
 	return Follow(ctx, s.path, s.clk, func(smp Sample) { send(ctx, out, Reading{Sample: smp}) },
-		func(err error) { s.skips.add("malformed lines", "latency file", err, warn) })
+		func(err error) { s.skips.add(skipMalformed, "latency file", err, warn) }, notice)
 }
 
 func (s *fileSource) Close() error { return nil }
@@ -214,7 +228,7 @@ func (s *promSource) Run(ctx context.Context, out chan<- Reading, warn func(erro
 	stats := make(chan Stats)
 	go func() {
 		ScrapeWindows(ctx, s.url, s.metric, s.start, s.window, stats,
-			func(err error) { s.skips.add("failed scrapes", "latency endpoint", err, warn) })
+			func(kind string, err error) { s.skips.add(kind, "latency endpoint", err, warn) })
 		close(stats)
 	}()
 	for st := range stats {
@@ -227,7 +241,7 @@ func (s *promSource) Close() error { return nil }
 
 type uprobeSource struct{ timer RequestTimer }
 
-func (s *uprobeSource) Skipped() string { return "" }
+func (s *uprobeSource) Skipped() []Skip { return nil }
 
 func (s *uprobeSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
 	done := make(chan struct{})

@@ -227,18 +227,10 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		notes = append(notes, fmt.Sprintf("target %s exited after %s", tgt.Ended(eng.Name(tgt.ID)),
 			time.Since(started).Round(time.Millisecond)))
 	}
-	if src != nil {
-		if s := src.Skipped(); s != "" {
-			notes = append(notes, "the latency source skipped "+s)
-		}
-	}
 	end.Note = strings.Join(notes, "; ")
 	// A recording that failed (a full disk, said at once) still leaves
 	// the report whole; the run fails after it.
 	recErr := rec.finish(end, stderr)
-	if res.BadRecords > 0 {
-		fmt.Fprintf(stderr, "numatrace: %d ring-buffer records could not be read or decoded\n", res.BadRecords)
-	}
 	if err := fe.report(eng.Report(end, res.Final, a.Top), stderr); err != nil {
 		return errors.Join(err, recErr)
 	}

@@ -398,7 +398,7 @@ func TestSummaryLine(t *testing.T) {
 		t.Fatalf("%d lines", len(lines))
 	}
 	s := lines[0]
-	want := []string{"causes", "duration_ns", "events", "histogram_map_full", "histograms_evicted", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
+	want := []string{"bad_records", "causes", "duration_ns", "events", "histogram_map_full", "histograms_evicted", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
 		"processes", "stream_min_ns", "system", "target", "threads", "type", "windows"}
 	if got := keys(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("summary keys %v, want %v", got, want)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -29,6 +30,11 @@ type Report struct {
 	MinEventNs [stall.NumCauses]uint64
 	// Correlation is set when a latency source was.
 	Correlation *correlate.Result
+	// Latency is what the latency source gave and what of it was left
+	// out; nil without a source (or from a recording older than that).
+	Latency *latency.Account
+	// BadRecords counts ring-buffer records that could not be decoded.
+	BadRecords uint64
 }
 
 type probesJSON struct {
@@ -72,6 +78,47 @@ type summaryJSON struct {
 	Children         *childrenJSON                     `json:"children,omitempty"`
 	Spikes           []correlate.Spike                 `json:"spikes,omitempty"`
 	Correlation      *correlationJSON                  `json:"correlation,omitempty"`
+	BadRecords       uint64                            `json:"bad_records"`
+	LatencyInput     *latencyInputJSON                 `json:"latency_input,omitempty"`
+}
+
+// latencyInputJSON is what the latency source gave and what of it was
+// left out.
+type latencyInputJSON struct {
+	Usable         bool              `json:"usable"`
+	Samples        uint64            `json:"samples"`
+	Windows        uint64            `json:"windows"`
+	OutsideTrace   uint64            `json:"outside_trace"`
+	BeforeTrace    uint64            `json:"before_trace"`
+	AfterTrace     uint64            `json:"after_trace"`
+	OutsideMinNs   *uint64           `json:"outside_min_ns,omitempty"`
+	OutsideMaxNs   *uint64           `json:"outside_max_ns,omitempty"`
+	Likely         string            `json:"likely,omitempty"`
+	LateSamples    uint64            `json:"late_samples"`
+	LateWindows    uint64            `json:"late_windows"`
+	SkippedWindows uint64            `json:"skipped_windows"`
+	Skipped        map[string]uint64 `json:"skipped"`
+	Warnings       []string          `json:"warnings"`
+}
+
+func latencyInput(a *latency.Account) *latencyInputJSON {
+	if a == nil {
+		return nil
+	}
+	j := &latencyInputJSON{Usable: a.Usable(), Samples: a.Samples, Windows: a.Windows, OutsideTrace: a.Outside(),
+		BeforeTrace: a.Before, AfterTrace: a.After, Likely: a.Likely, LateSamples: a.Late, LateWindows: a.LateWindows,
+		SkippedWindows: a.SkippedWindows, Skipped: map[string]uint64{}, Warnings: []string{}}
+	if a.Outside() > 0 {
+		lo, hi := a.OutsideMinNs, a.OutsideMaxNs
+		j.OutsideMinNs, j.OutsideMaxNs = &lo, &hi
+	}
+	for _, s := range a.Skipped {
+		j.Skipped[s.Key()] += s.N
+	}
+	for _, p := range a.Problems() {
+		j.Warnings = append(j.Warnings, p.Text)
+	}
+	return j
 }
 
 // childrenJSON is what a --pid target's untraced descendants stalled,
@@ -97,7 +144,8 @@ func (r *Report) summaryLine() summaryJSON {
 		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
 		Processes: r.Summary.Processes, Note: r.Note, HistMapFull: r.Summary.HistMapFull,
 		HistEvicted: r.Summary.HistEvicted, Causes: r.Summary.Causes, Unlisted: r.Summary.Unlisted,
-		Probes: probesJSON{Attached: []string{}, Failed: []stall.ProbeStatus{}}}
+		Probes:     probesJSON{Attached: []string{}, Failed: []stall.ProbeStatus{}},
+		BadRecords: r.BadRecords, LatencyInput: latencyInput(r.Latency)}
 	if c := r.Correlation; c != nil {
 		s.Spikes = c.Spikes
 		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: c.Correlation, ExplainedBy: c.Explained,

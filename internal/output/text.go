@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -71,6 +72,7 @@ func (r *Report) text(w io.Writer) {
 	s := r.Summary
 	fmt.Fprintf(w, "numatrace: %s for %s on %s | probes %d/%d attached | events %d | lost events %d\n",
 		sanitize.Text(r.Target), time.Duration(r.DurationNs).Round(time.Millisecond), sanitize.Text(r.Kernel), attached, len(r.Probes)-len(skipped), r.Events, s.Lost)
+	r.discarded(w)
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "not attached: %s (see `numatrace probes`)\n", sanitize.Text(strings.Join(failed, ", ")))
 	}
@@ -105,6 +107,31 @@ func (r *Report) text(w io.Writer) {
 	if r.Note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", sanitize.Text(r.Note))
 	}
+}
+
+// discarded warns of the input the run left out, first thing: a latency
+// source that gave nothing usable, latency readings outside the trace or
+// late, what the source skipped, records the kernel sent that could not
+// be decoded.
+func (r *Report) discarded(w io.Writer) {
+	if r.Latency != nil {
+		for _, p := range r.Latency.Problems() {
+			fmt.Fprintf(w, "WARNING: %s\n", sanitize.Text(p.Text))
+		}
+	}
+	if r.BadRecords > 0 {
+		fmt.Fprintf(w, "WARNING: %s\n", BadRecords(r.BadRecords))
+	}
+}
+
+// BadRecords says that n records from the kernel could not be decoded.
+func BadRecords(n uint64) string {
+	was := "were"
+	if n == 1 {
+		was = "was"
+	}
+	return latency.Count(n, "ring-buffer record") + " from the kernel could not be read or decoded (an unknown cause, a short record) and " +
+		was + " left out"
 }
 
 // evicted warns that the thread and process tables miss evicted threads'

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -67,6 +68,12 @@ type End struct {
 	Note       string `json:"note,omitempty"`
 	// Dropped counts events the recorder could not write in time.
 	Dropped uint64 `json:"dropped"`
+	// Latency is what the latency source gave and what of it was left
+	// out (since 1.3; nil in older recordings and without a source).
+	Latency *latency.Account `json:"latency,omitempty"`
+	// BadRecords counts ring-buffer records that could not be read or
+	// decoded (an unknown cause, a short record); since 1.3.
+	BadRecords uint64 `json:"bad_records,omitempty"`
 }
 
 // Snapshot is the kernel's exact aggregates at MonoNs; Final marks the one

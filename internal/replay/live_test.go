@@ -139,4 +139,4 @@ func (f latencyFeed) Run(ctx context.Context, out chan<- latency.Reading, _ func
 
 func (f latencyFeed) Close() error { return nil }
 
-func (f latencyFeed) Skipped() string { return "" }
+func (f latencyFeed) Skipped() []latency.Skip { return nil }

@@ -7,11 +7,13 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -86,7 +88,6 @@ type Result struct {
 	// End has the run's end time and counts; the caller adds the note.
 	End        record.End
 	Final      *stall.Snapshot // the kernel's aggregates when tracing stopped
-	BadRecords uint64
 	TargetGone bool
 }
 
@@ -133,7 +134,12 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 		}
 		s.procfs(endNs)
 	}
-	return &Result{End: eng.End(endNs, ""), Final: snap, BadRecords: k.BadRecords(), TargetGone: s.gone}, nil
+	end := eng.End(endNs, "")
+	end.BadRecords = k.BadRecords()
+	if end.Latency != nil {
+		end.Latency.Skipped = opt.Latency.Skipped()
+	}
+	return &Result{End: end, Final: snap, TargetGone: s.gone}, nil
 }
 
 type run struct {
@@ -148,6 +154,7 @@ type run struct {
 
 	warnMu   sync.Mutex // warn is called from the reading goroutines too
 	lastWarn string
+	said     map[string]bool // the kinds of discarded input said so far
 }
 
 // job is periodic work done on the loop's tick.
@@ -280,6 +287,7 @@ func (s *run) close(upTo uint64, final bool) {
 	if len(ws) == 0 {
 		return
 	}
+	s.discards(upTo)
 	if r := s.opt.Recorder; r != nil {
 		for _, w := range ws {
 			if w.Latency != nil {
@@ -290,6 +298,34 @@ func (s *run) close(upTo uint64, final bool) {
 	}
 	if spikes > 0 && s.opt.DumpOnSpike {
 		s.dump()
+	}
+}
+
+// discards says, the first time each kind comes up, what the run has
+// had to leave out: latency readings outside the trace or too late for
+// their window, and ring-buffer records that could not be decoded. The
+// report carries the final counts. (A source says its own skips, such as
+// malformed lines, as it meets them.)
+func (s *run) discards(nowNs uint64) {
+	if s.said == nil {
+		s.said = map[string]bool{}
+	}
+	if n := s.k.BadRecords(); n > 0 && !s.said["bad records"] {
+		s.said["bad records"] = true
+		s.warn(errors.New(output.BadRecords(n) + " (more are counted in the report)"))
+	}
+	a := s.eng.LatencyAccount(nowNs)
+	if a == nil || a.Outside()+a.Late+a.LateWindows == 0 {
+		return
+	}
+	for _, p := range a.Problems() {
+		switch p.Kind {
+		case latency.ProblemOutside, latency.ProblemLate, latency.ProblemLateWindows:
+			if !s.said[p.Kind] {
+				s.said[p.Kind] = true
+				s.warn(errors.New(p.Text + " (more are counted in the report)"))
+			}
+		}
 	}
 }
 

@@ -181,8 +181,8 @@ func TestRunCountsBadRecords(t *testing.T) {
 	k.SetBad(1) // the tracer's stream could not decode one record
 	time.Sleep(20 * time.Millisecond)
 	cancel()
-	if res := <-done; res.BadRecords != 1 {
-		t.Fatalf("bad records %d, want 1", res.BadRecords)
+	if res := <-done; res.End.BadRecords != 1 {
+		t.Fatalf("bad records %d, want 1", res.End.BadRecords)
 	}
 }
 
@@ -290,7 +290,7 @@ func (c chanSource) Run(ctx context.Context, out chan<- latency.Reading, _ func(
 
 func (c chanSource) Close() error { return nil }
 
-func (c chanSource) Skipped() string { return "" }
+func (c chanSource) Skipped() []latency.Skip { return nil }
 
 // brokenStream is a tracer whose ring buffer cannot be read.
 type brokenStream struct{ *sessiontest.Kernel }
@@ -313,5 +313,73 @@ func TestRunFailsWhenTheStreamCannotBeRead(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not end when its stream failed")
+	}
+}
+
+// skippingSource is a chanSource that says it skipped malformed lines.
+type skippingSource struct{ chanSource }
+
+func (skippingSource) Skipped() []latency.Skip {
+	return []latency.Skip{{Kind: "malformed lines", N: 7}}
+}
+
+// What the run leaves out is said the first time each kind comes up,
+// however long the run goes on: samples outside the trace, samples after
+// their window, records the kernel sent that could not be decoded. The
+// run's end carries the counts, and what the source skipped.
+func TestRunSaysEachDiscardOnce(t *testing.T) {
+	k := newKernel()
+	clk := &clock{}
+	start := uint64(100_000_000_000)
+	clk.ns.Store(start)
+	const win = uint64(40 * time.Millisecond)
+	lat := skippingSource{chanSource(make(chan latency.Reading, 1024))}
+	var mu sync.Mutex
+	var warned []string
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *Result, 1)
+	eng := newEngine(start, 40*time.Millisecond, engine.Options{}, true)
+	go func() {
+		res, err := Run(ctx, k, eng, Options{Now: clk.now, Latency: lat,
+			Warn: func(err error) { mu.Lock(); warned = append(warned, err.Error()); mu.Unlock() }})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	for i := uint64(1); i <= 10; i++ { // ten windows, each with samples from before the trace and a bad record
+		for j := uint64(0); j < 10; j++ {
+			lat.chanSource <- latency.Reading{Sample: latency.Sample{TsNs: start/2 + j, LatencyNs: 1}}
+		}
+		k.SetBad(i)
+		time.Sleep(20 * time.Millisecond)
+		clk.ns.Store(start + i*win + uint64(engine.Grace))
+		time.Sleep(30 * time.Millisecond)
+	}
+	lat.chanSource <- latency.Reading{Sample: latency.Sample{TsNs: start + win, LatencyNs: 1}} // late
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	res := <-done
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"ring-buffer record from the kernel could not be read or decoded",
+		"latency samples lie outside the trace: their times are about 50.0 s after boot, the trace covered 100.0–100.",
+		"1 latency sample came after its window had closed and was left out",
+	}
+	if len(warned) != len(want) {
+		t.Fatalf("warnings %q: want %d", warned, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(warned[i], w) {
+			t.Errorf("warning %d: %q, want it to say %q", i, warned[i], w)
+		}
+	}
+	a := res.End.Latency
+	if a == nil || a.Before != 100 || a.Late != 1 || len(a.Skipped) != 1 || a.Skipped[0].N != 7 {
+		t.Fatalf("end account %+v", a)
+	}
+	if res.End.BadRecords != 10 {
+		t.Errorf("bad records %d in the end, want 10", res.End.BadRecords)
 	}
 }

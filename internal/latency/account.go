@@ -1,0 +1,295 @@
+package latency
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Account is what a run's latency source gave, and what of it was left
+// out and why. The engine keeps the counts and a recording carries them
+// in its end record; the warnings while running, the text report and the
+// JSON summary all take their words from Problems.
+type Account struct {
+	// StartNs and EndNs are the trace's span, CLOCK_MONOTONIC ns.
+	StartNs uint64 `json:"start_ns"`
+	EndNs   uint64 `json:"end_ns"`
+	// Samples are the requests filed under a window that closed; Windows
+	// the windows of statistics (a scraped histogram) put to use.
+	Samples uint64 `json:"samples"`
+	Windows uint64 `json:"windows"`
+	// Before and After count the samples from before the trace began and
+	// after it ended (or too far ahead of the clock to be held); their
+	// times run from OutsideMinNs to OutsideMaxNs.
+	Before       uint64 `json:"before_trace,omitempty"`
+	After        uint64 `json:"after_trace,omitempty"`
+	OutsideMinNs uint64 `json:"outside_min_ns,omitempty"`
+	OutsideMaxNs uint64 `json:"outside_max_ns,omitempty"`
+	// Likely is what clock or unit the samples outside look like, when
+	// one fits (Guess).
+	Likely string `json:"likely,omitempty"`
+	// Late counts samples that came after their window had closed;
+	// LateWindows, windows' statistics that did.
+	Late        uint64 `json:"late,omitempty"`
+	LateWindows uint64 `json:"late_windows,omitempty"`
+	// SkippedWindows are windows whose latency the source could not tell
+	// (Stats.Skipped): left out of the analysis rather than misread.
+	SkippedWindows uint64 `json:"skipped_windows,omitempty"`
+	// Skipped is what the source itself skipped, by kind (Source.Skipped).
+	Skipped []Skip `json:"skipped,omitempty"`
+}
+
+// Skip is one kind of input a source skipped, and how much of it.
+type Skip struct {
+	Kind string `json:"kind"` // "malformed lines", "failed scrapes", ...
+	N    uint64 `json:"n"`
+}
+
+// Key is the kind as a JSON key: "malformed_lines".
+func (s Skip) Key() string { return strings.ReplaceAll(s.Kind, " ", "_") }
+
+// Outside is how many samples lay outside the trace.
+func (a *Account) Outside() uint64 { return a.Before + a.After }
+
+// Usable reports whether the source gave anything the analysis could use.
+func (a *Account) Usable() bool { return a.Samples+a.Windows > 0 }
+
+// outside counts one sample outside the trace, at ts.
+func (a *Account) outside(ts uint64, after bool) {
+	if a.Outside() == 0 {
+		a.OutsideMinNs, a.OutsideMaxNs = ts, ts
+	}
+	a.OutsideMinNs, a.OutsideMaxNs = min(a.OutsideMinNs, ts), max(a.OutsideMaxNs, ts)
+	if after {
+		a.After++
+	} else {
+		a.Before++
+	}
+}
+
+// window counts one window's statistics taken.
+func (a *Account) window(s Stats) {
+	if s.Skipped != "" {
+		a.SkippedWindows++
+	} else {
+		a.Windows++
+	}
+}
+
+// Problem is one thing to tell about a source's input.
+type Problem struct {
+	// Kind is what it is about: ProblemUnusable, ProblemOutside,
+	// ProblemLate, ProblemLateWindows, ProblemSkippedWindows, or a
+	// source's own Skip.Kind.
+	Kind string
+	Text string
+}
+
+// The kinds of Problem that are not a source's own skips.
+const (
+	ProblemUnusable       = "unusable"
+	ProblemOutside        = "outside"
+	ProblemLate           = "late"
+	ProblemLateWindows    = "late windows"
+	ProblemSkippedWindows = "skipped windows"
+)
+
+// Problems says what went wrong with the source's input, most important
+// first: that nothing of it was usable, then each kind of input left out.
+func (a *Account) Problems() []Problem {
+	var out []Problem
+	if n := a.Outside(); n > 0 {
+		out = append(out, Problem{ProblemOutside, a.outsideText()})
+	}
+	if a.Late > 0 {
+		its, were := "their", "were"
+		if a.Late == 1 {
+			its, were = "its", "was"
+		}
+		out = append(out, Problem{ProblemLate, fmt.Sprintf("%s came after %s window had closed and %s left out: the writer lags (does it buffer its output?)",
+			Count(a.Late, "latency sample"), its, were)})
+	}
+	if a.LateWindows > 0 {
+		out = append(out, Problem{ProblemLateWindows, fmt.Sprintf("the latency statistics of %s came after the window had closed and were left out (a slow scrape)",
+			Count(a.LateWindows, "window"))})
+	}
+	if a.SkippedWindows > 0 {
+		out = append(out, Problem{ProblemSkippedWindows, fmt.Sprintf("%s left out of the analysis rather than misread: the source could not tell their latency (a failed scrape, a counter reset, a change of buckets)",
+			Count(a.SkippedWindows, "window"))})
+	}
+	for _, s := range a.Skipped {
+		out = append(out, Problem{s.Kind, skipText(s)})
+	}
+	if !a.Usable() {
+		why := "no latency arrived"
+		if len(out) > 0 {
+			why = "see below"
+		}
+		out = append([]Problem{{ProblemUnusable, "the latency source gave nothing usable (" + why + "): there is no spike analysis"}}, out...)
+	}
+	return out
+}
+
+// skipText says what a source skipped.
+func skipText(s Skip) string {
+	switch s.Kind {
+	case skipMalformed:
+		return Count(s.N, "malformed line") + " of the latency file were skipped"
+	case skipScrapes:
+		return Count(s.N, "scrape") + " of the latency endpoint failed"
+	case skipResets:
+		return Count(s.N, "counter reset") + " of the latency histogram (the service restarted?)"
+	case skipLayouts:
+		return Count(s.N, "change") + " of the latency histogram's buckets"
+	}
+	return "the latency source skipped " + group(s.N) + " " + s.Kind
+}
+
+// The kinds of input the sources skip.
+const (
+	skipMalformed = "malformed lines"
+	skipScrapes   = "failed scrapes"
+	skipResets    = "counter resets"
+	skipLayouts   = "bucket layout changes"
+)
+
+func (a *Account) outsideText() string {
+	n := a.Outside()
+	lo, hi := a.OutsideMinNs, a.OutsideMaxNs
+	times := "their times are " + bootTime(lo)
+	switch {
+	case n == 1:
+		times = "its time is " + bootTime(lo)
+	case bootTime(lo) != bootTime(hi):
+		times = "their times run from " + bootTime(lo) + " to " + bootTime(hi)
+	case lo != hi:
+		times = "their times are about " + bootTime(lo)
+	}
+	verb := " lie"
+	if n == 1 {
+		verb = " lies"
+	}
+	s := fmt.Sprintf("%s outside the trace: %s after boot, the trace covered %s; ", Count(n, "latency sample")+verb, times, span(a.StartNs, a.EndNs))
+	switch {
+	case a.Likely != "":
+		return s + "check their clock and unit: " + a.Likely
+	case a.After == 0 && hi < a.StartNs:
+		return s + "older lines of the file? If not, check their clock and unit"
+	}
+	return s + "check their clock and unit"
+}
+
+// tolerance is how far outside the trace a sample read in another unit
+// or clock may fall and still count as inside: a writer that lags, or
+// history written just before the trace began.
+const tolerance = 60 * uint64(time.Second)
+
+// Guess fills in Likely: which other clock or unit the samples outside
+// the trace look like, if one puts them inside it. clk is how the run
+// turned Unix times into CLOCK_MONOTONIC (zero when it did not say).
+func (a *Account) Guess(clk Clock) {
+	a.Likely = ""
+	if a.Outside() == 0 {
+		return
+	}
+	lo, hi := a.OutsideMinNs, a.OutsideMaxNs
+	in := func(v uint64) bool { return v+tolerance >= a.StartNs && v <= a.EndNs+tolerance }
+	if lo == hi && a.Outside() > 1 {
+		switch lo {
+		case math.MaxInt32:
+			a.Likely = "every sample says 2147483647, the largest 32-bit integer: the writer's integer overflowed (awk's printf %d stops there)"
+			return
+		case math.MaxUint32:
+			a.Likely = "every sample says 4294967295, the largest unsigned 32-bit integer: the writer's integer overflowed"
+			return
+		}
+	}
+	for _, u := range []struct {
+		ns   uint64
+		name string
+	}{{1e3, "microseconds"}, {1e6, "milliseconds"}, {1e9, "seconds"}} {
+		if hi > math.MaxUint64/u.ns {
+			continue
+		}
+		if v := hi * u.ns; v >= epochThreshold && clk.WallNs != 0 && in(clk.Mono(v)) {
+			a.Likely = "they look like Unix times in " + u.name + ", not nanoseconds"
+			return
+		} else if v < epochThreshold && in(v) {
+			a.Likely = "they look like CLOCK_MONOTONIC in " + u.name + ", not nanoseconds"
+			return
+		}
+	}
+	const step = 30 * uint64(time.Minute)
+	for off := step; off <= 14*uint64(time.Hour); off += step {
+		if lo >= off && in(lo-off) && in(hi-off) {
+			a.Likely = "they look " + hours(off) + " ahead of this machine's clock (a time zone or daylight saving?)"
+			return
+		}
+		if in(lo+off) && in(hi+off) {
+			a.Likely = "they look " + hours(off) + " behind this machine's clock (a time zone or daylight saving?)"
+			return
+		}
+	}
+	if lo == hi && a.Outside() > 1 {
+		a.Likely = fmt.Sprintf("every sample says %d: a constant where the time should be", lo)
+	}
+}
+
+// hours is a whole number of half hours: "an hour", "5.5 hours".
+func hours(ns uint64) string {
+	h := float64(ns) / float64(time.Hour)
+	switch h {
+	case 0.5:
+		return "half an hour"
+	case 1:
+		return "an hour"
+	}
+	return strconv.FormatFloat(h, 'f', -1, 64) + " hours"
+}
+
+// bootTime is a CLOCK_MONOTONIC time in seconds: "2.1 s", "1,856 s".
+func bootTime(ns uint64) string {
+	if ns < 100*uint64(time.Second) {
+		return strconv.FormatFloat(float64(ns)/1e9, 'f', 1, 64) + " s"
+	}
+	return group((ns+5e8)/1e9) + " s"
+}
+
+// span is the trace's span in seconds after boot: "1,856–1,881 s", with
+// tenths when it is short.
+func span(start, end uint64) string {
+	prec := 0
+	if end-start < 10*uint64(time.Second) || end < 100*uint64(time.Second) {
+		prec = 1
+	}
+	f := func(ns uint64) string {
+		s := strconv.FormatFloat(float64(ns)/1e9, 'f', prec, 64)
+		whole, frac, _ := strings.Cut(s, ".")
+		if frac != "" {
+			frac = "." + frac
+		}
+		return groupDigits(whole) + frac
+	}
+	return f(start) + "–" + f(end) + " s"
+}
+
+// Count is n things, with n grouped by thousands: "1 window",
+// "11,976 latency samples".
+func Count(n uint64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return group(n) + " " + thing + "s"
+}
+
+// group writes n with commas between thousands: 11976 → "11,976".
+func group(n uint64) string { return groupDigits(strconv.FormatUint(n, 10)) }
+
+func groupDigits(s string) string {
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
