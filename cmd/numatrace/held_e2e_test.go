@@ -1,8 +1,8 @@
 package main
 
 // End-to-end tests of what numatrace must survive on a live machine:
-// other tracers, being stopped, thread churn, and its target's pid taken
-// by another process.
+// other tracers, being stopped, thread churn, its target's pid taken by
+// another process, and its reader gone.
 
 import (
 	"bufio"
@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -344,5 +345,103 @@ func TestAttachStopsOnPIDReuseAndSkipsTheNewcomer(t *testing.T) {
 		if th.Comm == "newcomer" {
 			t.Errorf("the newcomer's thread %d is in the report", th.TID)
 		}
+	}
+}
+
+// wholeRecording checks that path ends with its end record, every block
+// intact, and that it replays to that end.
+func wholeRecording(t *testing.T, path string) {
+	t.Helper()
+	r, err := record.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end *record.End
+	var final bool
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch it.Kind {
+		case record.ItemEnd:
+			end = it.End
+		case record.ItemSnapshot:
+			final = final || it.Snapshot.Final
+		}
+	}
+	r.Close()
+	if r.Truncated() || len(r.Warnings()) > 0 || end == nil || !final {
+		t.Fatalf("%s: cut short %v, warnings %q, end record %v, final snapshot %v", path, r.Truncated(), r.Warnings(), end != nil, final)
+	}
+	out, err := exec.Command(binary(t), "replay", "--fast", "--json", path).Output()
+	if err != nil {
+		t.Fatalf("replay %s: %v", path, err)
+	}
+	var sum causeSummary
+	summaryOf(t, out, &sum)
+	if sum.DurationNs != end.DurationNs || strings.Contains(sum.Note, "cut short") {
+		t.Errorf("replay: duration %d ns, note %q; the end record says %d ns", sum.DurationNs, sum.Note, end.DurationNs)
+	}
+}
+
+// A reader of stdout that goes away (`numatrace ... | head -1`, or a
+// reader that closes before the report) ends the run as Ctrl-C does:
+// exit status 0, not death by SIGPIPE, and the recording whole.
+func TestBrokenStdoutEndsTheRunCleanly(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, c := range []struct {
+		name     string
+		args     []string
+		readLine bool // read the first line, as head -1 does, then close
+	}{
+		{"json | head -1", []string{"--json", "--window", "100ms", "--duration", "60s"}, true},
+		{"text | true", []string{"--duration", "1s"}, false},
+	} {
+		rec := filepath.Join(t.TempDir(), "rec.ntr")
+		ready := filepath.Join(t.TempDir(), "ready")
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(binary(t), append([]string{"attach", "--no-tui", "--ready-file", ready, "--record", rec}, c.args...)...)
+		var stderr syncBuffer
+		cmd.Stdout, cmd.Stderr = pw, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		exited := make(chan struct{})
+		var waitErr error
+		go func() { waitErr = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+		if c.readLine {
+			if line, err := bufio.NewReader(pr).ReadString('\n'); err != nil || !strings.HasPrefix(line, "{") {
+				t.Fatalf("%s: first line %q, %v; stderr %q", c.name, line, err, stderr.String())
+			}
+		} else {
+			for i := 0; ; i++ {
+				if _, err := os.Stat(ready); err == nil {
+					break
+				}
+				if i == 1500 {
+					t.Fatalf("%s: numatrace never became ready; stderr %q", c.name, stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		pr.Close()
+		select {
+		case <-exited:
+			if waitErr != nil {
+				t.Fatalf("%s: numatrace: %v; stderr %q", c.name, waitErr, stderr.String())
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: numatrace still runs 15 s after its reader went away", c.name)
+		}
+		wholeRecording(t, rec)
 	}
 }
