@@ -2,7 +2,8 @@ package main
 
 // End-to-end tests of what numatrace must survive on a live machine:
 // other tracers, being stopped, thread churn, its target's pid taken by
-// another process, and its reader gone.
+// another process, its cgroup removed, its reader gone, and signals while
+// it records.
 
 import (
 	"bufio"
@@ -348,6 +349,47 @@ func TestAttachStopsOnPIDReuseAndSkipsTheNewcomer(t *testing.T) {
 	}
 }
 
+// Its cgroup removed under it (the processes gone, then the directory),
+// numatrace --cgroup ends by itself: the report is printed, the note
+// says the target went, and the exit status is 0.
+func TestAttachEndsWhenItsCgroupIsRemoved(t *testing.T) {
+	cg := testutil.MemcgCgroup(t, "numatrace-e2e-removed", 0)
+	sleeper := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec sleep 600", cg))
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	for i := 0; i < 100; i++ {
+		if b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs")); strings.TrimSpace(string(b)) == strconv.Itoa(sleeper.Process.Pid) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	nt := startAttach(t, "--cgroup", "memory/numatrace-e2e-removed", "--json", "--duration", "60s")
+	sleeper.Process.Kill()
+	sleeper.Wait()
+	var err error
+	for i := 0; i < 100; i++ { // the cgroup is busy until the kernel is done with the process
+		if err = os.Remove(cg); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("remove the cgroup: %v", err)
+	}
+	nt.wait(t, 15*time.Second) // long before --duration
+	_, _, sum := parseNDJSON(t, nt.stdout.Bytes())
+	if want := "target cgroup " + cg + " exited"; !strings.Contains(sum.Note, want) {
+		t.Errorf("note %q does not say %q", sum.Note, want)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(nt.stderr.String()), "\n") {
+		if !strings.HasPrefix(line, "numatrace: ") {
+			t.Errorf("stderr line %q", line)
+		}
+	}
+}
+
 // wholeRecording checks that path ends with its end record, every block
 // intact, and that it replays to that end.
 func wholeRecording(t *testing.T, path string) {
@@ -385,6 +427,32 @@ func wholeRecording(t *testing.T, path string) {
 	summaryOf(t, out, &sum)
 	if sum.DurationNs != end.DurationNs || strings.Contains(sum.Note, "cut short") {
 		t.Errorf("replay: duration %d ns, note %q; the end record says %d ns", sum.DurationNs, sum.Note, end.DurationNs)
+	}
+}
+
+// SIGTERM (a service manager, the kubelet) or SIGINT while recording:
+// numatrace exits 0 and the recording is whole, with its end record.
+func TestRecordingWholeOnSIGTERMAndSIGINT(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, c := range []struct {
+		sig  syscall.Signal
+		args []string
+	}{
+		{syscall.SIGTERM, []string{"record", "--window", "200ms"}},
+		{syscall.SIGTERM, []string{"attach", "--no-tui", "--json", "--window", "200ms"}},
+		{syscall.SIGINT, []string{"record", "--window", "200ms"}},
+	} {
+		rec := filepath.Join(t.TempDir(), "rec.ntr")
+		out := "-o"
+		if c.args[0] == "attach" {
+			out = "--record"
+		}
+		run := startTracing(t, c.args[0], append(c.args[1:], out, rec, "--duration", "60s")...)
+		exec.Command("sh", "-c", "for i in 1 2 3 4; do taskset -c $((i%2)) true; done").Run()
+		time.Sleep(time.Second) // windows close, blocks are written
+		run.cmd.Process.Signal(c.sig)
+		run.wait(t, 15*time.Second)
+		wholeRecording(t, rec)
 	}
 }
 
