@@ -399,6 +399,8 @@ func TestEvictedHistogramsKeepExactTotals(t *testing.T) {
 
 // The acceptance check: for a process doing memcg reclaim,
 // numatrace's count is within 2% and its total within 10% of bpftrace's.
+// The target is a shell that execs cat once numatrace is attached: an
+// exec goes on being traced, on the same pid.
 func TestAttachMemcgReclaimMatchesBpftrace(t *testing.T) {
 	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-pid", true)
 	pid := wl.PID()
