@@ -76,13 +76,13 @@ WORK=$(mktemp -d /var/tmp/nt-bench.XXXXXX)
 
 echo "bench: building numatrace and the benchmark helpers" >&2
 go build -o "$WORK/numatrace" ./cmd/numatrace
-go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/threads ./bench/runner
+go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/threads ./bench/churn ./bench/runner
 gcc -O1 -o "$WORK/cserver" cmd/numatrace/testdata/cserver.c
 
 # shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
 "$WORK/runner" \
 	-numatrace "$WORK/numatrace" -floor "$WORK/floor" -flip "$WORK/flip" -mmaploop "$WORK/mmaploop" -threads "$WORK/threads" \
-	-cserver "$WORK/cserver" \
+	-cserver "$WORK/cserver" -churn "$WORK/churn" \
 	-bpftrace-script "$ROOT/bench/equivalent.bt" -workdir "$WORK" -out "$ROOT/BENCHMARKS.md" \
 	-rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}
 

@@ -21,8 +21,10 @@
 const volatile __u32 cfg_filter_mode = FILTER_NONE;
 const volatile __u32 cfg_filter_tid = 0;
 /* FILTER_TGIDS with exactly one process that never grows (--pid): compared
- * directly, so the programs on every context switch filter without a map
- * lookup. */
+ * directly, so the programs on every context switch turn every other
+ * process away without a map lookup. The target's own events still look
+ * it up in target_tgids, which it leaves when it exits: a process that
+ * then gets its pid is not traced. */
 const volatile __u32 cfg_filter_tgid = 0;
 /* numatrace itself, left out of system-wide traces. */
 const volatile __u32 cfg_self_tgid = 0;
@@ -218,7 +220,7 @@ static __always_inline bool wanted(__u32 tgid, __u32 tid)
 	if (cfg_filter_mode == FILTER_TID)
 		return tid == cfg_filter_tid;
 	if (cfg_filter_tgid)
-		return tgid == cfg_filter_tgid;
+		return tgid == cfg_filter_tgid && bpf_map_lookup_elem(&target_tgids, &tgid);
 	return bpf_map_lookup_elem(&target_tgids, &tgid) != NULL;
 }
 

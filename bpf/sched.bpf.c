@@ -125,12 +125,10 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	}
 	bpf_map_delete_elem(&runq_delay, &tid);
-	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0, NULL);
-	if (!e)
-		return 0;
-	e->kind = KIND_EXIT;
 	struct task_struct *t = (void *)bpf_get_current_task();
-	/* The iterator will not see this thread again: keep its count. */
+	/* The iterator will not see this thread again: keep its count. This
+	 * and the target set are the kernel's own state, kept also when the
+	 * ring buffer is full and the exit cannot be streamed. */
 	__u64 n = BPF_CORE_READ(t, se.nr_migrations);
 	if (n && cfg_migr_iter) {
 		struct thread_counts *c = counts_of(tgid, tid, t);
@@ -140,12 +138,16 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 			c->start_ns = BPF_CORE_READ(t, start_time);
 		}
 	}
-	if (group_dead(t)) {
+	bool dead = group_dead(t);
+	/* The process is gone: its pid may be reused by anyone. */
+	if (dead && cfg_filter_mode == FILTER_TGIDS)
+		bpf_map_delete_elem(&target_tgids, &tgid);
+	struct event *e = event_reserve(tgid, tid, 0, bpf_ktime_get_ns(), 0, NULL);
+	if (!e)
+		return 0;
+	e->kind = KIND_EXIT;
+	if (dead)
 		e->flags = FLAG_GROUP_DEAD;
-		/* The process is gone: its pid may be reused by anyone. */
-		if (cfg_filter_mode == FILTER_TGIDS)
-			bpf_map_delete_elem(&target_tgids, &tgid);
-	}
 	event_submit(e);
 	return 0;
 }

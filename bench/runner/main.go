@@ -7,7 +7,8 @@
 //     migrations), memcg limit reclaim, and an mmap/munmap loop (mmap_lock);
 //   - the same for an empty tp_btf program on sched_migrate_task (the floor)
 //     and for the equivalent bpftrace script on the same tracepoints;
-//   - how long `numatrace attach` takes to have every probe attached.
+//   - how long `numatrace attach` takes to have every probe attached;
+//   - numatrace's memory through a storm of threads and events (storm.go).
 //
 // Each tracer is attached alone, in its own phase; phases are interleaved
 // over several rounds (the order rotates) because the machine is noisy, and
@@ -45,6 +46,12 @@ type config struct {
 	stressDur      time.Duration
 	rssThreads     int
 	onlyExtra      bool
+
+	churn      string // bench/churn binary
+	stormRate  int
+	stormPairs int
+	stormDur   time.Duration
+	onlyStorm  bool
 }
 
 func main() {
@@ -71,19 +78,25 @@ func main() {
 	flag.DurationVar(&c.stressDur, "stress-duration", 3*time.Second, "stress-ng run per stressor and phase")
 	flag.IntVar(&c.rssThreads, "rss-threads", 10000, "threads tracked for the memory figure")
 	flag.BoolVar(&c.onlyExtra, "only-extra", false, "skip the per-program rounds (to try the other measurements; the report is then incomplete)")
+	flag.StringVar(&c.churn, "churn", "", "bench/churn binary")
+	flag.IntVar(&c.stormRate, "storm-rate", 2000, "the storm: threads started per second")
+	flag.IntVar(&c.stormPairs, "storm-pairs", 22, "the storm: mmap+munmap pairs per thread (two stall events each)")
+	flag.DurationVar(&c.stormDur, "storm-duration", 3*time.Minute, "the storm: how long threads are started")
+	flag.BoolVar(&c.onlyStorm, "only-storm", false, "measure the storm alone (to try it; the report is then incomplete)")
 	flag.Parse()
 
 	for _, p := range []struct{ flag, v string }{
 		{"numatrace", c.numatrace}, {"floor", c.floor}, {"flip", c.flip},
-		{"mmaploop", c.mmaploop}, {"workdir", c.workdir}, {"threads", c.threads},
+		{"mmaploop", c.mmaploop}, {"workdir", c.workdir}, {"threads", c.threads}, {"churn", c.churn},
 	} {
 		if p.v == "" {
 			fmt.Fprintf(os.Stderr, "bench: -%s is required\n", p.flag)
 			os.Exit(2)
 		}
 	}
-	if c.rounds < 1 || c.attachRuns < 1 || c.memcgReads < 1 || c.overheadRounds < 1 || c.rssThreads < 1 || c.stressDur < time.Second {
-		fmt.Fprintln(os.Stderr, "bench: -rounds, -attach-runs, -memcg-reads, -overhead-rounds and -rss-threads must be at least 1, -stress-duration 1s")
+	if c.rounds < 1 || c.attachRuns < 1 || c.memcgReads < 1 || c.overheadRounds < 1 || c.rssThreads < 1 || c.stressDur < time.Second ||
+		c.stormRate < 1 || c.stormPairs < 1 || c.stormDur <= stormWarmup {
+		fmt.Fprintf(os.Stderr, "bench: -rounds, -attach-runs, -memcg-reads, -overhead-rounds, -rss-threads, -storm-rate and -storm-pairs must be at least 1, -stress-duration 1s, -storm-duration over %s\n", stormWarmup)
 		os.Exit(2)
 	}
 
@@ -179,6 +192,27 @@ func run(ctx context.Context, c *config) (err error) {
 	}
 
 	start := time.Now()
+	ex := &extra{}
+	if !c.onlyStorm {
+		if err := measureAll(ctx, c, w, r, tracers, ex); err != nil {
+			return err
+		}
+	}
+	if err := measureStorm(ctx, c, ex); err != nil {
+		return fmt.Errorf("storm: %w", err)
+	}
+	r.elapsed = time.Since(start)
+
+	problems := r.write(c.out, ex)
+	logf("wrote %s (measuring took %s)", c.out, r.elapsed.Round(time.Second))
+	if len(problems) > 0 {
+		return fmt.Errorf("measured no runs for: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// measureAll measures everything but the storm, in order.
+func measureAll(ctx context.Context, c *config, w *workloads, r *results, tracers []*tracerKind, ex *extra) error {
 	// Attach time first, while nothing else of ours is attached.
 	for i := 0; i < c.attachRuns; i++ {
 		d, err := attachTime(ctx, c, i)
@@ -197,7 +231,6 @@ func run(ctx context.Context, c *config) (err error) {
 			}
 		}
 	}
-	ex := &extra{}
 	if err := measureRequestTimer(ctx, c, ex); err != nil {
 		return fmt.Errorf("request timer: %w", err)
 	}
@@ -212,13 +245,6 @@ func run(ctx context.Context, c *config) (err error) {
 	}
 	if err := measureRSS(ctx, c, ex); err != nil {
 		return fmt.Errorf("memory: %w", err)
-	}
-	r.elapsed = time.Since(start)
-
-	problems := r.write(c.out, ex)
-	logf("wrote %s (measuring took %s)", c.out, r.elapsed.Round(time.Second))
-	if len(problems) > 0 {
-		return fmt.Errorf("measured no runs for: %s", strings.Join(problems, "; "))
 	}
 	return nil
 }

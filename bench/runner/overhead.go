@@ -54,6 +54,7 @@ type extra struct {
 
 	request requestTimer
 	runq    runqCost
+	storm   *stormResult
 }
 
 type recSize struct {

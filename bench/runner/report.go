@@ -293,6 +293,7 @@ func (r *results) write(path string, ex *extra) []string {
 	fmt.Fprintf(&b, "- Attach time: %d runs before the rounds, each stopped with SIGINT once ready; the median is the figure.\n", len(r.attach))
 
 	ex.render(&b)
+	ex.renderStorm(&b)
 	ex.renderRequestTimer(&b)
 	ex.renderRunq(&b)
 

@@ -192,7 +192,7 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	ctx, cancel := runContext(a.Duration)
 	defer cancel()
 	started, startNs := time.Now(), monotonicNs()
-	fe := a.frontEnd(stdout, stderr)
+	fe := a.frontEnd(endOnBrokenPipe(stdout, cancel), stderr)
 	var doc *doctor.Report
 	if a.RecordTo != "" || fe.view {
 		doc = startDoctor(tgt) // one reading of the machine, for the recording and the view
