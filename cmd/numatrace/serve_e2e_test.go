@@ -17,6 +17,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -281,5 +285,71 @@ func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Build
 		if time.Now().After(deadline) {
 			t.Fatalf("serve never ready: %s", serveErr.String())
 		}
+	}
+}
+
+// scrape reads serve's /metrics at listen, by metric name.
+func scrape(t *testing.T, listen string) (map[string]*dto.MetricFamily, error) {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + listen + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// stallCounts sums numatrace_stall_seconds' observations of cause by
+// cgroup label.
+func stallCounts(mfs map[string]*dto.MetricFamily, cause string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, m := range mfs["numatrace_stall_seconds"].GetMetric() {
+		var cg, c string
+		for _, lp := range m.GetLabel() {
+			switch lp.GetName() {
+			case "cgroup":
+				cg = lp.GetValue()
+			case "cause":
+				c = lp.GetValue()
+			}
+		}
+		if c == cause {
+			out[cg] += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return out
+}
+
+// A cgroup whose name is not valid UTF-8 (cgroup v1 allows any byte but
+// '/') used to make the Prometheus client panic on the first stall in
+// it, taking serve down: anyone who could make a cgroup and stall once
+// in it stopped the exporter. The label is the name escaped instead.
+func TestServeEscapesCgroupNames(t *testing.T) {
+	testutil.RequireRoot(t)
+	listen, _, serveErr := startServe(t)
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-bad\xff\x1b[2J", true)
+	wl.Release(t)
+	const want = `/numatrace-e2e-bad\xff\x1b[2J` // the name, escaped
+	var counts map[string]uint64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		mfs, err := scrape(t, listen)
+		if err != nil {
+			t.Fatalf("scrape: %v; serve's stderr: %s", err, serveErr.String())
+		}
+		if counts = stallCounts(mfs, "memcg_reclaim"); counts[want] >= 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memcg_reclaim stalls by cgroup: %v, want 100 or more for %q", counts, want)
+		}
+	}
+	t.Logf("memcg_reclaim stalls by cgroup: %v", counts)
+	if strings.Contains(serveErr.String(), "panic") {
+		t.Fatalf("serve panicked: %s", serveErr.String())
 	}
 }

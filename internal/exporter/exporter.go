@@ -9,6 +9,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -79,7 +80,7 @@ func New(cfg Config) *Exporter {
 		Help: "1 for each misconfiguration `numatrace doctor` currently finds on this machine.",
 	}, []string{"check", "severity", "title"})
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "numatrace_build_info", Help: "numatrace's version.", ConstLabels: prometheus.Labels{"version": cfg.Version},
+		Name: "numatrace_build_info", Help: "numatrace's version.", ConstLabels: prometheus.Labels{"version": sanitize.Text(cfg.Version)},
 	})
 	build.Set(1)
 	e.Registry.MustRegister(e.stalls, e.moves, e.lost, e.folded, e.values, e.probes, e.findings, build)
@@ -92,20 +93,22 @@ func (e *Exporter) SetProbe(name string, attached bool) {
 	if attached {
 		v = 1
 	}
-	e.probes.WithLabelValues(name).Set(v)
+	e.probes.WithLabelValues(sanitize.Text(name)).Set(v)
 }
 
 // SetFindings replaces the doctor findings.
 func (e *Exporter) SetFindings(fs []doctor.Finding) {
 	e.findings.Reset()
 	for _, f := range fs {
-		e.findings.WithLabelValues(f.Check, f.Severity.String(), f.Title).Set(1)
+		e.findings.WithLabelValues(sanitize.Text(f.Check), f.Severity.String(), sanitize.Text(f.Title)).Set(1)
 	}
 }
 
+// comm is the comm label of a thread named c: its name, escaped, if it
+// is allow-listed, else "".
 func (e *Exporter) comm(c string) string {
 	if e.cfg.Comms[c] {
-		return c
+		return sanitize.Text(c)
 	}
 	return ""
 }

@@ -184,3 +184,54 @@ func TestLabelsFromCgroupIDs(t *testing.T) {
 		t.Errorf("a new cgroup: %q", cg)
 	}
 }
+
+// Every label value comes from text anyone can set (a cgroup name, a
+// thread name, a doctor finding that names a device): invalid UTF-8 in
+// one made the Prometheus client panic and took serve down. Each is
+// escaped instead, the way the view and the report show it.
+func TestLabelValuesAreEscaped(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "memory", "gone\xffjob"), 0o755)
+	os.WriteFile(filepath.Join(root, "memory", "cgroup.procs"), nil, 0o644)
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(root, "memory", "gone\xffjob"), &st); err != nil {
+		t.Fatal(err)
+	}
+	proc := fakeProc(t)
+	os.MkdirAll(filepath.Join(proc, "40"), 0o755)
+	os.WriteFile(filepath.Join(proc, "40", "cgroup"), []byte("4:memory:/rt_bad\xff\x1b[2J\u202e\n"), 0o644)
+	e := New(Config{ProcRoot: proc, CgroupRoot: root, CgroupLimit: 10, Comms: map[string]bool{"w\xffrker": true}, Version: "v1\xff"})
+	e.Stall(&stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, PID: 40, TID: 40, Comm: "w\xffrker", DurNs: 1000})
+	e.Stall(&stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, PID: 41, TID: 41, Comm: "x", DurNs: 1000, CgroupID: st.Ino})
+	e.Stall(&stall.Event{Kind: stall.KindStall, Cause: stall.NUMATaskMove, PID: 40, TID: 40, Comm: "w\xffrker"})
+	e.SetProbe("probe\xff", true)
+	e.SetFindings([]doctor.Finding{{Check: "irq\xff", Severity: doctor.Warn, Title: "eth\xff0 \x1b]0;x\x07"}})
+
+	mfs, err := e.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				got[mf.GetName()+" "+lp.GetName()+"="+lp.GetValue()] = true
+			}
+		}
+	}
+	for _, want := range []string{
+		`numatrace_stall_seconds cgroup=/rt_bad\xff\x1b[2J\u202e`,
+		`numatrace_stall_seconds comm=w\xffrker`,
+		`numatrace_stall_seconds cgroup=/gone\xffjob`,
+		`numatrace_numa_task_moves_total cgroup=/rt_bad\xff\x1b[2J\u202e`,
+		`numatrace_numa_task_moves_total comm=w\xffrker`,
+		`numatrace_probe_attached probe=probe\xff`,
+		`numatrace_doctor_finding check=irq\xff`,
+		`numatrace_doctor_finding title=eth\xff0 \x1b]0;x\x07`,
+		`numatrace_build_info version=v1\xff`,
+	} {
+		if !got[want] {
+			t.Errorf("no label %s in %v", want, got)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // Labeller names the cgroup and container of a process, with the number
@@ -65,7 +67,7 @@ func (l *Labeller) For(pid uint32, cgroupID uint64) (cgroup, container string, f
 		lb = l.read(pid)
 		if lb.cgroup == unknown && cgroupID != 0 && l.ids != nil {
 			if path, found := l.ids.path(cgroupID); found {
-				lb = labels{cgroup: path, container: containerID(path)}
+				lb = newLabels(path)
 			}
 		}
 		if len(l.byPID) >= maxCachedPIDs {
@@ -135,7 +137,14 @@ func (l *Labeller) read(pid uint32) labels {
 	if cg == "" {
 		cg = "/"
 	}
-	return labels{cgroup: cg, container: containerID(cg)}
+	return newLabels(cg)
+}
+
+// newLabels labels the cgroup at path. Anyone who may make a cgroup names
+// it: the path is escaped (an invalid UTF-8 byte would make the Prometheus
+// client panic). The container id is hex digits by construction.
+func newLabels(path string) labels {
+	return labels{cgroup: sanitize.Text(path), container: containerID(path)}
 }
 
 // containerRE finds a container id in the cgroup paths of docker,
