@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
@@ -73,7 +74,8 @@ func (s *Serve) serve(ln net.Listener, tr *tracer.Tracer, exp *exporter.Exporter
 		stop() // the trace ended on its own: stop serving too
 	}()
 	go maintain(ctx, exp, s.DoctorEvery, stderr)
-	srv := &http.Server{Handler: exp.Handler(healthy.Load), ReadHeaderTimeout: 10 * time.Second}
+	warn := func(msg string) { fmt.Fprintf(stderr, "numatrace: %s\n", msg) }
+	srv, ln := exp.Server(ln, connLimit(), healthy.Load, warn)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 	if err := writeReady(s.Trace.ReadyFile); err != nil {
@@ -95,6 +97,21 @@ func (s *Serve) serve(ln net.Listener, tr *tracer.Tracer, exp *exporter.Exporter
 		err = nil // a scrape that hangs does not hold up the exit
 	}
 	return errors.Join(err, <-sessErr)
+}
+
+// connLimit is how many HTTP connections serve keeps open, from the
+// file descriptors the process may have and those open now (the
+// tracer's, once loaded).
+func connLimit() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		rl.Cur = 1024
+	}
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return exporter.ConnLimit(rl.Cur, rl.Cur/2)
+	}
+	return exporter.ConnLimit(rl.Cur, uint64(len(open)))
 }
 
 // maintain refreshes doctor's findings and forgets the pid → cgroup cache
