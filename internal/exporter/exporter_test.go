@@ -41,7 +41,7 @@ func fakeProc(t *testing.T) string {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestLabels(t *testing.T) {
-	l := NewLabeller(fakeProc(t), "", 3)
+	l := NewLabeller(fakeProc(t), "", 2)
 	if cg, ctr, _ := l.For(10, 0); cg != "/redis" || ctr != "" {
 		t.Errorf("v1 memory cgroup: %q %q", cg, ctr)
 	}
@@ -51,15 +51,19 @@ func TestLabels(t *testing.T) {
 	if cg, _, _ := l.For(99, 0); cg != "unknown" {
 		t.Errorf("an exited pid: %q", cg)
 	}
-	// The limit is 3 values: /redis, the docker scope, unknown. More fold.
-	if cg, _, folded := l.For(30, 0); cg != Other || !folded || l.Folded() != 1 {
-		t.Errorf("past the limit: %q folded=%v count=%d", cg, folded, l.Folded())
+	// The limit is 2 values: /redis and the docker scope ("unknown"
+	// takes none). More fold, and each cgroup folded is counted once.
+	for i := 0; i < 2; i++ {
+		if cg, ctr, folded := l.For(30, 0); cg != Overflow || ctr != "" || !folded {
+			t.Errorf("past the limit: %q %q folded=%v", cg, ctr, folded)
+		}
 	}
+	l.For(31, 0)
 	if cg, _, _ := l.For(10, 0); cg != "/redis" {
 		t.Errorf("a known value after the limit: %q", cg)
 	}
-	if l.Values() != 3 {
-		t.Errorf("%d values", l.Values())
+	if c := l.Counts(); c != (Counts{Values: 2, Folded: 3, FoldedCgroups: 2}) {
+		t.Errorf("counts %+v, want 2 values, 3 observations of 2 cgroups folded", c)
 	}
 }
 
@@ -83,7 +87,7 @@ func TestExporterMetrics(t *testing.T) {
 # HELP numatrace_lost_events_total Stall events the kernel dropped because the ring buffer was full (the histograms then undercount).
 # TYPE numatrace_lost_events_total counter
 numatrace_lost_events_total 7
-# HELP numatrace_cgroup_label_folded_total Observations whose cgroup label was folded into "other" because --cgroup-limit distinct cgroups were already exported.
+# HELP numatrace_cgroup_label_folded_total Observations labelled cgroup="overflow" because --cgroup-limit cgroups held a label value already.
 # TYPE numatrace_cgroup_label_folded_total counter
 numatrace_cgroup_label_folded_total 1
 # HELP numatrace_numa_task_moves_total Threads moved (or swapped) to another node by NUMA balancing, by cgroup.
@@ -128,7 +132,7 @@ numatrace_doctor_finding{check="zone_reclaim_mode",severity="crit",title="zone r
 	wantCounts := map[string]uint64{
 		"cause=memcg_reclaim cgroup=/redis comm=redis-server container=":                                       2,
 		"cause=compaction cgroup=/system.slice/docker-" + dockerID + ".scope comm= container=" + dockerID[:12]: 1,
-		"cause=mmap_lock cgroup=other comm= container=":                                                        1,
+		"cause=mmap_lock cgroup=overflow comm= container=":                                                     1,
 	}
 	for k, n := range wantCounts {
 		if got[k] != n {

@@ -18,7 +18,11 @@ import (
 // healthy says tracing stopped) and a short index at /.
 func (e *Exporter) Handler(healthy func() bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	metrics := promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		e.Sweep()
+		metrics.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !healthy() {
 			http.Error(w, "tracing stopped", http.StatusServiceUnavailable)

@@ -49,6 +49,7 @@ func (s *Serve) Run(stderr io.Writer) error {
 	}
 	defer tr.Close()
 	exp := exporter.New(exporter.Config{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup", CgroupLimit: s.CgroupLimit, Comms: s.comms(), Version: s.Version})
+	defer exp.Close()
 	for _, p := range tr.Probes() {
 		if !p.Skipped { // left out on purpose: not a probe that is down
 			exp.SetProbe(p.Name, p.Attached)
