@@ -159,15 +159,19 @@ func (e *Exporter) Flush() error { return nil }
 
 // Sweep deletes the series of cgroups that are gone once a scrape has
 // taken their last figures, and gives their label values back: the
-// /metrics handler calls it as each scrape begins.
-func (e *Exporter) Sweep() {
+// /metrics handler calls it as each scrape begins, and Scraped with its
+// result once the scrape has gathered.
+func (e *Exporter) Sweep() (scrape uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.labels.Sweep(func(cg string) {
+	return e.labels.Sweep(func(cg string) {
 		e.stalls.DeletePartialMatch(prometheus.Labels{"cgroup": cg})
 		e.moves.DeletePartialMatch(prometheus.Labels{"cgroup": cg})
 	})
 }
+
+// Scraped says that scrape has gathered its figures.
+func (e *Exporter) Scraped(scrape uint64) { e.labels.Scraped(scrape) }
 
 // Close stops the exporter's watch on the cgroup mounts.
 func (e *Exporter) Close() { e.labels.Close() }

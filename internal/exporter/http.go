@@ -20,8 +20,9 @@ func (e *Exporter) Handler(healthy func() bool) http.Handler {
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		e.Sweep()
+		scrape := e.Sweep()
 		metrics.ServeHTTP(w, r)
+		e.Scraped(scrape)
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !healthy() {

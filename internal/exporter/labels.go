@@ -33,7 +33,8 @@ type Labeller struct {
 	mu            sync.Mutex
 	byPID         map[uint32]labels
 	slots         map[string]*slot // cgroup values given out
-	scrapes       uint64           // Sweeps so far
+	scrapes       uint64           // scrapes begun (Sweeps)
+	taken         uint64           // the latest scrape, by number, that has ended
 	folded        uint64           // observations folded into Overflow
 	foldedSet     map[string]bool  // cgroups folded, to count each once
 	foldedCgroups uint64
@@ -50,7 +51,8 @@ type labels struct {
 }
 
 // slot is a cgroup value given out: its directory ("" if not known, so
-// never found gone) and the Sweep count at its last observation.
+// never found gone) and the number of scrapes begun at its last
+// observation (so scrape seen+1 and later began after it).
 type slot struct {
 	dir  string
 	seen uint64
@@ -147,18 +149,19 @@ func (l *Labeller) For(pid uint32, cgroupID uint64) (cgroup, container string, f
 
 // Sweep gives back the slots of cgroups that are gone and whose last
 // observation a scrape has already taken: call it as a scrape begins,
-// with release deleting the value's series (it runs with the Labeller
-// locked, so For gives out nothing meanwhile). A cgroup seen by no scrape
-// since its last observation keeps its slot to the next, so its last
-// figures are scraped once.
-func (l *Labeller) Sweep(release func(cgroup string)) {
+// and Scraped with the number it returns once the scrape has gathered.
+// release deletes a value's series; it runs with the Labeller locked, so
+// For gives out nothing meanwhile. A cgroup that no scrape begun after its
+// last observation has ended keeps its slot, so its last figures are
+// scraped once, however many scrapes run at once.
+func (l *Labeller) Sweep(release func(cgroup string)) (scrape uint64) {
 	l.mu.Lock()
 	l.scrapes++
-	now := l.scrapes
+	scrape = l.scrapes
 	type candidate struct{ value, dir string }
 	var cands []candidate
 	for v, s := range l.slots {
-		if s.dir != "" && s.seen+1 < now {
+		if s.dir != "" && s.seen < l.taken {
 			cands = append(cands, candidate{v, s.dir})
 		}
 	}
@@ -170,13 +173,13 @@ func (l *Labeller) Sweep(release func(cgroup string)) {
 		}
 	}
 	if len(gone) == 0 {
-		return
+		return scrape
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	freed := map[string]bool{}
 	for _, v := range gone {
-		if s := l.slots[v]; s != nil && s.seen+1 < now { // not observed since
+		if s := l.slots[v]; s != nil && s.seen < l.taken { // not observed since
 			delete(l.slots, v)
 			freed[v] = true
 			release(v)
@@ -188,6 +191,14 @@ func (l *Labeller) Sweep(release func(cgroup string)) {
 			delete(l.byPID, pid)
 		}
 	}
+	return scrape
+}
+
+// Scraped says that scrape (Sweep's number) has gathered its figures.
+func (l *Labeller) Scraped(scrape uint64) {
+	l.mu.Lock()
+	l.taken = max(l.taken, scrape)
+	l.mu.Unlock()
 }
 
 // Forget drops the cache (pids get reused).

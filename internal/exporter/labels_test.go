@@ -48,17 +48,22 @@ func TestLabelsGiveBackGoneCgroups(t *testing.T) {
 	l := NewLabeller(proc, root, 2)
 	t.Cleanup(l.Close)
 	var released []string
-	sweep := func() { l.Sweep(func(cg string) { released = append(released, cg) }) }
+	release := func(cg string) { released = append(released, cg) }
+	sweep := func() { l.Scraped(l.Sweep(release)) }
 	l.For(100, 0)
 	l.For(101, 0)
 	if cg, _, folded := l.For(102, 0); cg != Overflow || !folded {
 		t.Fatalf("/c at the limit: %q", cg)
 	}
 	os.Remove(filepath.Join(root, "memory", "a"))
-	sweep() // takes /a's last figures
+	// Two scrapes at once: neither has taken /a's last figures when the
+	// other begins.
+	first, second := l.Sweep(release), l.Sweep(release)
 	if len(released) != 0 {
 		t.Fatalf("released %v before a scrape took /a's last figures", released)
 	}
+	l.Scraped(second)
+	l.Scraped(first)
 	sweep()
 	if strings.Join(released, " ") != "/a" {
 		t.Fatalf("released %v, want /a", released)
@@ -94,7 +99,7 @@ func TestLabelsKeepCgroupsThatCannotBeFound(t *testing.T) {
 		t.Fatalf("label %q", cg)
 	}
 	for i := 0; i < 3; i++ {
-		l.Sweep(func(cg string) { t.Errorf("released %s", cg) })
+		l.Scraped(l.Sweep(func(cg string) { t.Errorf("released %s", cg) }))
 	}
 }
 
