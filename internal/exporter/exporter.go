@@ -30,7 +30,7 @@ type Exporter struct {
 	cfg      Config
 	labels   *Labeller
 
-	// mu makes a stall's labelling and observing one step, so a sweep
+	// mu makes a stall's labelling and observing one step, so Scraped
 	// never deletes a cgroup's series between the two.
 	mu       sync.Mutex
 	stalls   *prometheus.HistogramVec
@@ -157,21 +157,20 @@ func (e *Exporter) Window(w *aggregate.Window) error {
 // Flush is part of engine.Sink.
 func (e *Exporter) Flush() error { return nil }
 
-// Sweep deletes the series of cgroups that are gone once a scrape has
-// taken their last figures, and gives their label values back: the
-// /metrics handler calls it as each scrape begins, and Scraped with its
-// result once the scrape has gathered.
-func (e *Exporter) Sweep() (scrape uint64) {
+// BeginScrape numbers a scrape of /metrics as it begins.
+func (e *Exporter) BeginScrape() uint64 { return e.labels.BeginScrape() }
+
+// Scraped deletes, once scrape has gathered, the series of cgroups that
+// are gone and whose last figures it took, and gives their label values
+// back.
+func (e *Exporter) Scraped(scrape uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.labels.Sweep(func(cg string) {
+	e.labels.Scraped(scrape, func(cg string) {
 		e.stalls.DeletePartialMatch(prometheus.Labels{"cgroup": cg})
 		e.moves.DeletePartialMatch(prometheus.Labels{"cgroup": cg})
 	})
 }
-
-// Scraped says that scrape has gathered its figures.
-func (e *Exporter) Scraped(scrape uint64) { e.labels.Scraped(scrape) }
 
 // Close stops the exporter's watch on the cgroup mounts.
 func (e *Exporter) Close() { e.labels.Close() }

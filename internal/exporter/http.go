@@ -20,9 +20,9 @@ func (e *Exporter) Handler(healthy func() bool) http.Handler {
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		scrape := e.Sweep()
+		scrape := e.BeginScrape()
 		metrics.ServeHTTP(w, r)
-		e.Scraped(scrape)
+		e.Scraped(scrape) // after the answer: its stats cost the scrape nothing
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !healthy() {

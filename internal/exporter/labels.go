@@ -20,7 +20,7 @@ import (
 // (a slot) at once; past that, a new one folds into Overflow, and both
 // the observations and the distinct cgroups folded are counted. A cgroup
 // that is gone gives its slot back once a scrape has taken its last
-// figures (Sweep). Unknown (the process and its cgroup were gone before
+// figures (Scraped). Unknown (the process and its cgroup were gone before
 // they could be named) and Overflow take no slot.
 type Labeller struct {
 	proc    procfs.FS
@@ -33,8 +33,7 @@ type Labeller struct {
 	mu            sync.Mutex
 	byPID         map[uint32]labels
 	slots         map[string]*slot // cgroup values given out
-	scrapes       uint64           // scrapes begun (Sweeps)
-	taken         uint64           // the latest scrape, by number, that has ended
+	scrapes       uint64           // scrapes begun
 	folded        uint64           // observations folded into Overflow
 	foldedSet     map[string]bool  // cgroups folded, to count each once
 	foldedCgroups uint64
@@ -147,21 +146,26 @@ func (l *Labeller) For(pid uint32, cgroupID uint64) (cgroup, container string, f
 	return lb.cgroup, lb.container, false
 }
 
-// Sweep gives back the slots of cgroups that are gone and whose last
-// observation a scrape has already taken: call it as a scrape begins,
-// and Scraped with the number it returns once the scrape has gathered.
-// release deletes a value's series; it runs with the Labeller locked, so
-// For gives out nothing meanwhile. A cgroup that no scrape begun after its
-// last observation has ended keeps its slot, so its last figures are
-// scraped once, however many scrapes run at once.
-func (l *Labeller) Sweep(release func(cgroup string)) (scrape uint64) {
+// BeginScrape numbers a scrape as it begins.
+func (l *Labeller) BeginScrape() (scrape uint64) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.scrapes++
-	scrape = l.scrapes
+	return l.scrapes
+}
+
+// Scraped gives back, once scrape (BeginScrape's number) has gathered its
+// figures, the slots of cgroups that are gone and that it took the last
+// figures of (no observation since it began). release deletes a value's
+// series; it runs with the Labeller locked, so For gives out nothing
+// meanwhile. A scrape still gathering at once with this one may or may
+// not have them.
+func (l *Labeller) Scraped(scrape uint64, release func(cgroup string)) {
+	l.mu.Lock()
 	type candidate struct{ value, dir string }
 	var cands []candidate
 	for v, s := range l.slots {
-		if s.dir != "" && s.seen < l.taken {
+		if s.dir != "" && s.seen < scrape {
 			cands = append(cands, candidate{v, s.dir})
 		}
 	}
@@ -173,13 +177,13 @@ func (l *Labeller) Sweep(release func(cgroup string)) (scrape uint64) {
 		}
 	}
 	if len(gone) == 0 {
-		return scrape
+		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	freed := map[string]bool{}
 	for _, v := range gone {
-		if s := l.slots[v]; s != nil && s.seen < l.taken { // not observed since
+		if s := l.slots[v]; s != nil && s.seen < scrape { // not observed since
 			delete(l.slots, v)
 			freed[v] = true
 			release(v)
@@ -191,14 +195,6 @@ func (l *Labeller) Sweep(release func(cgroup string)) (scrape uint64) {
 			delete(l.byPID, pid)
 		}
 	}
-	return scrape
-}
-
-// Scraped says that scrape (Sweep's number) has gathered its figures.
-func (l *Labeller) Scraped(scrape uint64) {
-	l.mu.Lock()
-	l.taken = max(l.taken, scrape)
-	l.mu.Unlock()
 }
 
 // Forget drops the cache (pids get reused).

@@ -41,48 +41,36 @@ func inode(t *testing.T, path string) uint64 {
 }
 
 // A cgroup that is gone gives its label value back once a scrape has
-// taken its last figures: the next scrape after that deletes its series,
-// and a new cgroup takes the value's place instead of folding.
+// taken its last figures: the next scrape has no series of it, and a new
+// cgroup takes the value's place instead of folding.
 func TestLabelsGiveBackGoneCgroups(t *testing.T) {
 	proc, root := fakeCgroups(t, "a", "b", "c")
 	l := NewLabeller(proc, root, 2)
 	t.Cleanup(l.Close)
 	var released []string
 	release := func(cg string) { released = append(released, cg) }
-	sweep := func() { l.Scraped(l.Sweep(release)) }
 	l.For(100, 0)
 	l.For(101, 0)
 	if cg, _, folded := l.For(102, 0); cg != Overflow || !folded {
 		t.Fatalf("/c at the limit: %q", cg)
 	}
 	os.Remove(filepath.Join(root, "memory", "a"))
-	// Two scrapes at once: neither has taken /a's last figures when the
-	// other begins.
-	first, second := l.Sweep(release), l.Sweep(release)
+	early := l.BeginScrape()
+	l.For(100, 0) // a stall of /a read late, after that scrape began
+	l.Scraped(early, release)
 	if len(released) != 0 {
-		t.Fatalf("released %v before a scrape took /a's last figures", released)
+		t.Fatalf("released %v: no scrape had taken /a's last figures", released)
 	}
-	l.Scraped(second)
-	l.Scraped(first)
-	sweep()
+	l.Scraped(l.BeginScrape(), release)
 	if strings.Join(released, " ") != "/a" {
 		t.Fatalf("released %v, want /a", released)
 	}
 	if cg, _, folded := l.For(102, 0); cg != "/c" || folded {
 		t.Errorf("/c after /a gave its value back: %q", cg)
 	}
-	// A cgroup observed again after the scrape keeps its value to the
-	// next: its new figures are scraped once too.
-	l.For(101, 0)
-	os.Remove(filepath.Join(root, "memory", "b"))
-	sweep()       // takes /b's last figures
-	l.For(101, 0) // a stall of /b read late
-	sweep()       // takes that one
-	if len(released) != 1 {
-		t.Errorf("released %v: /b was observed since the last scrape", released)
-	}
-	sweep()
-	if c := l.Counts(); strings.Join(released, " ") != "/a /b" || c.Values != 1 || c.Released != 2 || c.FoldedCgroups != 1 {
+	// A cgroup that still exists keeps its value.
+	l.Scraped(l.BeginScrape(), release)
+	if c := l.Counts(); strings.Join(released, " ") != "/a" || c.Values != 2 || c.Released != 1 || c.FoldedCgroups != 1 {
 		t.Errorf("released %v, counts %+v", released, c)
 	}
 }
@@ -99,7 +87,7 @@ func TestLabelsKeepCgroupsThatCannotBeFound(t *testing.T) {
 		t.Fatalf("label %q", cg)
 	}
 	for i := 0; i < 3; i++ {
-		l.Scraped(l.Sweep(func(cg string) { t.Errorf("released %s", cg) }))
+		l.Scraped(l.BeginScrape(), func(cg string) { t.Errorf("released %s", cg) })
 	}
 }
 
@@ -143,8 +131,8 @@ func known(l *Labeller, id uint64) bool {
 	return ok
 }
 
-// The exporter sweeps as each scrape begins: a gone cgroup's series are
-// in one scrape after its last stall, then deleted.
+// The exporter gives a gone cgroup's value back after each scrape: its
+// series are in the scrape after its last stall, then deleted.
 func TestExporterDeletesGoneCgroupsSeries(t *testing.T) {
 	proc, root := fakeCgroups(t, "a", "b")
 	e := New(Config{ProcRoot: proc, CgroupRoot: root, CgroupLimit: 1, Version: "test"})
