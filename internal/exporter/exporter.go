@@ -2,6 +2,11 @@
 // for `numatrace serve`: stall-time histograms per cause and cgroup (and
 // process name, for an allow-list), lost events, probe status and doctor's
 // findings. It aggregates nothing across machines: Prometheus does.
+//
+// Every label value is text someone else chose (a cgroup's name, a
+// thread's, a device's in a finding) and goes through sanitize.Text
+// before the Prometheus client sees it: invalid UTF-8 makes the client
+// panic.
 package exporter
 
 import (
