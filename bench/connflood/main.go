@@ -67,7 +67,7 @@ func main() {
 	pid := serve.Process.Pid
 	scrapeTime(addr, 3)
 	time.Sleep(2 * time.Second)
-	before := rssKiB(pid, "VmRSS")
+	before, beforeAnon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
 	fdsBefore := fds(pid)
 
 	start := time.Now()
@@ -92,7 +92,7 @@ func main() {
 	}
 	opened := time.Since(start)
 	heldScrape := scrapeTime(addr, 5)
-	during := rssKiB(pid, "VmRSS")
+	during, duringAnon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
 	fdsDuring := fds(pid)
 	closedForRoom := metric(addr, "numatrace_http_connections_closed_total")
 	limit := metric(addr, "numatrace_http_connection_limit")
@@ -100,9 +100,9 @@ func main() {
 		c.Close()
 	}
 	time.Sleep(5 * time.Second)
-	after5 := rssKiB(pid, "VmRSS")
+	after5, after5Anon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
 	time.Sleep(*settle - 5*time.Second)
-	afterSettle := rssKiB(pid, "VmRSS")
+	afterSettle, afterSettleAnon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
 	peak := rssKiB(pid, "VmHWM")
 	acceptErrors := strings.Count(stderr.String(), "Accept error")
 
@@ -117,10 +117,10 @@ func main() {
 	fmt.Printf("| requests that failed while opening | %d |\n", failed)
 	fmt.Printf("| serve's open file descriptors: before / while held | %d / %d |\n", fdsBefore, fdsDuring)
 	fmt.Printf("| scrape of /metrics while held (median of 5) | %.1f ms |\n", float64(heldScrape.Microseconds())/1000)
-	fmt.Printf("| serve's RSS before | %.1f MiB |\n", float64(before)/1024)
-	fmt.Printf("| serve's RSS while held | %.1f MiB |\n", float64(during)/1024)
-	fmt.Printf("| serve's RSS 5 s after they closed | %.1f MiB |\n", float64(after5)/1024)
-	fmt.Printf("| serve's RSS %s after they closed | %.1f MiB |\n", *settle, float64(afterSettle)/1024)
+	fmt.Printf("| serve's RSS (anonymous) before | %s |\n", mib(before, beforeAnon))
+	fmt.Printf("| serve's RSS (anonymous) while held | %s |\n", mib(during, duringAnon))
+	fmt.Printf("| serve's RSS (anonymous) 5 s after they closed | %s |\n", mib(after5, after5Anon))
+	fmt.Printf("| serve's RSS (anonymous) %s after they closed | %s |\n", *settle, mib(afterSettle, afterSettleAnon))
 	fmt.Printf("| serve's peak RSS (VmHWM) | %.1f MiB |\n", float64(peak)/1024)
 	fmt.Printf("| accept errors serve logged | %d |\n", acceptErrors)
 }
@@ -174,6 +174,10 @@ func rssKiB(pid int, field string) int {
 		}
 	}
 	return -1
+}
+
+func mib(rss, anon int) string {
+	return fmt.Sprintf("%.1f MiB (%.1f MiB)", float64(rss)/1024, float64(anon)/1024)
 }
 
 func fds(pid int) int {

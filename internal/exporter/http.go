@@ -5,6 +5,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -74,6 +76,7 @@ func (e *Exporter) Server(ln net.Listener, maxConns int, healthy func() bool, wa
 	lim := newConnLimiter(ln, maxConns, func() {
 		warn(fmt.Sprintf("serve: %d HTTP connections open, the limit: each new one closes the one longest without a request being answered (numatrace_http_connections_closed_total counts them)", maxConns))
 	})
+	lim.onDrain = giveMemoryBack
 	e.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "numatrace_http_connections",
@@ -99,6 +102,16 @@ func (e *Exporter) Server(ln net.Listener, maxConns int, healthy func() bool, wa
 		ErrorLog:          log.New(warnWriter(warn), "", 0),
 	}
 	return srv, lim
+}
+
+// giveMemoryBack returns to the system the memory a flood of connections
+// left: the Go runtime would keep it for minutes (the next forced
+// collection is up to 2 minutes away, the buffers' pools need two, and
+// the scavenger is slow). Two collections, the second returning what is
+// free: some tens of milliseconds, once per flood.
+func giveMemoryBack() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 // warnWriter turns the server's log lines into warnings (escaped: some

@@ -165,3 +165,41 @@ func TestConnLimit(t *testing.T) {
 		}
 	}
 }
+
+// Once the connections fall back to an eighth of the limit after
+// reaching it, the memory they held is given back, once per flood (make
+// bench measures how much: "serve under idle connections").
+func TestConnLimitGivesMemoryBackAfterAFlood(t *testing.T) {
+	lim := newConnLimiter(listen(t), 8, nil)
+	drained := make(chan struct{}, 10)
+	lim.onDrain = func() { drained <- struct{}{} }
+	srv := &http.Server{Handler: http.NotFoundHandler(), ConnState: lim.connState}
+	go srv.Serve(lim)
+	defer srv.Close()
+	flood := func(n int) {
+		var cs []net.Conn
+		for i := 0; i < n; i++ {
+			cs = append(cs, dial(t, lim.Addr().String()))
+		}
+		for deadline := time.Now().Add(5 * time.Second); lim.Open() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d connections accepted", lim.Open(), n)
+			}
+		}
+		for _, c := range cs {
+			c.Close()
+		}
+		for deadline := time.Now().Add(5 * time.Second); lim.Open() > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections still open", lim.Open())
+			}
+		}
+	}
+	flood(7) // below the limit: nothing to give back
+	flood(8)
+	flood(8)
+	time.Sleep(50 * time.Millisecond)
+	if n := len(drained); n != 2 {
+		t.Errorf("memory given back %d times, want 2 (once per flood that reached the limit)", n)
+	}
+}

@@ -24,6 +24,7 @@ type connLimiter struct {
 	net.Listener
 	max     int
 	onEvict func() // called for the first connection closed for room
+	onDrain func() // called when the connections fall back to an eighth of max after reaching it
 
 	mu      sync.Mutex
 	conns   map[*limitedConn]struct{}
@@ -32,6 +33,7 @@ type connLimiter struct {
 	closing sync.Once
 	evicted atomic.Uint64
 	warned  sync.Once
+	full    bool // max reached since the last drain (under mu)
 }
 
 func newConnLimiter(ln net.Listener, max int, onEvict func()) *connLimiter {
@@ -60,6 +62,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if len(l.conns) < l.max {
 			lc := &limitedConn{Conn: c, l: l, state: http.StateNew, since: time.Now()}
 			l.conns[lc] = struct{}{}
+			l.full = l.full || len(l.conns) == l.max
 			l.mu.Unlock()
 			return lc, nil
 		}
@@ -133,10 +136,18 @@ func (l *connLimiter) Open() int {
 }
 
 func (c *limitedConn) forget() {
-	c.l.mu.Lock()
-	delete(c.l.conns, c)
-	c.l.mu.Unlock()
-	c.l.wakeUp()
+	l := c.l
+	l.mu.Lock()
+	delete(l.conns, c)
+	drained := l.full && len(l.conns) <= l.max/8
+	if drained {
+		l.full = false
+	}
+	l.mu.Unlock()
+	l.wakeUp()
+	if drained && l.onDrain != nil {
+		go l.onDrain()
+	}
 }
 
 // Close closes the connection and gives its place back.
