@@ -13,6 +13,7 @@
 # Environment knobs (defaults in brackets):
 #   BENCH_ROUNDS [4]   rounds of interleaved phases
 #   BENCH_ARGS   []    more bench/runner flags, e.g. "-flip-duration 5s"
+#   BENCH_CONNS  [10000] idle connections held against serve
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -76,7 +77,7 @@ WORK=$(mktemp -d /var/tmp/nt-bench.XXXXXX)
 
 echo "bench: building numatrace and the benchmark helpers" >&2
 go build -o "$WORK/numatrace" ./cmd/numatrace
-go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/threads ./bench/churn ./bench/runner
+go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/threads ./bench/churn ./bench/runner ./bench/connflood
 gcc -O1 -o "$WORK/cserver" cmd/numatrace/testdata/cserver.c
 
 # shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
@@ -85,6 +86,11 @@ gcc -O1 -o "$WORK/cserver" cmd/numatrace/testdata/cserver.c
 	-cserver "$WORK/cserver" -churn "$WORK/churn" \
 	-bpftrace-script "$ROOT/bench/equivalent.bt" -workdir "$WORK" -out "$ROOT/BENCHMARKS.md" \
 	-rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}
+
+# serve under idle connections: file descriptors, memory while they are
+# held and after they close, scrape time meanwhile.
+echo "bench: serve under idle connections" >&2
+"$WORK/connflood" -numatrace "$WORK/numatrace" -conns "${BENCH_CONNS:-10000}" >> "$ROOT/BENCHMARKS.md"
 
 # Recording: bytes per stall event on disk, recorder cost, read speed, from
 # Go benchmarks on the real events of the sample recordings.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,9 +14,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/numatrace/numatrace/internal/testutil"
 )
@@ -263,12 +269,20 @@ func TestServeLabelsShortLivedProcesses(t *testing.T) {
 
 // startServe runs `numatrace serve` on a free loopback port with args,
 // and returns once it serves: its address, the command and its stderr.
-func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Builder) {
+func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *syncBuffer) {
+	t.Helper()
+	return startServeVia(t, nil, args...)
+}
+
+// startServeVia is startServe with the command run through via (a
+// wrapper such as sh -c 'ulimit ...; exec "$@"'), if not nil.
+func startServeVia(t *testing.T, via []string, args ...string) (string, *exec.Cmd, *syncBuffer) {
 	t.Helper()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ready := filepath.Join(t.TempDir(), "ready")
-	serve := exec.Command(binary(t), append([]string{"serve", "--listen", listen, "--ready-file", ready}, args...)...)
-	serveErr := &strings.Builder{}
+	argv := append(append(via, binary(t), "serve", "--listen", listen, "--ready-file", ready), args...)
+	serve := exec.Command(argv[0], argv[1:]...)
+	serveErr := &syncBuffer{}
 	serve.Stderr = serveErr
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
@@ -281,5 +295,313 @@ func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Build
 		if time.Now().After(deadline) {
 			t.Fatalf("serve never ready: %s", serveErr.String())
 		}
+	}
+}
+
+// scrape reads serve's /metrics at listen, by metric name.
+func scrape(t *testing.T, listen string) (map[string]*dto.MetricFamily, error) {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + listen + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// stallCounts sums numatrace_stall_seconds' observations of cause by
+// cgroup label.
+func stallCounts(mfs map[string]*dto.MetricFamily, cause string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, m := range mfs["numatrace_stall_seconds"].GetMetric() {
+		var cg, c string
+		for _, lp := range m.GetLabel() {
+			switch lp.GetName() {
+			case "cgroup":
+				cg = lp.GetValue()
+			case "cause":
+				c = lp.GetValue()
+			}
+		}
+		if c == cause {
+			out[cg] += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return out
+}
+
+// A cgroup whose name is not valid UTF-8 (cgroup v1 allows any byte but
+// '/') used to make the Prometheus client panic on the first stall in
+// it, taking serve down: anyone who could make a cgroup and stall once
+// in it stopped the exporter. The label is the name escaped instead.
+func TestServeEscapesCgroupNames(t *testing.T) {
+	testutil.RequireRoot(t)
+	listen, _, serveErr := startServe(t)
+	wl := testutil.StartMemcgWorkload(t, "numatrace-e2e-bad\xff\x1b[2J", true)
+	wl.Release(t)
+	const want = `/numatrace-e2e-bad\xff\x1b[2J` // the name, escaped
+	var counts map[string]uint64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		mfs, err := scrape(t, listen)
+		if err != nil {
+			t.Fatalf("scrape: %v; serve's stderr: %s", err, serveErr.String())
+		}
+		if counts = stallCounts(mfs, "memcg_reclaim"); counts[want] >= 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memcg_reclaim stalls by cgroup: %v, want 100 or more for %q", counts, want)
+		}
+	}
+	t.Logf("memcg_reclaim stalls by cgroup: %v", counts)
+	if strings.Contains(serveErr.String(), "panic") {
+		t.Fatalf("serve panicked: %s", serveErr.String())
+	}
+}
+
+// gauge is the value of the unlabelled gauge or counter name in mfs.
+func gauge(mfs map[string]*dto.MetricFamily, name string) float64 {
+	mf := mfs[name]
+	if mf == nil || len(mf.GetMetric()) != 1 {
+		return -1
+	}
+	m := mf.GetMetric()[0]
+	if m.GetGauge() != nil {
+		return m.GetGauge().GetValue()
+	}
+	return m.GetCounter().GetValue()
+}
+
+// Idle connections beyond what serve's file descriptors allow used to
+// make every accept fail (accept4: too many open files, logged in a
+// loop), starve the tracer of descriptors and keep scrapes out while
+// they were held. serve now keeps at most a limit's worth open, half of
+// what its descriptors leave, and each connection past that takes the
+// place of the one idle longest: with 600 silent connections held
+// against a 400-descriptor serve, a scrape is answered at once, the 600
+// less what the limit keeps were closed, oldest first, and serve logged
+// no accept error.
+func TestServeConnectionLimit(t *testing.T) {
+	testutil.RequireRoot(t)
+	listen, _, serveErr := startServeVia(t, []string{"sh", "-c", `ulimit -n 400 && exec "$@"`, "sh"})
+	const held = 600
+	conns := make([]net.Conn, 0, held)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < held; i++ {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	mfs, err := scrape(t, listen)
+	if err != nil {
+		t.Fatalf("a scrape with %d connections held: %v; serve's stderr: %s", held, err, serveErr.String())
+	}
+	limit := gauge(mfs, "numatrace_http_connection_limit")
+	closedTotal := gauge(mfs, "numatrace_http_connections_closed_total")
+	t.Logf("limit %g connections; %g closed for room", limit, closedTotal)
+	if limit < 20 || limit > 200 {
+		t.Fatalf("connection limit %g, want half of what 400 descriptors leave the tracer", limit)
+	}
+	// All 600 were accepted before the scrape's: each past the limit
+	// closed the oldest, and so did the scrape's own.
+	if want := float64(held + 1 - int(limit)); closedTotal != want {
+		t.Errorf("%g connections closed for room, want %g", closedTotal, want)
+	}
+	time.Sleep(100 * time.Millisecond)
+	closed := 0
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		isClosed := err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+		if isClosed != (i < held+1-int(limit)) {
+			t.Fatalf("held connection %d closed: %v, want the %g oldest closed and no other", i, isClosed, float64(held+1)-limit)
+		}
+		if isClosed {
+			closed++
+		}
+	}
+	errs := serveErr.String()
+	if strings.Contains(errs, "Accept error") || strings.Contains(errs, "too many open files") ||
+		strings.Count(errs, "HTTP connections open, the limit") != 1 {
+		t.Errorf("serve's stderr: %s", errs)
+	}
+	if _, err := scrape(t, listen); err != nil {
+		t.Errorf("a second scrape: %v", err)
+	}
+}
+
+// What held under attack and must go on holding: 20 scrapers at once,
+// a client that sends its headers a byte a second (slowloris), and a
+// second serve on the same port.
+func TestServeUnderLoad(t *testing.T) {
+	testutil.RequireRoot(t)
+	listen, _, serveErr := startServe(t)
+
+	t.Run("20 concurrent scrapers", func(t *testing.T) {
+		const scrapers, each = 20, 10
+		errs := make(chan error, scrapers*each)
+		var wg sync.WaitGroup
+		for i := 0; i < scrapers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := http.Client{Timeout: 10 * time.Second}
+				for j := 0; j < each; j++ {
+					resp, err := c.Get("http://" + listen + "/metrics")
+					if err != nil {
+						errs <- err
+						continue
+					}
+					p := expfmt.NewTextParser(model.UTF8Validation)
+					mfs, err := p.TextToMetricFamilies(resp.Body)
+					resp.Body.Close()
+					if err == nil && (resp.StatusCode != 200 || mfs["numatrace_build_info"] == nil) {
+						err = fmt.Errorf("%s, %d families", resp.Status, len(mfs))
+					}
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		ok := 0
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			ok++
+		}
+		if ok != scrapers*each {
+			t.Errorf("%d of %d scrapes answered", ok, scrapers*each)
+		}
+	})
+
+	t.Run("slowloris", func(t *testing.T) {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		gone := make(chan time.Duration, 1)
+		go func() { // a byte a second, until serve hangs up
+			for _, b := range []byte("GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + strings.Repeat("x", 60)) {
+				if _, err := c.Write([]byte{b}); err != nil {
+					break
+				}
+				time.Sleep(time.Second)
+			}
+			gone <- time.Since(start)
+		}()
+		go func() {
+			io.Copy(io.Discard, c) // ends when serve closes the connection
+			gone <- time.Since(start)
+		}()
+		for i := 0; i < 5; i++ { // others are answered meanwhile
+			if _, err := scrape(t, listen); err != nil {
+				t.Errorf("a scrape beside the slow client: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		select {
+		case d := <-gone:
+			t.Logf("serve closed the slow client after %v", d.Round(time.Millisecond))
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve still holds a client that sent its headers a byte a second after 30 s")
+		}
+	})
+
+	t.Run("second serve on the same port", func(t *testing.T) {
+		second := exec.Command(binary(t), "serve", "--listen", listen)
+		var out, errs strings.Builder
+		second.Stdout, second.Stderr = &out, &errs
+		second.Start()
+		done := make(chan error, 1)
+		go func() { done <- second.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			second.Process.Kill()
+			<-done
+			t.Fatalf("the second serve still runs after 20 s: %s", errs.String())
+		}
+		code := second.ProcessState.ExitCode()
+		if code != 1 || out.String() != "" || !strings.Contains(oneErrorLine(t, errs.String()), "address already in use") {
+			t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errs.String())
+		}
+		if _, err := scrape(t, listen); err != nil {
+			t.Errorf("the first serve after the second failed: %v", err)
+		}
+	})
+	if strings.Contains(serveErr.String(), "numatrace: http:") {
+		t.Errorf("serve's stderr: %s", serveErr.String())
+	}
+}
+
+// Short jobs, each in a memory cgroup made for it and removed as soon as
+// it ends (a CI runner, a batch system): their stalls are labelled with
+// their own cgroup though process and cgroup are both gone by the time
+// the stalls are read, and a cgroup that is gone gives its label value
+// back once a scrape has taken its last figures, so 40 of them pass
+// through a --cgroup-limit of 20 with none folded into "overflow". (Of
+// 400 such jobs' stalls, 30% were "unknown" and 21% "other" before, and
+// 196 of the 400 cgroups were named.)
+func TestServeLabelsShortLivedCgroups(t *testing.T) {
+	testutil.RequireRoot(t)
+	listen, _, serveErr := startServe(t, "--cgroup-limit", "20")
+	file := testutil.BigFile(t)
+	const jobs = 40
+	most := map[string]uint64{} // the most stalls a scrape saw, by cgroup
+	var last map[string]*dto.MetricFamily
+	look := func() {
+		mfs, err := scrape(t, listen)
+		if err != nil {
+			t.Fatalf("scrape: %v; serve's stderr: %s", err, serveErr.String())
+		}
+		for cg, n := range stallCounts(mfs, "memcg_reclaim") {
+			most[cg] = max(most[cg], n)
+		}
+		last = mfs
+	}
+	for i := 0; i < jobs; i++ {
+		cg := testutil.MemcgCgroup(t, fmt.Sprintf("numatrace-e2e-brief-%d", i), 8<<20)
+		// Drop the file's pages, then 16 MiB through an 8 MiB cgroup.
+		job := exec.Command("sh", "-c", fmt.Sprintf("dd if=%[2]s iflag=nocache count=0 status=none && echo $$ > %[1]s/cgroup.procs && exec dd if=%[2]s of=/dev/null bs=1M count=16 status=none", cg, file))
+		if out, err := job.CombinedOutput(); err != nil {
+			t.Fatalf("job %d: %v %s", i, err, out)
+		}
+		if err := os.Remove(cg); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			look()
+		}
+	}
+	time.Sleep(time.Second) // the last stalls reach the exporter
+	look()
+	var missing []int
+	for i := 0; i < jobs; i++ {
+		if most[fmt.Sprintf("/numatrace-e2e-brief-%d", i)] == 0 {
+			missing = append(missing, i)
+		}
+	}
+	t.Logf("memcg_reclaim stalls by cgroup (most a scrape saw): %v", most)
+	if most["unknown"] > 0 || most["overflow"] > 0 || len(missing) > 0 {
+		t.Errorf("%d stalls unknown, %d overflow; jobs without their own label: %v", most["unknown"], most["overflow"], missing)
+	}
+	if released := gauge(last, "numatrace_cgroup_label_released_total"); released < jobs-20 {
+		t.Errorf("%g label values given back, want at least %d", released, jobs-20)
 	}
 }

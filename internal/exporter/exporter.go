@@ -2,13 +2,21 @@
 // for `numatrace serve`: stall-time histograms per cause and cgroup (and
 // process name, for an allow-list), lost events, probe status and doctor's
 // findings. It aggregates nothing across machines: Prometheus does.
+//
+// Every label value is text someone else chose (a cgroup's name, a
+// thread's, a device's in a finding) and goes through sanitize.Text
+// before the Prometheus client sees it: invalid UTF-8 makes the client
+// panic.
 package exporter
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -16,7 +24,7 @@ import (
 type Config struct {
 	ProcRoot    string          // "/proc"
 	CgroupRoot  string          // "/sys/fs/cgroup": resolves the cgroup ids stalls carry; "" for none
-	CgroupLimit int             // distinct cgroup label values before folding into "other"
+	CgroupLimit int             // cgroup label values at once before folding into "overflow"
 	Comms       map[string]bool // process names that get their own comm label
 	Version     string
 }
@@ -27,11 +35,12 @@ type Exporter struct {
 	cfg      Config
 	labels   *Labeller
 
+	// mu makes a stall's labelling and observing one step, so Scraped
+	// never deletes a cgroup's series between the two.
+	mu       sync.Mutex
 	stalls   *prometheus.HistogramVec
 	moves    *prometheus.CounterVec
 	lost     prometheus.Counter
-	folded   prometheus.CounterFunc
-	values   prometheus.GaugeFunc
 	probes   *prometheus.GaugeVec
 	findings *prometheus.GaugeVec
 }
@@ -62,14 +71,23 @@ func New(cfg Config) *Exporter {
 		Name: "numatrace_lost_events_total",
 		Help: "Stall events the kernel dropped because the ring buffer was full (the histograms then undercount).",
 	})
-	e.folded = prometheus.NewCounterFunc(prometheus.CounterOpts{
+	counts := func(f func(Counts) float64) func() float64 { return func() float64 { return f(e.labels.Counts()) } }
+	folded := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_folded_total",
-		Help: "Observations whose cgroup label was folded into \"other\" because --cgroup-limit distinct cgroups were already exported.",
-	}, func() float64 { return float64(e.labels.Folded()) })
-	e.values = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Help: "Observations labelled cgroup=\"overflow\" because --cgroup-limit cgroups held a label value already.",
+	}, counts(func(c Counts) float64 { return float64(c.Folded) }))
+	foldedCgroups := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "numatrace_cgroup_label_folded_cgroups_total",
+		Help: "Distinct cgroups whose observations were labelled cgroup=\"overflow\" (each counted once).",
+	}, counts(func(c Counts) float64 { return float64(c.FoldedCgroups) }))
+	released := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "numatrace_cgroup_label_released_total",
+		Help: "Cgroup label values given back, their series deleted, because the cgroup was gone and a scrape had taken its last figures.",
+	}, counts(func(c Counts) float64 { return float64(c.Released) }))
+	values := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "numatrace_cgroup_label_values",
-		Help: "Distinct cgroup label values exported (at most --cgroup-limit).",
-	}, func() float64 { return float64(e.labels.Values()) })
+		Help: "Cgroups holding a label value now (at most --cgroup-limit; \"overflow\" and \"unknown\" not counted).",
+	}, counts(func(c Counts) float64 { return float64(c.Values) }))
 	e.probes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "numatrace_probe_attached",
 		Help: "1 if the probe is attached, 0 if this kernel could not attach it.",
@@ -79,10 +97,10 @@ func New(cfg Config) *Exporter {
 		Help: "1 for each misconfiguration `numatrace doctor` currently finds on this machine.",
 	}, []string{"check", "severity", "title"})
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "numatrace_build_info", Help: "numatrace's version.", ConstLabels: prometheus.Labels{"version": cfg.Version},
+		Name: "numatrace_build_info", Help: "numatrace's version.", ConstLabels: prometheus.Labels{"version": sanitize.Text(cfg.Version)},
 	})
 	build.Set(1)
-	e.Registry.MustRegister(e.stalls, e.moves, e.lost, e.folded, e.values, e.probes, e.findings, build)
+	e.Registry.MustRegister(e.stalls, e.moves, e.lost, folded, foldedCgroups, released, values, e.probes, e.findings, build)
 	return e
 }
 
@@ -92,20 +110,22 @@ func (e *Exporter) SetProbe(name string, attached bool) {
 	if attached {
 		v = 1
 	}
-	e.probes.WithLabelValues(name).Set(v)
+	e.probes.WithLabelValues(sanitize.Text(name)).Set(v)
 }
 
 // SetFindings replaces the doctor findings.
 func (e *Exporter) SetFindings(fs []doctor.Finding) {
 	e.findings.Reset()
 	for _, f := range fs {
-		e.findings.WithLabelValues(f.Check, f.Severity.String(), f.Title).Set(1)
+		e.findings.WithLabelValues(sanitize.Text(f.Check), f.Severity.String(), sanitize.Text(f.Title)).Set(1)
 	}
 }
 
+// comm is the comm label of a thread named c: its name, escaped, if it
+// is allow-listed, else "".
 func (e *Exporter) comm(c string) string {
 	if e.cfg.Comms[c] {
-		return c
+		return sanitize.Text(c)
 	}
 	return ""
 }
@@ -118,8 +138,10 @@ func (e *Exporter) Stall(ev *stall.Event) error {
 	if ev.Kind != stall.KindStall {
 		return nil
 	}
-	cg, ctr, _ := e.labels.For(ev.PID, ev.CgroupID)
 	comm := e.comm(ev.Comm)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cg, ctr, _ := e.labels.For(ev.PID, ev.CgroupID)
 	switch {
 	case ev.Cause == stall.NUMATaskMove:
 		e.moves.WithLabelValues(cg, ctr, comm).Inc()
@@ -139,6 +161,24 @@ func (e *Exporter) Window(w *aggregate.Window) error {
 
 // Flush is part of engine.Sink.
 func (e *Exporter) Flush() error { return nil }
+
+// BeginScrape numbers a scrape of /metrics as it begins.
+func (e *Exporter) BeginScrape() uint64 { return e.labels.BeginScrape() }
+
+// Scraped deletes, once scrape has gathered, the series of cgroups that
+// are gone and whose last figures it took, and gives their label values
+// back.
+func (e *Exporter) Scraped(scrape uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.labels.Scraped(scrape, func(cg string) {
+		e.stalls.DeletePartialMatch(prometheus.Labels{"cgroup": cg})
+		e.moves.DeletePartialMatch(prometheus.Labels{"cgroup": cg})
+	})
+}
+
+// Close stops the exporter's watch on the cgroup mounts.
+func (e *Exporter) Close() { e.labels.Close() }
 
 // ForgetPIDs drops the pid → cgroup cache, so reused pids are read again.
 func (e *Exporter) ForgetPIDs() { e.labels.Forget() }

@@ -41,7 +41,7 @@ func fakeProc(t *testing.T) string {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestLabels(t *testing.T) {
-	l := NewLabeller(fakeProc(t), "", 3)
+	l := NewLabeller(fakeProc(t), "", 2)
 	if cg, ctr, _ := l.For(10, 0); cg != "/redis" || ctr != "" {
 		t.Errorf("v1 memory cgroup: %q %q", cg, ctr)
 	}
@@ -51,15 +51,19 @@ func TestLabels(t *testing.T) {
 	if cg, _, _ := l.For(99, 0); cg != "unknown" {
 		t.Errorf("an exited pid: %q", cg)
 	}
-	// The limit is 3 values: /redis, the docker scope, unknown. More fold.
-	if cg, _, folded := l.For(30, 0); cg != Other || !folded || l.Folded() != 1 {
-		t.Errorf("past the limit: %q folded=%v count=%d", cg, folded, l.Folded())
+	// The limit is 2 values: /redis and the docker scope ("unknown"
+	// takes none). More fold, and each cgroup folded is counted once.
+	for i := 0; i < 2; i++ {
+		if cg, ctr, folded := l.For(30, 0); cg != Overflow || ctr != "" || !folded {
+			t.Errorf("past the limit: %q %q folded=%v", cg, ctr, folded)
+		}
 	}
+	l.For(31, 0)
 	if cg, _, _ := l.For(10, 0); cg != "/redis" {
 		t.Errorf("a known value after the limit: %q", cg)
 	}
-	if l.Values() != 3 {
-		t.Errorf("%d values", l.Values())
+	if c := l.Counts(); c != (Counts{Values: 2, Folded: 3, FoldedCgroups: 2}) {
+		t.Errorf("counts %+v, want 2 values, 3 observations of 2 cgroups folded", c)
 	}
 }
 
@@ -83,7 +87,7 @@ func TestExporterMetrics(t *testing.T) {
 # HELP numatrace_lost_events_total Stall events the kernel dropped because the ring buffer was full (the histograms then undercount).
 # TYPE numatrace_lost_events_total counter
 numatrace_lost_events_total 7
-# HELP numatrace_cgroup_label_folded_total Observations whose cgroup label was folded into "other" because --cgroup-limit distinct cgroups were already exported.
+# HELP numatrace_cgroup_label_folded_total Observations labelled cgroup="overflow" because --cgroup-limit cgroups held a label value already.
 # TYPE numatrace_cgroup_label_folded_total counter
 numatrace_cgroup_label_folded_total 1
 # HELP numatrace_numa_task_moves_total Threads moved (or swapped) to another node by NUMA balancing, by cgroup.
@@ -128,7 +132,7 @@ numatrace_doctor_finding{check="zone_reclaim_mode",severity="crit",title="zone r
 	wantCounts := map[string]uint64{
 		"cause=memcg_reclaim cgroup=/redis comm=redis-server container=":                                       2,
 		"cause=compaction cgroup=/system.slice/docker-" + dockerID + ".scope comm= container=" + dockerID[:12]: 1,
-		"cause=mmap_lock cgroup=other comm= container=":                                                        1,
+		"cause=mmap_lock cgroup=overflow comm= container=":                                                     1,
 	}
 	for k, n := range wantCounts {
 		if got[k] != n {
@@ -182,5 +186,56 @@ func TestLabelsFromCgroupIDs(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if cg, _, _ := l.For(96, ino("memory/batch/job-8")); cg != "/batch/job-8" {
 		t.Errorf("a new cgroup: %q", cg)
+	}
+}
+
+// Every label value comes from text anyone can set (a cgroup name, a
+// thread name, a doctor finding that names a device): invalid UTF-8 in
+// one made the Prometheus client panic and took serve down. Each is
+// escaped instead, the way the view and the report show it.
+func TestLabelValuesAreEscaped(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "memory", "gone\xffjob"), 0o755)
+	os.WriteFile(filepath.Join(root, "memory", "cgroup.procs"), nil, 0o644)
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(root, "memory", "gone\xffjob"), &st); err != nil {
+		t.Fatal(err)
+	}
+	proc := fakeProc(t)
+	os.MkdirAll(filepath.Join(proc, "40"), 0o755)
+	os.WriteFile(filepath.Join(proc, "40", "cgroup"), []byte("4:memory:/rt_bad\xff\x1b[2J\u202e\n"), 0o644)
+	e := New(Config{ProcRoot: proc, CgroupRoot: root, CgroupLimit: 10, Comms: map[string]bool{"w\xffrker": true}, Version: "v1\xff"})
+	e.Stall(&stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, PID: 40, TID: 40, Comm: "w\xffrker", DurNs: 1000})
+	e.Stall(&stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, PID: 41, TID: 41, Comm: "x", DurNs: 1000, CgroupID: st.Ino})
+	e.Stall(&stall.Event{Kind: stall.KindStall, Cause: stall.NUMATaskMove, PID: 40, TID: 40, Comm: "w\xffrker"})
+	e.SetProbe("probe\xff", true)
+	e.SetFindings([]doctor.Finding{{Check: "irq\xff", Severity: doctor.Warn, Title: "eth\xff0 \x1b]0;x\x07"}})
+
+	mfs, err := e.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				got[mf.GetName()+" "+lp.GetName()+"="+lp.GetValue()] = true
+			}
+		}
+	}
+	for _, want := range []string{
+		`numatrace_stall_seconds cgroup=/rt_bad\xff\x1b[2J\u202e`,
+		`numatrace_stall_seconds comm=w\xffrker`,
+		`numatrace_stall_seconds cgroup=/gone\xffjob`,
+		`numatrace_numa_task_moves_total cgroup=/rt_bad\xff\x1b[2J\u202e`,
+		`numatrace_numa_task_moves_total comm=w\xffrker`,
+		`numatrace_probe_attached probe=probe\xff`,
+		`numatrace_doctor_finding check=irq\xff`,
+		`numatrace_doctor_finding title=eth\xff0 \x1b]0;x\x07`,
+		`numatrace_build_info version=v1\xff`,
+	} {
+		if !got[want] {
+			t.Errorf("no label %s in %v", want, got)
+		}
 	}
 }

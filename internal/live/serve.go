@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
@@ -49,6 +50,7 @@ func (s *Serve) Run(stderr io.Writer) error {
 	}
 	defer tr.Close()
 	exp := exporter.New(exporter.Config{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup", CgroupLimit: s.CgroupLimit, Comms: s.comms(), Version: s.Version})
+	defer exp.Close()
 	for _, p := range tr.Probes() {
 		if !p.Skipped { // left out on purpose: not a probe that is down
 			exp.SetProbe(p.Name, p.Attached)
@@ -74,7 +76,8 @@ func (s *Serve) serve(ln net.Listener, tr *tracer.Tracer, exp *exporter.Exporter
 		stop() // the trace ended on its own: stop serving too
 	}()
 	go maintain(ctx, exp, s.DoctorEvery, stderr)
-	srv := &http.Server{Handler: exp.Handler(healthy.Load), ReadHeaderTimeout: 10 * time.Second}
+	warn := func(msg string) { fmt.Fprintf(stderr, "numatrace: %s\n", msg) }
+	srv, ln := exp.Server(ln, connLimit(), healthy.Load, warn)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 	if err := writeReady(s.Trace.ReadyFile); err != nil {
@@ -96,6 +99,21 @@ func (s *Serve) serve(ln net.Listener, tr *tracer.Tracer, exp *exporter.Exporter
 		err = nil // a scrape that hangs does not hold up the exit
 	}
 	return errors.Join(err, <-sessErr)
+}
+
+// connLimit is how many HTTP connections serve keeps open, from the
+// file descriptors the process may have and those open now (the
+// tracer's, once loaded).
+func connLimit() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		rl.Cur = 1024
+	}
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return exporter.ConnLimit(rl.Cur, rl.Cur/2)
+	}
+	return exporter.ConnLimit(rl.Cur, uint64(len(open)))
 }
 
 // maintain refreshes doctor's findings and forgets the pid → cgroup cache
