@@ -28,7 +28,7 @@ type Guest struct {
 	Scenarios       []string
 	Limit           time.Duration // the guest must print NTDONE within it
 	Args            []string      // more kernel command-line arguments
-	// Accel is QEMU's accelerator: "" takes the kernel's (Kernel.Accel).
+	// Accel is QEMU's accelerator: "" takes the package's Accel.
 	Accel string
 	// NodeMiB is each node's memory: 1024 if 0.
 	NodeMiB int
@@ -45,7 +45,7 @@ func (g Guest) Boot(ctx context.Context) ([]Line, string, error) {
 	defer cancel()
 	accel := g.Accel
 	if accel == "" {
-		accel = g.Kernel.Accel()
+		accel = Accel
 	}
 	node := g.NodeMiB
 	if node == 0 {

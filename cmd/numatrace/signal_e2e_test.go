@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,10 +162,10 @@ func TestServeEndsOnSIGHUP(t *testing.T) {
 	}
 }
 
-// A paced replay ends on SIGHUP exactly as on Ctrl-C.
-func TestReplayEndsOnSIGHUPAsOnSIGINT(t *testing.T) {
-	ends := map[syscall.Signal]string{}
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+// A paced replay stopped by Ctrl-C, SIGTERM or SIGHUP prints the report
+// of what it replayed and says where it stopped, as attach does.
+func TestReplayStoppedBySignalPrintsItsReport(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		cmd := exec.Command(binary(t), "replay", "--no-tui", "--speed", "1", "../../testdata/recordings/redis-memcg-hog.ntr")
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -173,10 +174,13 @@ func TestReplayEndsOnSIGHUPAsOnSIGINT(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		cmd.Process.Signal(sig)
-		err := cmd.Wait()
-		ends[sig] = fmt.Sprintf("%v; stdout %q; stderr %q", err, stdout.String(), stderr.String())
-	}
-	if ends[syscall.SIGHUP] != ends[syscall.SIGINT] {
-		t.Errorf("replay after SIGHUP: %s\nafter SIGINT: %s", ends[syscall.SIGHUP], ends[syscall.SIGINT])
+		if err := cmd.Wait(); err != nil || stderr.Len() > 0 {
+			t.Errorf("%v: replay ended with %v; stderr %q", sig, err, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		if !strings.HasPrefix(lines[0], "numatrace: pid 7044 (redis-server) for ") ||
+			!regexp.MustCompile(`^note: the replay was stopped [0-9.]+m?s into the recording: what follows was not replayed$`).MatchString(lines[len(lines)-1]) {
+			t.Errorf("%v: stdout %q: want the report, ending where the replay stopped", sig, stdout.String())
+		}
 	}
 }

@@ -5,6 +5,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -37,6 +38,8 @@ type Options struct {
 
 // Run replays r and returns the report the live run printed. A recording
 // cut short still replays every complete block; the report's note says so.
+// A replay stopped by ctx (Ctrl-C, SIGTERM, SIGHUP) reports what it
+// replayed until then, as attach reports what it traced.
 func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, error) {
 	f := NewFeeder(r.Header(), opt)
 	var wait func(context.Context, uint64) error
@@ -49,7 +52,10 @@ func Run(ctx context.Context, r *record.Reader, opt Options) (*output.Report, er
 		wait = pace.wait
 	}
 	if err := f.ReadAll(ctx, r, wait); err != nil {
-		return nil, err
+		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+			return nil, err
+		}
+		f.stopped = true
 	}
 	return f.Finish(r.Blocks()), nil
 }
@@ -96,6 +102,8 @@ type Feeder struct {
 	// lastNs is the newest time any record carries: where a recording
 	// killed before its end record, or before any event, stopped.
 	lastNs uint64
+	// stopped: the replay was stopped before the recording's end.
+	stopped bool
 }
 
 // NewFeeder starts an engine for the recording h heads.
@@ -203,6 +211,10 @@ func (f *Feeder) Finish(blocks int) *output.Report {
 		if f.end.Dropped > 0 {
 			notes = append(notes, fmt.Sprintf("the recorder dropped %d events (disk too slow)", f.end.Dropped))
 		}
+	case f.stopped:
+		end = own
+		notes = append(notes, fmt.Sprintf("the replay was stopped %s into the recording: what follows was not replayed",
+			time.Duration(end.DurationNs).Round(time.Millisecond)))
 	default:
 		end = own
 		notes = append(notes, fmt.Sprintf("the recording was cut short after %d blocks", blocks))

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
@@ -251,4 +253,43 @@ func replayFile(t *testing.T, path string) *output.Report {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// cancelAfter stops the replay once it has seen n stalls.
+type cancelAfter struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Stall(*stall.Event) error {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return nil
+}
+func (c *cancelAfter) Window(*aggregate.Window) error { return nil }
+func (c *cancelAfter) Flush() error                   { return nil }
+
+// A paced replay stopped by Ctrl-C (or SIGTERM, SIGHUP) reports what it
+// replayed, as attach reports what it traced, and says where it stopped.
+func TestStoppedReplayReportsWhatItReplayed(t *testing.T) {
+	r, err := record.Open(writeRecording(t, true, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := Run(ctx, r, Options{Speed: 100, Sinks: []engine.Sink{&cancelAfter{n: 3, cancel: cancel}}})
+	if err != nil {
+		t.Fatalf("a stopped replay failed: %v", err)
+	}
+	// The events are 300 ms apart from 1 µs after the start: the third at 600 ms.
+	want := "the replay was stopped 600ms into the recording: what follows was not replayed"
+	if !strings.Contains(rep.Note, want) {
+		t.Errorf("note %q, want it to say %q", rep.Note, want)
+	}
+	if len(rep.Summary.Threads) != 1 || rep.Summary.Threads[0].Stalls["memcg_reclaim"].Count != 3 {
+		t.Fatalf("threads %+v: want the 3 replayed stalls", rep.Summary.Threads)
+	}
 }
