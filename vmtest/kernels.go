@@ -32,7 +32,8 @@ type Kernel struct {
 // with interrupts off and a valid instruction in memory; the patcher then
 // waits for it for ever. It locked up or hung 4 of 10 6.1 guests looping
 // numatrace probes, and bpftrace on the same hooks the same way once
-// another thread ran; one host thread: 0 of 20 (vmtest/LOCKUP.md).
+// another thread ran; on one host thread, 0 of 20 guests (600 cycles,
+// idle and busy) did (vmtest/LOCKUP.md).
 const Accel = "tcg,thread=single"
 
 // Matrix is every guest kernel numatrace is tested on. The host kernel
