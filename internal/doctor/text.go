@@ -24,25 +24,28 @@ func (r *Report) Text(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "%d crit, %d warn, %d info\n", counts[Crit], counts[Warn], counts[Info])
 	}
+	// Findings quote what they read (cgroup paths, interface names), which
+	// other users can name: every line is escaped, and stays one line.
+	esc := sanitize.Text
 	for _, f := range r.Findings {
-		fmt.Fprintf(w, "\n[%s] %s (%s)\n", strings.ToUpper(f.Severity.String()), f.Title, f.Check)
+		fmt.Fprintf(w, "\n[%s] %s (%s)\n", strings.ToUpper(f.Severity.String()), esc(f.Title), esc(f.Check))
 		fmt.Fprintln(w, "  evidence:")
 		for _, e := range f.Evidence {
-			fmt.Fprintf(w, "    %s\n", e)
+			fmt.Fprintf(w, "    %s\n", esc(e))
 		}
-		fmt.Fprintf(w, "  why: %s\n", f.Why)
-		fmt.Fprintf(w, "  trade-off: %s\n", f.TradeOff)
+		fmt.Fprintf(w, "  why: %s\n", esc(f.Why))
+		fmt.Fprintf(w, "  trade-off: %s\n", esc(f.TradeOff))
 		if f.Fix != "" {
-			fmt.Fprintf(w, "  fix: %s\n", f.Fix)
+			fmt.Fprintf(w, "  fix: %s\n", esc(f.Fix))
 		}
 		if f.Persist != "" {
-			fmt.Fprintf(w, "  persist: %s\n", f.Persist)
+			fmt.Fprintf(w, "  persist: %s\n", esc(f.Persist))
 		}
 	}
 	if len(r.Skipped) > 0 {
 		fmt.Fprintln(w, "\nnot checked:")
 		for _, s := range r.Skipped {
-			fmt.Fprintf(w, "  %s\n", s)
+			fmt.Fprintf(w, "  %s\n", esc(s))
 		}
 	}
 	if r.Numastat != nil {
@@ -55,7 +58,7 @@ func (r *Report) Text(w io.Writer) {
 func (r *Report) Lines() []string {
 	var out []string
 	for _, f := range r.Findings {
-		out = append(out, fmt.Sprintf("[%s] %s", f.Severity, f.Title))
+		out = append(out, fmt.Sprintf("[%s] %s", f.Severity, sanitize.Text(f.Title)))
 	}
 	return out
 }
