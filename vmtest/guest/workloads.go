@@ -470,10 +470,11 @@ func mmapLockBoth() (*report, error) {
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	writing := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		pin(0)
-		for {
+		for first := true; ; first = false {
 			select {
 			case <-stop:
 				close(done)
@@ -482,10 +483,19 @@ func mmapLockBoth() (*report, error) {
 			}
 			unix.Mprotect(region, unix.PROT_READ)
 			unix.Mprotect(region, unix.PROT_READ|unix.PROT_WRITE)
+			if first {
+				close(writing)
+			}
 		}
 	}()
+	<-writing
 	pin(1)
-	for i := 0; i < 600; i++ { // enough waits of 1 ms or more to compare: 9 and 13 at 200, 94 and 100 at 600
+	// Enough waits of 1 ms or more to compare (about ten in 600 mmaps
+	// with a host thread per vCPU). With both vCPUs on one host thread
+	// they take turns, each for up to about 100 ms, and 600 mmaps can all
+	// fit in one turn of this vCPU's while the writer's waits: a span of
+	// time gives the writer turns to hold the lock while this one waits.
+	for i, until := 0, time.Now().Add(4*time.Second); i < 600 || time.Now().Before(until); i++ {
 		if m, err := unix.Mmap(-1, 0, page, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err == nil {
 			unix.Munmap(m)
 		}
