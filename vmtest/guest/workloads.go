@@ -6,10 +6,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -360,10 +363,10 @@ func meminfo(key string) int64 {
 }
 
 // CrossReady is created once crossnode's worker reads its memory from
-// the other node; CrossDone once doctor has looked.
+// the other node; the workload gets CrossDone once doctor has looked.
 const (
 	CrossReady = "/tmp/cross-ready"
-	CrossDone  = "/tmp/cross-done"
+	CrossDone  = unix.SIGUSR1
 )
 
 // nodeCounter reads one counter of node n's numastat.
@@ -408,32 +411,38 @@ func crossNode() (*report, error) {
 	if err := unix.SchedSetaffinity(0, &all); err != nil {
 		return nil, err
 	}
+	// The worker cannot be preempted (GODEBUG=asyncpreemptoff=1, a loop
+	// without calls): a collection would wait for it for ever.
+	debug.SetGCPercent(-1)
+	done := make(chan os.Signal, 1)
+	signal.Notify(done, CrossDone)
+	var stop atomic.Bool
 	tid := make(chan int)
 	var sum byte
 	go func() {
 		runtime.LockOSThread() // the worker pins itself, as the application's own threads do
 		pin(1)
 		tid <- unix.Gettid()
-		for {
+		// Nothing but the reads while doctor measures: no system call and
+		// no function call, so none of the process's other threads wakes.
+		for !stop.Load() {
 			for i := 0; i < len(b); i += page {
 				sum += b[i]
 			}
-			if _, err := os.Stat(CrossDone); err == nil {
-				close(tid)
-				return
-			}
 		}
+		close(tid)
 	}()
 	r.TIDs = []int{<-tid}
 	time.Sleep(1500 * time.Millisecond)
 	os.WriteFile(CrossReady, nil, 0o644)
-	for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(CrossDone); err == nil {
-			break
-		}
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		return nil, fmt.Errorf("no %v from the harness within 90 s", CrossDone)
 	}
-	r.Extra["process_pages"] = processPages()
+	stop.Store(true)
 	<-tid
+	r.Extra["process_pages"] = processPages()
 	r.Pages = nodePages(b)
 	r.Extra["sum"] = sum
 	return r, nil
