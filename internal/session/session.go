@@ -235,7 +235,7 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event, lat <-chan la
 		case r := <-lat:
 			s.eng.Latency(r)
 		case now := <-tick.C:
-			s.tick(now)
+			s.tick(now, events, lat)
 		case <-s.opt.DumpRequests:
 			s.dump()
 		case <-s.opt.Gone:
@@ -254,8 +254,14 @@ func (s *run) every(d time.Duration, wanted bool, f func()) {
 	}
 }
 
-func (s *run) tick(now time.Time) {
+// tick closes the windows whose grace has run out, and runs the jobs
+// that are due. What reached the session before the windows close is in
+// them: a loop that fell behind (a loaded machine, a slow dump) finds
+// the tick ready beside a queue of events and readings, and select would
+// take the tick first as often as not.
+func (s *run) tick(now time.Time, events <-chan stall.Event, lat <-chan latency.Reading) {
 	if mono, grace := s.opt.Now(), uint64(engine.Grace); mono > grace {
+		s.arrived(events, lat)
 		s.close(mono-grace, false)
 	}
 	for _, j := range s.jobs {
@@ -263,6 +269,21 @@ func (s *run) tick(now time.Time) {
 			j.due = now.Add(j.every)
 			j.run()
 		}
+	}
+}
+
+// arrived takes the events and latency readings already queued, and no
+// more: a stream that keeps coming cannot hold the tick up.
+func (s *run) arrived(events <-chan stall.Event, lat <-chan latency.Reading) {
+	for n := len(events); n > 0; n-- {
+		ev, ok := <-events
+		if !ok {
+			break
+		}
+		s.add(ev)
+	}
+	for n := len(lat); n > 0; n-- {
+		s.eng.Latency(<-lat)
 	}
 }
 

@@ -187,14 +187,16 @@ func TestRunCountsBadRecords(t *testing.T) {
 }
 
 // Latency samples land in their windows, and the spike window is charged
-// to the stall that happened in it.
+// to the stall that happened in it. The test moves the clock only once
+// the session has every reading and the stall, and stops it only once the
+// windows closed: no step depends on how fast this machine runs it.
 func TestRunCorrelatesLatency(t *testing.T) {
 	k := newKernel()
 	sink := &fakeSink{}
 	clk := &clock{}
 	start := uint64(1_000_000_000)
 	clk.ns.Store(start)
-	lat := chanSource(make(chan latency.Reading, 1024))
+	lat := newHandSource()
 	var dumps atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result, 1)
@@ -217,13 +219,15 @@ func TestRunCorrelatesLatency(t *testing.T) {
 			p = 20 * uint64(time.Millisecond)
 			k.Push(event(stall.KindStall, stall.MemcgReclaim, start+i*win+1000, 15_000_000, 11))
 		}
+		var rs []latency.Reading
 		for j := uint64(0); j < 50; j++ {
-			lat <- latency.Reading{Sample: latency.Sample{TsNs: start + i*win + j*100_000, LatencyNs: p}}
+			rs = append(rs, latency.Reading{Sample: latency.Sample{TsNs: start + i*win + j*100_000, LatencyNs: p}})
 		}
+		lat.Hand(t, rs...)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the stall to reach the session", func() bool { return k.Delivered() == 1 })
 	clk.ns.Store(start + 10*win + 1 + uint64(engine.Grace))
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "ten windows to close", func() bool { return sink.closed() >= 10 })
 	cancel()
 	<-done
 	c := eng.Analysis()
@@ -240,6 +244,65 @@ func TestRunCorrelatesLatency(t *testing.T) {
 	defer sink.mu.Unlock()
 	if len(sink.windows) < 10 || sink.windows[7].Latency == nil || sink.windows[7].Latency.P99Ns != 20*uint64(time.Millisecond) {
 		t.Fatalf("window 7 latency %+v", sink.windows[7].Latency)
+	}
+}
+
+// A session that falls behind (here: a flight-recorder dump that takes
+// long) finds the tick ready beside the events and readings that came in
+// meanwhile. Those reached it before their window's grace ran out, so
+// they are in the window, not counted late.
+func TestRunKeepsWhatArrivedBeforeTheWindowClosed(t *testing.T) {
+	k := newKernel()
+	sink := &fakeSink{}
+	clk := &clock{}
+	start := uint64(1_000_000_000)
+	clk.ns.Store(start)
+	lat := newHandSource()
+	requests := make(chan struct{})
+	inDump, release := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *Result, 1)
+	const window = 40 * time.Millisecond
+	eng := newEngine(start, window, engine.Options{Sinks: []engine.Sink{sink}}, true)
+	go func() {
+		res, err := Run(ctx, k, eng, Options{
+			Now: clk.now, Latency: lat, DumpRequests: requests,
+			Dump: func(record.Snapshot) error { inDump <- struct{}{}; <-release; return nil },
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	requests <- struct{}{}
+	<-inDump // the loop is busy from here on
+	k.Push(event(stall.KindStall, stall.MemcgReclaim, start+1000, 5000, 11))
+	var rs []latency.Reading
+	for j := uint64(0); j < 50; j++ {
+		rs = append(rs, latency.Reading{Sample: latency.Sample{TsNs: start + j*100_000, LatencyNs: 1000}})
+	}
+	lat.Hand(t, rs...)
+	waitFor(t, "the stall to reach the session", func() bool { return k.Delivered() == 1 })
+	// Window 0's grace runs out, and the loop's tick (every window/4)
+	// comes due while the dump still holds the loop.
+	clk.ns.Store(start + uint64(window) + uint64(engine.Grace))
+	time.Sleep(2 * window)
+	close(release)
+	waitFor(t, "window 0 to close", func() bool { return sink.closed() >= 1 })
+	cancel()
+	res := <-done
+
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	w := sink.windows[0]
+	if w.Latency == nil || w.Latency.Count != 50 {
+		t.Errorf("window 0 latency %+v, want its 50 readings", w.Latency)
+	}
+	if n := w.Causes[stall.MemcgReclaim].Count; n != 1 {
+		t.Errorf("window 0 has %d memcg stalls, want the 1 that arrived in time", n)
+	}
+	if a := res.End.Latency; a == nil || a.Late != 0 || res.End.LateEvents != 0 {
+		t.Errorf("late readings %+v, late events %d: want none", a, res.End.LateEvents)
 	}
 }
 
@@ -273,6 +336,64 @@ func TestRunHandsSnapshotsToTheView(t *testing.T) {
 		t.Errorf("the last snapshot is not taken after detaching: %v", order[max(0, len(order)-3):])
 	}
 }
+
+// closed is how many windows have closed.
+func (s *fakeSink) closed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.windows)
+}
+
+// waitFor waits until cond holds: what the test waits for happens
+// whatever the machine's load, only later under more of it.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+	}
+}
+
+// handSource is a latency source that the test hands readings to.
+type handSource struct {
+	in     chan []latency.Reading
+	handed chan struct{}
+}
+
+func newHandSource() *handSource {
+	return &handSource{in: make(chan []latency.Reading), handed: make(chan struct{})}
+}
+
+// Hand gives the session rs, and returns once all of them are in its
+// queue: the session has received them.
+func (h *handSource) Hand(t *testing.T, rs ...latency.Reading) {
+	t.Helper()
+	select {
+	case h.in <- rs:
+	case <-time.After(time.Minute):
+		t.Fatal("the session did not start its latency source in a minute")
+	}
+	<-h.handed
+}
+
+func (h *handSource) Run(ctx context.Context, out chan<- latency.Reading, _ func(error)) error {
+	for {
+		select {
+		case rs := <-h.in:
+			for _, r := range rs {
+				out <- r
+			}
+			h.handed <- struct{}{}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (h *handSource) Close() error { return nil }
+
+func (h *handSource) Skipped() []latency.Skip { return nil }
 
 // chanSource is a latency source fed by the test.
 type chanSource chan latency.Reading

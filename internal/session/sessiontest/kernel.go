@@ -20,6 +20,7 @@ type Kernel struct {
 	added   []uint32
 	lost    uint64
 	bad     uint64
+	handed  int // events the stream has given its sink
 	snap    func() *stall.Snapshot
 }
 
@@ -56,6 +57,14 @@ func (k *Kernel) Calls() []string {
 	return append([]string(nil), k.calls...)
 }
 
+// Delivered is how many pushed events the stream has given its sink:
+// those the session has received.
+func (k *Kernel) Delivered() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.handed
+}
+
 // Added are the processes AddPIDs was given.
 func (k *Kernel) Added() []uint32 {
 	k.mu.Lock()
@@ -72,6 +81,9 @@ func (k *Kernel) Stream(sink func(stall.Event)) error {
 		k.mu.Unlock()
 		for _, ev := range q {
 			sink(ev)
+			k.mu.Lock()
+			k.handed++
+			k.mu.Unlock()
 		}
 		if stopped && len(q) == 0 {
 			return nil
