@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -457,9 +458,11 @@ func TestRunSaysEachDiscardOnce(t *testing.T) {
 	lat := skippingSource{chanSource(make(chan latency.Reading, 1024))}
 	var mu sync.Mutex
 	var warned []string
+	said := func() int { mu.Lock(); defer mu.Unlock(); return len(warned) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result, 1)
-	eng := newEngine(start, 40*time.Millisecond, engine.Options{}, true)
+	sink := &fakeSink{}
+	eng := newEngine(start, 40*time.Millisecond, engine.Options{Sinks: []engine.Sink{sink}}, true)
 	go func() {
 		res, err := Run(ctx, k, eng, Options{Now: clk.now, Latency: lat,
 			Warn: func(err error) { mu.Lock(); warned = append(warned, err.Error()); mu.Unlock() }})
@@ -468,17 +471,22 @@ func TestRunSaysEachDiscardOnce(t *testing.T) {
 		}
 		done <- res
 	}()
+	// Each step waits for what the session must have done, not for time:
+	// a loaded machine delays its ticks. Discards are said as windows close.
 	for i := uint64(1); i <= 10; i++ { // ten windows, each with samples from before the trace and a bad record
 		for j := uint64(0); j < 10; j++ {
 			lat.chanSource <- latency.Reading{Sample: latency.Sample{TsNs: start/2 + j, LatencyNs: 1}}
 		}
 		k.SetBad(i)
-		time.Sleep(20 * time.Millisecond)
 		clk.ns.Store(start + i*win + uint64(engine.Grace))
-		time.Sleep(30 * time.Millisecond)
+		waitFor(t, fmt.Sprintf("window %d to close", i), func() bool { return sink.closed() >= int(i) })
 	}
-	lat.chanSource <- latency.Reading{Sample: latency.Sample{TsNs: start + win, LatencyNs: 1}} // late
-	time.Sleep(50 * time.Millisecond)
+	lat.chanSource <- latency.Reading{Sample: latency.Sample{TsNs: start + win, LatencyNs: 1}} // late: its window has closed
+	// It is said as a later window closes, once the session has it.
+	for i := uint64(11); said() < 3 && i < 1000; i++ {
+		clk.ns.Store(start + i*win + uint64(engine.Grace))
+		waitFor(t, fmt.Sprintf("window %d to close", i), func() bool { return sink.closed() >= int(i) })
+	}
 	cancel()
 	res := <-done
 	mu.Lock()
