@@ -13,26 +13,11 @@ package main
 // waits for the dirty pages' writeback: milliseconds to tens of
 // milliseconds inside redis's event loop. (A hog of clean page cache does
 // not do it: reclaiming clean pages costs redis ~20 µs, no spike.)
-//
-// The machine may be busy with other work, and run-queue wait is a cause
-// numatrace measures too: on a loaded host redis waited for its CPU for
-// milliseconds at a time, and the client's own threads were late, and
-// those delays outnumbered the hog's spikes (numatrace rightly charged
-// them to runq_wait). A shielded scenario keeps host load out of what it
-// measures: redis runs alone on CPU 0 and the load generator on CPU 1,
-// both SCHED_FIFO, which ordinary (CFS) tasks cannot delay; numatrace runs
-// SCHED_FIFO below them, so that it reads the latency file in time and
-// never delays them. The hog stays an ordinary task on CPU 1, at nice -10,
-// so that busy tasks at nice 0 do not slow it (at nice 0, beside four busy
-// loops, as few as 4 spikes of a run were charged to memcg_reclaim,
-// against the 3 the test needs); the client preempts it.
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -52,31 +37,11 @@ import (
 )
 
 const (
-	redisCPU = 0 // redis, and the load generator unless shielded
-	hogCPU   = 1 // the hog, and the load generator when shielded
-	// In a shielded scenario, the real-time priority of redis and of the
-	// load generator, and numatrace's, below theirs.
-	fifoPriority   = "50"
-	tracerPriority = "10"
+	redisCPU = 0 // redis and the load generator
+	hogCPU   = 1
 )
 
-// clientCPU is the load generator's CPU: a shielded redis has its own.
-func clientCPU(shielded bool) int {
-	if shielded {
-		return hogCPU
-	}
-	return redisCPU
-}
-
-// fifo is what runs a shielded scenario's command SCHED_FIFO.
-func fifo(shielded bool) []string {
-	if !shielded {
-		return nil
-	}
-	return []string{"chrt", "-f", fifoPriority}
-}
-
-func startRedisInCgroup(t *testing.T, cg string, shielded bool) (pid int, addr string) {
+func startRedisInCgroup(t *testing.T, cg string) (pid int, addr string) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	testutil.RequireFeature(t, err == nil, "redis-server not installed (make deps installs it)")
@@ -84,7 +49,7 @@ func startRedisInCgroup(t *testing.T, cg string, shielded bool) (pid int, addr s
 	// The shell joins the cgroup before it execs, so redis is charged
 	// from its first page.
 	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d %s --port %d --bind 127.0.0.1 --save '' --appendonly no --protected-mode no --daemonize no",
-		cg, redisCPU, strings.Join(append(fifo(shielded), bin), " "), port)
+		cg, redisCPU, bin, port)
 	cmd := exec.Command("sh", "-c", script)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,148 +67,48 @@ func startRedisInCgroup(t *testing.T, cg string, shielded bool) (pid int, addr s
 	return 0, ""
 }
 
-// loadGenEnv makes the test binary the load generator (see TestMain):
-// a process of its own, so that all of it runs SCHED_FIFO, the Go
-// runtime's timer and network threads too. The value is a loadSpec.
-const loadGenEnv = "NUMATRACE_TEST_LOADGEN"
-
-func TestMain(m *testing.M) {
-	if spec := os.Getenv(loadGenEnv); spec != "" {
-		os.Exit(loadGenMain(spec))
-	}
-	os.Exit(m.Run())
-}
-
-type loadSpec struct {
-	Addr, Log        string
-	Conns, Rate, CPU int
-}
-
-// loadGen runs the load generator (generateLoad) as a child process on
-// clientCPU, SCHED_FIFO when shielded, until stop; the returned channel
-// yields the request count.
-func loadGen(t *testing.T, addr, logPath string, conns, rate int, shielded bool, stop <-chan struct{}) <-chan int {
+// loadGen is an open-loop load generator in the manner of wrk2: conns
+// connections send SETs of new 2 KiB keys on a fixed schedule, rate
+// requests per second in all, and a request's latency runs from when it
+// was due, not from when it was sent. A server that stalls for 5 ms shows
+// 5 ms of slow requests, as real clients see it, not one (coordinated
+// omission). Its goroutines are pinned to redisCPU so the hog cannot slow
+// the client. Latencies go to logPath as NDJSON until stop; the returned
+// channel yields the request count.
+func loadGen(t *testing.T, addr, logPath string, conns, rate int, stop <-chan struct{}) <-chan int {
 	t.Helper()
-	spec, err := json.Marshal(loadSpec{Addr: addr, Log: logPath, Conns: conns, Rate: rate, CPU: clientCPU(shielded)})
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := []string{self}
-	if shielded { // all of it, the Go runtime's threads too
-		argv = append(append([]string{"taskset", "-c", strconv.Itoa(clientCPU(shielded))}, fifo(shielded)...), self)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), loadGenEnv+"="+string(spec))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() || lines.Text() != "ready" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("load generator did not start: %s", stderr.String())
-	}
-	done := make(chan int, 1)
-	go func() {
-		<-stop
-		in.Close() // the generator stops at the end of its input
-		n := -1
-		if lines.Scan() {
-			n, _ = strconv.Atoi(lines.Text())
-		}
-		if err := cmd.Wait(); err != nil || n < 0 {
-			t.Errorf("load generator: %v: %s", err, stderr.String())
-		}
-		done <- max(n, 0)
-	}()
-	return done
-}
-
-// loadGenMain is the load generator's process: it connects, says ready,
-// generates load until its input ends, and prints the request count.
-func loadGenMain(specJSON string) int {
-	var spec loadSpec
-	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	stop := make(chan struct{})
-	n, err := generateLoad(spec, stop, func() {
-		fmt.Println("ready")
-		go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println(n)
-	return 0
-}
-
-// generateLoad is an open-loop load generator in the manner of wrk2:
-// spec.Conns connections send SETs of new 2 KiB keys on a fixed schedule,
-// spec.Rate requests per second in all, and a request's latency runs from
-// when it was due, not from when it was sent. A server that stalls for
-// 5 ms shows 5 ms of slow requests, as real clients see it, not one
-// (coordinated omission). Its goroutines are pinned to spec.CPU, so the
-// hog cannot slow the client. Latencies go to spec.Log as NDJSON until
-// stop; it returns the request count and the first error. ready is called
-// once every connection is open, as the schedule starts.
-func generateLoad(spec loadSpec, stop <-chan struct{}, ready func()) (int, error) {
-	f, err := os.OpenFile(spec.Log, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
 	var (
-		mu      sync.Mutex
-		w       = bufio.NewWriter(f)
-		total   int
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		first   error
+		mu    sync.Mutex
+		w     = bufio.NewWriter(f)
+		total int
+		wg    sync.WaitGroup
 	)
-	fail := func(err error) { errOnce.Do(func() { first = err }) }
-	conns := make([]net.Conn, spec.Conns)
-	for c := range conns {
-		if conns[c], err = net.Dial("tcp", spec.Addr); err != nil {
-			return 0, err
-		}
-	}
-	interval := time.Second / time.Duration(spec.Rate)
+	interval := time.Second / time.Duration(rate)
 	start := time.Now()
 	value := strings.Repeat("v", 2048)
-	ready()
-	for c, conn := range conns {
+	for c := 0; c < conns; c++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
 			runtime.LockOSThread()
 			var set unix.CPUSet
-			set.Set(spec.CPU)
+			set.Set(redisCPU)
 			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				fail(err)
+				t.Error(err)
 				return
 			}
 			r := bufio.NewReader(conn)
 			for k := 0; ; k++ {
-				n := k*spec.Conns + c
+				n := k*conns + c
 				due := start.Add(time.Duration(n) * interval)
 				select {
 				case <-stop:
@@ -253,7 +118,7 @@ func generateLoad(spec loadSpec, stop <-chan struct{}, ready func()) (int, error
 				key := "key:" + strconv.Itoa(n)
 				fmt.Fprintf(conn, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(key), key, len(value), value)
 				if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
-					fail(fmt.Errorf("redis: %q %v", line, err))
+					t.Errorf("redis: %q %v", line, err)
 					return
 				}
 				end := time.Now()
@@ -266,29 +131,27 @@ func generateLoad(spec loadSpec, stop <-chan struct{}, ready func()) (int, error
 			}
 		}()
 	}
-	wg.Wait()
-	if err := w.Flush(); err != nil {
-		fail(err)
-	}
-	return total, first
+	done := make(chan int, 1)
+	go func() {
+		wg.Wait()
+		w.Flush()
+		f.Close()
+		done <- total
+	}()
+	return done
 }
 
-// runHog fills cgroup cg with dirty page cache from CPU hogCPU (at nice
-// -10 when shielded) for the given time, then deletes its file, which
-// gives the memory back.
-func runHog(t *testing.T, cg string, d time.Duration, shielded bool) {
+// runHog fills cgroup cg with dirty page cache from CPU hogCPU for the
+// given time, then deletes its file, which gives the memory back.
+func runHog(t *testing.T, cg string, d time.Duration) {
 	dir, err := os.MkdirTemp("/var/tmp", "numatrace-hog") // a real disk: the pages need writeback, unlike tmpfs
 	if err != nil {
 		t.Error(err)
 		return
 	}
 	defer os.RemoveAll(dir)
-	nice := ""
-	if shielded {
-		nice = "nice -n -10 "
-	}
-	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d %stimeout %.1f dd if=/dev/zero of=%s/hog bs=1M count=100000",
-		cg, hogCPU, nice, d.Seconds(), dir)
+	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d timeout %.1f dd if=/dev/zero of=%s/hog bs=1M count=100000",
+		cg, hogCPU, d.Seconds(), dir)
 	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil && !strings.Contains(err.Error(), "exit status 124") {
 		t.Errorf("hog: %v: %s", err, out)
 	}
@@ -354,9 +217,6 @@ type redisScenario struct {
 	// ...or it runs from before numatrace attaches to the end: the
 	// incident is under way when the SRE attaches.
 	underWay bool
-	// shielded keeps host load out of what the run measures (see the
-	// top of this file).
-	shielded bool
 	args     []string // more numatrace flags
 }
 
@@ -365,7 +225,7 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 	cg := testutil.MemcgCgroup(t, sc.name, 256<<20)
 	run := &redisRun{}
 	var addr string
-	run.redisPID, addr = startRedisInCgroup(t, cg, sc.shielded)
+	run.redisPID, addr = startRedisInCgroup(t, cg)
 	logPath := filepath.Join(t.TempDir(), "latency.ndjson")
 	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -374,9 +234,9 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 	stop := make(chan struct{})
 	var hogs sync.WaitGroup
 	if sc.underWay {
-		done := loadGen(t, addr, logPath, 4, 1000, sc.shielded, stop)
+		done := loadGen(t, addr, logPath, 4, 1000, stop)
 		hogs.Add(1)
-		go func() { defer hogs.Done(); runHog(t, cg, sc.length+8*time.Second, sc.shielded) }()
+		go func() { defer hogs.Done(); runHog(t, cg, sc.length+8*time.Second) }()
 		time.Sleep(4 * time.Second) // the incident is on
 		defer func() { hogs.Wait() }()
 		run.requests = runRedisTrace(t, run, sc, logPath, rec, func() int {
@@ -386,12 +246,12 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 		})
 	} else {
 		run.requests = runRedisTrace(t, run, sc, logPath, rec, func() int {
-			done := loadGen(t, addr, logPath, 4, 1000, sc.shielded, stop)
+			done := loadGen(t, addr, logPath, 4, 1000, stop)
 			start := time.Now()
 			for _, at := range sc.hogAt {
 				time.Sleep(time.Until(start.Add(at)))
 				begin := monotonicNs()
-				runHog(t, cg, sc.hogFor, sc.shielded)
+				runHog(t, cg, sc.hogFor)
 				run.hogs = append(run.hogs, [2]uint64{begin, monotonicNs()})
 			}
 			time.Sleep(time.Until(start.Add(sc.length)))
@@ -423,17 +283,6 @@ func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec s
 		"--latency-file", logPath, "--spike-floor", "5ms", "--duration", (sc.length + 30*time.Second).String(), "--record", rec},
 		sc.args...)
 	nt := startAttach(t, args...)
-	if sc.shielded {
-		// numatrace reads the client's latency file, and a window closes
-		// 250 ms after its end: at nice 0 on a loaded host, beside redis,
-		// the client and the hog, it read thousands of samples a run too
-		// late for their windows. It runs SCHED_FIFO too, below redis and
-		// the client, so that it never delays them.
-		pid := strconv.Itoa(nt.cmd.Process.Pid)
-		if out, err := exec.Command("chrt", "--all-tasks", "-f", "-p", tracerPriority, pid).CombinedOutput(); err != nil {
-			t.Fatalf("chrt numatrace: %v: %s", err, out)
-		}
-	}
 	requests := load()
 	time.Sleep(700 * time.Millisecond) // let numatrace read the last lines and close the window
 	nt.cmd.Process.Signal(os.Interrupt)
@@ -487,10 +336,8 @@ func reportOf(t *testing.T, rec string, run *redisRun) string {
 }
 
 func TestRealServerSpikesChargedToMemcgReclaim(t *testing.T) {
-	// Shielded: on a loaded host, without it, run-queue wait outnumbered
-	// the hog's spikes in 8 runs of 10.
 	run := runRedisScenario(t, redisScenario{name: "numatrace-e2e-redis-hog", length: 30 * time.Second,
-		hogAt: []time.Duration{6 * time.Second, 18 * time.Second}, hogFor: 8 * time.Second, shielded: true})
+		hogAt: []time.Duration{6 * time.Second, 18 * time.Second}, hogFor: 8 * time.Second})
 	t.Logf("text report:\n%s", run.report)
 	if run.requests < 20000 {
 		t.Errorf("only %d requests: the load generator fell behind", run.requests)
