@@ -157,11 +157,16 @@ func mmapLockExact(pid int, probes string) []string {
 // (exit_group): the threads that die with it (the runtime's) are listed
 // by tid instead. They die together, and one of them is the last: in
 // the same microsecond numatrace drops the process, and its count of
-// those threads' migrations is the luck of the race.
+// those threads' migrations is the luck of the race. The threads born
+// before the test's kill(pid, 0), sent once every numatrace is attached,
+// are listed too: numatrace counts only their migrations since it
+// attached, the kernel's count (and so bpftrace's) is since they began,
+// and a runtime thread that ran a worker exits early with both.
 const bpftraceChurn = bpftraceMmapLock + `
+tracepoint:syscalls:sys_enter_kill /args->pid == %[1]d && args->sig == 0/ { @attached = nsecs; }
 tracepoint:syscalls:sys_enter_exit_group /pid == %[1]d/ { @ending = 1; }
 tracepoint:sched:sched_process_exit /pid == %[1]d/ {
-	if (@ending) { @tail[tid] = 1; } else { @mig = sum(curtask->se.nr_migrations); }
+	if (@ending || curtask->start_time < @attached) { @tail[tid] = 1; } else { @mig = sum(curtask->se.nr_migrations); }
 }
 `
 
@@ -202,6 +207,10 @@ func TestTracersAgreeExactlyUnderChurnAndSIGSTOP(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "stopped.ntr")
 	stopped := startAttach(t, append(flags, "--min-event", "mmap_lock=0", "--ringbuf-mib", "1", "--record", rec)...)
 	sigstop(t, stopped.cmd.Process.Pid)
+	// Both are attached: the threads alive now are older than both.
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatal(err)
+	}
 	resume := time.Now().Add(3 * time.Second)
 	start := time.Now()
 	wl.run(t, threads)
@@ -214,7 +223,7 @@ func TestTracersAgreeExactlyUnderChurnAndSIGSTOP(t *testing.T) {
 	maps := bt.stop(t)
 
 	want, moves, tail := maps["@n"], maps["@mig"], bt.keys("@tail")
-	t.Logf("%d threads at %.0f threads/s; bpftrace counted %.0f acquisitions, %.0f migrations (and %d threads that exited with the process)",
+	t.Logf("%d threads at %.0f threads/s; bpftrace counted %.0f acquisitions, %.0f migrations (and %d threads older than the attach or that exited with the process)",
 		threads, churn, want, moves, len(tail))
 	if want < 12*threads || moves < threads {
 		t.Fatalf("bpftrace saw %.0f acquisitions and %.0f migrations from %d threads of 6 mmap+munmap pairs and a move each",
