@@ -119,9 +119,10 @@ func runScenario(name string) (map[string]any, error) {
 	nt := exec.Command(numatrace, "attach", "--no-tui", "--json", "--ready-file", ready,
 		"--duration", "120s", "--min-event", "mmap_lock=1ms", "--include-self", "--record", recording)
 	nt.Stdout, nt.Stderr = ntOut, &ntErr
-	if err := startUnbalanced(nt); err != nil {
+	if err := startUnbalanced(nt, ntCPUs[name]...); err != nil {
 		return nil, err
 	}
+	res["numatrace_cpus"] = cpusAllowed(nt.Process.Pid)
 	if err := waitFile(ready, 60*time.Second); err != nil {
 		why := stuck(nt.Process.Pid)
 		nt.Process.Kill()
@@ -354,14 +355,31 @@ func digest(path string) ([]*stallAgg, any, error) {
 	return out, summary, nil
 }
 
+// ntCPUs keeps numatrace off the CPUs a scenario's workload needs to
+// itself. In the zone_reclaim scenarios the workload, on CPU 0, must be
+// node 0's only allocator: node reclaim runs only for tasks on a CPU of
+// the node, one task at a time (PGDAT_RECLAIM_LOCKED), and an allocation
+// that finds another task in node 0's reclaim goes to node 1 without
+// reclaiming (NODE_RECLAIM_NOSCAN). Left to run anywhere, numatrace,
+// streaming the workload's events to tmpfs, reclaimed node 0 itself in 5
+// of 20 runs (32 or 64 pages): a workload that meets it there leaves
+// node 0 (one make vmtest run ended with 43508 pages on N0, 5644 on N1). On
+// CPU 1 it cannot reclaim node 0 at all and allocates from node 1, where
+// memory is free.
+var ntCPUs = map[string][]int{
+	"zonereclaim1": {1},
+	"zonereclaim0": {1},
+}
+
 // startUnbalanced starts c with a memory policy that NUMA balancing leaves
-// alone (a bind to every node, without migrate-on-fault). numatrace leaves
-// itself out of its trace, but the kernel's counters do not: its own page
-// migrations would make the two disagree.
-func startUnbalanced(c *exec.Cmd) error {
+// alone (a bind to every node, without migrate-on-fault), and on cpus if
+// any are given. numatrace leaves itself out of its trace, but the
+// kernel's counters do not: its own page migrations would make the two
+// disagree.
+func startUnbalanced(c *exec.Cmd, cpus ...int) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // the child inherits this thread's policy; the thread then exits
+		runtime.LockOSThread() // the child inherits this thread's policy and CPUs; the thread then exits
 		var all unix.CPUSet
 		all.Set(0)
 		all.Set(1)
@@ -369,9 +387,30 @@ func startUnbalanced(c *exec.Cmd) error {
 			errc <- fmt.Errorf("set_mempolicy: %w", err)
 			return
 		}
+		if len(cpus) > 0 {
+			var set unix.CPUSet
+			for _, cpu := range cpus {
+				set.Set(cpu)
+			}
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				errc <- fmt.Errorf("sched_setaffinity %v: %w", cpus, err)
+				return
+			}
+		}
 		errc <- c.Start()
 	}()
 	return <-errc
+}
+
+// cpusAllowed is pid's Cpus_allowed_list.
+func cpusAllowed(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // runDoctor runs numatrace doctor --json with args and returns its report.
