@@ -37,6 +37,11 @@ const volatile __u64 cfg_target_cgroup = 0;
 const volatile __u32 cfg_multi_node = 0;
 /* Migration totals come from the migrations iterator (task_migrate), not task_migrate_count. */
 const volatile __u32 cfg_migr_iter = 0;
+/* sched_process_exit passes group_dead (6.16+): the exiting thread's own
+ * decrement of signal->live reached zero. Without it, live is read at the
+ * tracepoint, where every thread that decremented before the last one's
+ * decrement reads 0 too. */
+const volatile __u32 cfg_exit_group_dead = 0;
 /*
  * Waking the reader from inside a program costs microseconds on a VM (an
  * irq_work self-IPI), charged to the traced thread. Records are submitted

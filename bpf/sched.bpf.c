@@ -92,19 +92,22 @@ int migrations_dump(struct bpf_iter__task *ctx)
 	return 0;
 }
 
-/* Whether the exiting current thread is its process's last. */
-static __always_inline bool group_dead(struct task_struct *t)
+/* Whether the exiting current thread is its process's last: the
+ * tracepoint's own flag where it has one, else whether none is left. */
+static __always_inline bool group_dead(struct bpf_raw_tracepoint_args *ctx, struct task_struct *t)
 {
+	if (cfg_exit_group_dead)
+		return ctx->args[1] != 0;
 	return BPF_CORE_READ(t, signal, live.counter) == 0;
 }
 
 /* A watched descendant's last thread exits: its pid may be reused by
  * anyone, so it leaves the set, counted if it stalled. */
-static __always_inline void watched_exit(__u32 tgid)
+static __always_inline void watched_exit(struct bpf_raw_tracepoint_args *ctx, __u32 tgid)
 {
 	__u8 *stalled = bpf_map_lookup_elem(&watched_tgids, &tgid);
 
-	if (!stalled || !group_dead((void *)bpf_get_current_task()))
+	if (!stalled || !group_dead(ctx, (void *)bpf_get_current_task()))
 		return;
 	if (*stalled)
 		counter_add(COUNTER_WATCHED_GONE, 1);
@@ -121,7 +124,7 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 	pendings_forget(tid); /* any thread: compaction notes every thread's attempts */
 	if (!traced) {
 		if (cfg_watch_children)
-			watched_exit(tgid);
+			watched_exit(ctx, tgid);
 		return 0;
 	}
 	bpf_map_delete_elem(&runq_delay, &tid);
@@ -138,7 +141,7 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 			c->start_ns = BPF_CORE_READ(t, start_time);
 		}
 	}
-	bool dead = group_dead(t);
+	bool dead = group_dead(ctx, t);
 	/* The process is gone: its pid may be reused by anyone. */
 	if (dead && cfg_filter_mode == FILTER_TGIDS)
 		bpf_map_delete_elem(&target_tgids, &tgid);

@@ -98,6 +98,7 @@ const (
 	compactionProgCompactPassBegin  = "compact_pass_begin"
 	compactionProgCompactPassEndCc  = "compact_pass_end_cc"
 	compactionProgCompactPassEndPfn = "compact_pass_end_pfn"
+	compactionVarCfgExitGroupDead   = "cfg_exit_group_dead"
 	compactionVarCfgFilterMode      = "cfg_filter_mode"
 	compactionVarCfgFilterTgid      = "cfg_filter_tgid"
 	compactionVarCfgFilterTid       = "cfg_filter_tid"
@@ -184,6 +185,7 @@ type compactionMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionVariableSpecs struct {
+	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
@@ -256,6 +258,7 @@ func (m *compactionMaps) Close() error {
 //
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionVariables struct {
+	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`

@@ -466,6 +466,7 @@ func TestHandlersOnHashFallback(t *testing.T) {
 		{"MinEventKeepsHistogramExact", TestMinEventKeepsHistogramExact},
 		{"NUMATaskMove", TestNUMATaskMoveHandlers},
 		{"ExitForgetsOpenStalls", exitForgetsOpenStalls},
+		{"ExitTakesGroupDeadFromTheKernel", exitTakesGroupDeadFromTheKernel},
 	} {
 		t.Run(tc.name, tc.fn)
 	}
@@ -491,8 +492,33 @@ func exitForgetsOpenStalls(t *testing.T) {
 	if err := tr.maps["pendings"].Lookup(&key, &p); err != nil {
 		t.Fatalf("the open stall is not in the hash: %v", err)
 	}
-	run(t, tr, "thread_exit")
+	run(t, tr, "thread_exit", 0, 0) // p (unused: the current thread exits), group_dead
 	if err := tr.maps["pendings"].Lookup(&key, &p); err == nil {
 		t.Fatal("the exited thread's open stall is still in the hash")
+	}
+}
+
+// The exit that ends a process is the one the kernel flags group_dead
+// (the thread whose decrement of signal->live reached zero), not every
+// exit that reads live at 0 after it: when a process dies at once, the
+// threads that decremented before the last one read 0 too, and taking
+// the first of them ended the target while its siblings still ran
+// (numatrace 2,024 mmap_lock acquisitions, bpftrace 2,026, in CI). The
+// test thread's process is alive, so only the flag can say dead.
+func exitTakesGroupDeadFromTheKernel(t *testing.T) {
+	tid := lockedThread(t)
+	tr := openForThread(t, tid, nil)
+	testutil.RequireFeature(t, exitPassesGroupDead(tr.kspec), "sched_process_exit has no group_dead argument (6.16+)")
+	for _, dead := range []uint64{0, 1} {
+		run(t, tr, "thread_exit", 0, dead)
+		var exits []stall.Event
+		for _, ev := range drain(t, tr, 200*time.Millisecond) {
+			if ev.Kind == stall.KindExit && ev.TID == tid {
+				exits = append(exits, ev)
+			}
+		}
+		if len(exits) != 1 || exits[0].GroupDead != (dead == 1) {
+			t.Errorf("group_dead=%d: exits %+v; want one, GroupDead %v", dead, exits, dead == 1)
+		}
 	}
 }

@@ -108,6 +108,7 @@ const (
 	latencyProgRequestEnterGo  = "request_enter_go"
 	latencyProgRequestExit     = "request_exit"
 	latencyProgRequestExitGo   = "request_exit_go"
+	latencyVarCfgExitGroupDead = "cfg_exit_group_dead"
 	latencyVarCfgFilterMode    = "cfg_filter_mode"
 	latencyVarCfgFilterTgid    = "cfg_filter_tgid"
 	latencyVarCfgFilterTid     = "cfg_filter_tid"
@@ -196,6 +197,7 @@ type latencyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyVariableSpecs struct {
+	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
@@ -272,6 +274,7 @@ func (m *latencyMaps) Close() error {
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyVariables struct {
+	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`

@@ -100,6 +100,7 @@ const (
 	mmaplockProgMmapLockAcquiredW1 = "mmap_lock_acquired_w1"
 	mmaplockProgMmapLockAcquiredW2 = "mmap_lock_acquired_w2"
 	mmaplockProgMmapLockStart      = "mmap_lock_start"
+	mmaplockVarCfgExitGroupDead    = "cfg_exit_group_dead"
 	mmaplockVarCfgFilterMode       = "cfg_filter_mode"
 	mmaplockVarCfgFilterTgid       = "cfg_filter_tgid"
 	mmaplockVarCfgFilterTid        = "cfg_filter_tid"
@@ -188,6 +189,7 @@ type mmaplockMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockVariableSpecs struct {
+	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
@@ -260,6 +262,7 @@ func (m *mmaplockMaps) Close() error {
 //
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockVariables struct {
+	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`

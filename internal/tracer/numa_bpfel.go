@@ -100,6 +100,7 @@ const (
 	numaProgNumaMoveTask    = "numa_move_task"
 	numaProgNumaStickTask   = "numa_stick_task"
 	numaProgNumaSwapTask    = "numa_swap_task"
+	numaVarCfgExitGroupDead = "cfg_exit_group_dead"
 	numaVarCfgFilterMode    = "cfg_filter_mode"
 	numaVarCfgFilterTgid    = "cfg_filter_tgid"
 	numaVarCfgFilterTid     = "cfg_filter_tid"
@@ -188,6 +189,7 @@ type numaMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaVariableSpecs struct {
+	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
@@ -260,6 +262,7 @@ func (m *numaMaps) Close() error {
 //
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaVariables struct {
+	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`

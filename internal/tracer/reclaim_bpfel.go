@@ -103,6 +103,7 @@ const (
 	reclaimProgMemcgSoftlimitEnd   = "memcg_softlimit_end"
 	reclaimProgNodeReclaimBegin    = "node_reclaim_begin"
 	reclaimProgNodeReclaimEnd      = "node_reclaim_end"
+	reclaimVarCfgExitGroupDead     = "cfg_exit_group_dead"
 	reclaimVarCfgFilterMode        = "cfg_filter_mode"
 	reclaimVarCfgFilterTgid        = "cfg_filter_tgid"
 	reclaimVarCfgFilterTid         = "cfg_filter_tid"
@@ -194,6 +195,7 @@ type reclaimMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reclaimVariableSpecs struct {
+	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
@@ -266,6 +268,7 @@ func (m *reclaimMaps) Close() error {
 //
 // It can be passed to loadReclaimObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reclaimVariables struct {
+	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`

@@ -101,6 +101,7 @@ const (
 	schedProgTaskMigrate      = "task_migrate"
 	schedProgTaskMigrateCount = "task_migrate_count"
 	schedProgThreadExit       = "thread_exit"
+	schedVarCfgExitGroupDead  = "cfg_exit_group_dead"
 	schedVarCfgFilterMode     = "cfg_filter_mode"
 	schedVarCfgFilterTgid     = "cfg_filter_tgid"
 	schedVarCfgFilterTid      = "cfg_filter_tid"
@@ -190,6 +191,7 @@ type schedMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
+	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
@@ -262,6 +264,7 @@ func (m *schedMaps) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
+	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`

@@ -314,18 +314,19 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		mode = typesFilterModeFILTER_TID
 	}
 	set := map[string]any{
-		"cfg_task_storage":   boolU32(t.taskStorage),
-		"cfg_request_stalls": boolU32(cfg.RequestStalls),
-		"cfg_multi_node":     boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
-		"cfg_target_cgroup":  cfg.CgroupID,
-		"cfg_watch_children": boolU32(t.watching()),
-		"cfg_wakeup_bytes":   uint64(spec.Maps["events"].MaxEntries / 8),
-		"cfg_filter_mode":    uint32(mode),
-		"cfg_filter_tid":     cfg.TID,
-		"cfg_filter_tgid":    singleTgid(cfg),
-		"cfg_self_tgid":      selfTgid(cfg),
-		"cfg_min_event_ns":   cfg.MinEventNs,
-		"cfg_min_stall_ns":   cfg.MinStallNs,
+		"cfg_task_storage":    boolU32(t.taskStorage),
+		"cfg_request_stalls":  boolU32(cfg.RequestStalls),
+		"cfg_multi_node":      boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
+		"cfg_target_cgroup":   cfg.CgroupID,
+		"cfg_watch_children":  boolU32(t.watching()),
+		"cfg_wakeup_bytes":    uint64(spec.Maps["events"].MaxEntries / 8),
+		"cfg_filter_mode":     uint32(mode),
+		"cfg_filter_tid":      cfg.TID,
+		"cfg_filter_tgid":     singleTgid(cfg),
+		"cfg_self_tgid":       selfTgid(cfg),
+		"cfg_min_event_ns":    cfg.MinEventNs,
+		"cfg_min_stall_ns":    cfg.MinStallNs,
+		"cfg_exit_group_dead": boolU32(exitPassesGroupDead(t.kspec)),
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]
@@ -337,6 +338,19 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		}
 	}
 	return nil
+}
+
+// exitPassesGroupDead says whether this kernel's sched_process_exit
+// passes group_dead (6.16+), which thread_exit then reads.
+func exitPassesGroupDead(kspec *btf.Spec) bool {
+	if kspec == nil {
+		return false
+	}
+	sig, err := tracepointSignature(kspec, "sched_process_exit")
+	if err != nil || len(sig.types) < 2 {
+		return false
+	}
+	return len(sig.names) < 2 || sig.names[1] == "group_dead"
 }
 
 func (t *Tracer) createMaps(cfg Config) error {

@@ -209,6 +209,7 @@ const (
 	typesMapThreadCountsMap    = "thread_counts_map"
 	typesMapThreadStalls       = "thread_stalls"
 	typesMapWatchedTgids       = "watched_tgids"
+	typesVarCfgExitGroupDead   = "cfg_exit_group_dead"
 	typesVarCfgFilterMode      = "cfg_filter_mode"
 	typesVarCfgFilterTgid      = "cfg_filter_tgid"
 	typesVarCfgFilterTid       = "cfg_filter_tid"
@@ -304,6 +305,7 @@ type typesMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type typesVariableSpecs struct {
+	CfgExitGroupDead   *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode      *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid      *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid       *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
@@ -389,6 +391,7 @@ func (m *typesMaps) Close() error {
 //
 // It can be passed to loadTypesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type typesVariables struct {
+	CfgExitGroupDead   *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
 	CfgFilterMode      *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid      *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid       *ebpf.Variable `ebpf:"cfg_filter_tid"`
