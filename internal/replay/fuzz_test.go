@@ -103,7 +103,12 @@ func watchHeap() func() uint64 {
 	}
 }
 
-// The bound is real: a short-lived 64 MiB buffer shows in the peak.
+// The bound is real: a short-lived 64 MiB buffer shows in the peak. The
+// peak is above a base read after a collection, and objects that were
+// live then (earlier tests' leftovers) may die meanwhile: the buffer's
+// own collection frees them, so the peak may fall short of 64 MiB by
+// their size (63 MiB once in make test). A sampler that missed the
+// buffer would see about nothing.
 func TestWatchHeapSeesAPeak(t *testing.T) {
 	peak := watchHeap()
 	b := make([]byte, 64<<20)
@@ -113,7 +118,7 @@ func TestWatchHeapSeesAPeak(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	b = nil
 	runtime.GC()
-	if n := peak(); n < 64<<20 {
+	if n := peak(); n < 56<<20 {
 		t.Fatalf("peak %d MiB while a 64 MiB buffer lived", n>>20)
 	}
 }
