@@ -192,46 +192,26 @@ func TestRunCountsBadRecords(t *testing.T) {
 // the session has every reading and the stall, and stops it only once the
 // windows closed: no step depends on how fast this machine runs it.
 func TestRunCorrelatesLatency(t *testing.T) {
-	k := newKernel()
-	sink := &fakeSink{}
-	clk := &clock{}
-	start := uint64(1_000_000_000)
-	clk.ns.Store(start)
-	lat := newHandSource()
 	var dumps atomic.Int32
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *Result, 1)
-	eng := newEngine(start, 40*time.Millisecond,
-		engine.Options{Sinks: []engine.Sink{sink}, Spikes: correlate.Config{MinHist: 3}}, true)
-	go func() {
-		res, err := Run(ctx, k, eng, Options{
-			Now: clk.now, Latency: lat, DumpOnSpike: true,
-			Dump: func(record.Snapshot) error { dumps.Add(1); return nil },
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
 	const win = uint64(40 * time.Millisecond)
+	ls := startLatencySession(t, time.Duration(win), correlate.Config{MinHist: 3}, Options{
+		DumpOnSpike: true,
+		Dump:        func(record.Snapshot) error { dumps.Add(1); return nil },
+	})
+	k, sink, start := ls.k, ls.sink, ls.start
 	for i := uint64(0); i < 10; i++ {
 		p := uint64(time.Millisecond)
 		if i == 7 {
 			p = 20 * uint64(time.Millisecond)
 			k.Push(event(stall.KindStall, stall.MemcgReclaim, start+i*win+1000, 15_000_000, 11))
 		}
-		var rs []latency.Reading
-		for j := uint64(0); j < 50; j++ {
-			rs = append(rs, latency.Reading{Sample: latency.Sample{TsNs: start + i*win + j*100_000, LatencyNs: p}})
-		}
-		lat.Hand(t, rs...)
+		ls.handReadings(t, start+i*win, p)
 	}
 	waitFor(t, "the stall to reach the session", func() bool { return k.Delivered() == 1 })
-	clk.ns.Store(start + 10*win + 1 + uint64(engine.Grace))
+	ls.clk.ns.Store(start + 10*win + 1 + uint64(engine.Grace))
 	waitFor(t, "ten windows to close", func() bool { return sink.closed() >= 10 })
-	cancel()
-	<-done
-	c := eng.Analysis()
+	ls.stop()
+	c := ls.eng.Analysis()
 	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 {
 		t.Fatalf("correlation %+v", c)
 	}
@@ -253,45 +233,26 @@ func TestRunCorrelatesLatency(t *testing.T) {
 // meanwhile. Those reached it before their window's grace ran out, so
 // they are in the window, not counted late.
 func TestRunKeepsWhatArrivedBeforeTheWindowClosed(t *testing.T) {
-	k := newKernel()
-	sink := &fakeSink{}
-	clk := &clock{}
-	start := uint64(1_000_000_000)
-	clk.ns.Store(start)
-	lat := newHandSource()
 	requests := make(chan struct{})
 	inDump, release := make(chan struct{}), make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *Result, 1)
 	const window = 40 * time.Millisecond
-	eng := newEngine(start, window, engine.Options{Sinks: []engine.Sink{sink}}, true)
-	go func() {
-		res, err := Run(ctx, k, eng, Options{
-			Now: clk.now, Latency: lat, DumpRequests: requests,
-			Dump: func(record.Snapshot) error { inDump <- struct{}{}; <-release; return nil },
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
+	ls := startLatencySession(t, window, correlate.Config{}, Options{
+		DumpRequests: requests,
+		Dump:         func(record.Snapshot) error { inDump <- struct{}{}; <-release; return nil },
+	})
+	k, sink, start := ls.k, ls.sink, ls.start
 	requests <- struct{}{}
 	<-inDump // the loop is busy from here on
 	k.Push(event(stall.KindStall, stall.MemcgReclaim, start+1000, 5000, 11))
-	var rs []latency.Reading
-	for j := uint64(0); j < 50; j++ {
-		rs = append(rs, latency.Reading{Sample: latency.Sample{TsNs: start + j*100_000, LatencyNs: 1000}})
-	}
-	lat.Hand(t, rs...)
+	ls.handReadings(t, start, 1000)
 	waitFor(t, "the stall to reach the session", func() bool { return k.Delivered() == 1 })
 	// Window 0's grace runs out, and the loop's tick (every window/4)
 	// comes due while the dump still holds the loop.
-	clk.ns.Store(start + uint64(window) + uint64(engine.Grace))
+	ls.clk.ns.Store(start + uint64(window) + uint64(engine.Grace))
 	time.Sleep(2 * window)
 	close(release)
 	waitFor(t, "window 0 to close", func() bool { return sink.closed() >= 1 })
-	cancel()
-	res := <-done
+	res := ls.stop()
 
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
@@ -305,6 +266,57 @@ func TestRunKeepsWhatArrivedBeforeTheWindowClosed(t *testing.T) {
 	if a := res.End.Latency; a == nil || a.Late != 0 || res.End.LateEvents != 0 {
 		t.Errorf("late readings %+v, late events %d: want none", a, res.End.LateEvents)
 	}
+}
+
+// latencySession is a session over a fake kernel and a latency source
+// the test hands readings to, on a clock the test moves, from start.
+type latencySession struct {
+	k      *sessiontest.Kernel
+	sink   *fakeSink
+	clk    *clock
+	lat    *handSource
+	eng    *engine.Engine
+	start  uint64
+	cancel context.CancelFunc
+	done   chan *Result
+}
+
+// startLatencySession runs a session with opts, its clock, latency
+// source and windows of w filled in.
+func startLatencySession(t *testing.T, w time.Duration, spikes correlate.Config, opts Options) *latencySession {
+	t.Helper()
+	ls := &latencySession{k: newKernel(), sink: &fakeSink{}, clk: &clock{}, lat: newHandSource(),
+		start: 1_000_000_000, done: make(chan *Result, 1)}
+	ls.clk.ns.Store(ls.start)
+	ls.eng = newEngine(ls.start, w, engine.Options{Sinks: []engine.Sink{ls.sink}, Spikes: spikes}, true)
+	opts.Now, opts.Latency = ls.clk.now, ls.lat
+	var ctx context.Context
+	ctx, ls.cancel = context.WithCancel(context.Background())
+	go func() {
+		res, err := Run(ctx, ls.k, ls.eng, opts)
+		if err != nil {
+			t.Error(err)
+		}
+		ls.done <- res
+	}()
+	return ls
+}
+
+// handReadings hands the session 50 readings of latencyNs, 0.1 ms apart
+// from fromNs.
+func (ls *latencySession) handReadings(t *testing.T, fromNs, latencyNs uint64) {
+	t.Helper()
+	var rs []latency.Reading
+	for j := uint64(0); j < 50; j++ {
+		rs = append(rs, latency.Reading{Sample: latency.Sample{TsNs: fromNs + j*100_000, LatencyNs: latencyNs}})
+	}
+	ls.lat.Hand(t, rs...)
+}
+
+// stop ends the session and returns its result.
+func (ls *latencySession) stop() *Result {
+	ls.cancel()
+	return <-ls.done
 }
 
 func TestRunHandsSnapshotsToTheView(t *testing.T) {
