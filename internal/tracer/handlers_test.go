@@ -508,7 +508,7 @@ func exitForgetsOpenStalls(t *testing.T) {
 func exitTakesGroupDeadFromTheKernel(t *testing.T) {
 	tid := lockedThread(t)
 	tr := openForThread(t, tid, nil)
-	testutil.RequireFeature(t, exitPassesGroupDead(tr.kspec), "sched_process_exit has no group_dead argument (6.16+)")
+	testutil.RequireFeature(t, tr.exitGroupDead, "sched_process_exit has no group_dead argument (6.16+)")
 	for _, dead := range []uint64{0, 1} {
 		run(t, tr, "thread_exit", 0, dead)
 		var exits []stall.Event

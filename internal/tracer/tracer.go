@@ -111,9 +111,11 @@ type Tracer struct {
 	// taskStorage: open stalls are in the threads' task storage, not the
 	// pendings hash.
 	taskStorage bool
-	reader      *ringbuf.Reader
-	bad         atomic.Uint64  // records Stream could not read or decode
-	closers     []func() error // extra probes (latency), closed first
+	// exitGroupDead: this kernel's sched_process_exit passes group_dead.
+	exitGroupDead bool
+	reader        *ringbuf.Reader
+	bad           atomic.Uint64  // records Stream could not read or decode
+	closers       []func() error // extra probes (latency), closed first
 
 	migrIter *link.Iter         // the migrations iterator; nil where it cannot load
 	migrBase map[migrKey]uint64 // each thread's se.nr_migrations at attach
@@ -222,6 +224,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	if err != nil {
 		return err
 	}
+	t.exitGroupDead = exitPassesGroupDead(kspec)
 	for o, spec := range specs {
 		if err := t.configure(spec); err != nil {
 			return fmt.Errorf("configure object %s: %w", o, err)
@@ -326,7 +329,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		"cfg_self_tgid":       selfTgid(cfg),
 		"cfg_min_event_ns":    cfg.MinEventNs,
 		"cfg_min_stall_ns":    cfg.MinStallNs,
-		"cfg_exit_group_dead": boolU32(exitPassesGroupDead(t.kspec)),
+		"cfg_exit_group_dead": boolU32(t.exitGroupDead),
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]
