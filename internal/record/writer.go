@@ -45,9 +45,9 @@ type Writer struct {
 func encodeHeader(h Header) ([]byte, error) {
 	h.Format = "numatrace"
 	h.Version.Major, h.Version.Minor = VersionMajor, VersionMinor
-	js, err := json.Marshal(h)
+	js, err := headerJSON(h)
 	if err != nil {
-		return nil, fmt.Errorf("encode header: %w", err)
+		return nil, err
 	}
 	b := append([]byte(nil), Magic[:]...)
 	b = binary.LittleEndian.AppendUint16(b, VersionMajor)
@@ -88,11 +88,30 @@ func (w *Writer) Event(ev *stall.Event) {
 // Snapshot records the kernel's aggregates.
 func (w *Writer) Snapshot(s Snapshot) error { return w.jsonRecord(recSnapshot, s) }
 
-// jsonRecord adds a JSON record, refusing one a reader would reject.
-func (w *Writer) jsonRecord(typ byte, v any) error {
+// The bodies of the JSON records and the header: one function each, which
+// the writer uses and TestEveryRecordEncodesBackToItsBytes checks against
+// the shipped recordings.
+func headerJSON(h Header) ([]byte, error) {
+	js, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode header: %w", err)
+	}
+	return js, nil
+}
+
+func recordJSON(typ byte, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode record %d: %w", typ, err)
+		return nil, fmt.Errorf("encode record %d: %w", typ, err)
+	}
+	return b, nil
+}
+
+// jsonRecord adds a JSON record, refusing one a reader would reject.
+func (w *Writer) jsonRecord(typ byte, v any) error {
+	b, err := recordJSON(typ, v)
+	if err != nil {
+		return err
 	}
 	if len(b) > maxRecordBytes {
 		return fmt.Errorf("record %d of %d bytes is over the format's limit of %d", typ, len(b), maxRecordBytes)
@@ -102,7 +121,9 @@ func (w *Writer) jsonRecord(typ byte, v any) error {
 }
 
 // Latency records one window's request latency.
-func (w *Writer) Latency(st latency.Stats) error { return w.jsonRecord(recLatency, st) }
+func (w *Writer) Latency(st latency.Stats) error {
+	return w.jsonRecord(recLatency, st)
+}
 
 // Procfs records a reading of /proc and /sys.
 func (w *Writer) Procfs(p Procfs) error { return w.jsonRecord(recProcfs, p) }
