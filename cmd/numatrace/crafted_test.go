@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/numatrace/numatrace/internal/record"
+	runpkg "github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
@@ -28,22 +29,22 @@ func TestCraftedRecordingsStayBounded(t *testing.T) {
 		craft(t, dir, "window-1ns", record.Header{StartNs: 1e9, WindowNs: 1}, func(w *record.FileWriter) {
 			ev := plainEvent(2e9)
 			w.Event(&ev)
-		}, record.End{EndNs: 3e9}): "window_ns 1 is under 1 ms",
+		}, runpkg.End{EndNs: 3e9}): "window_ns 1 is under 1 ms",
 		craft(t, dir, "event-at-2^63", record.Header{StartNs: 1e9, WindowNs: 1e9}, func(w *record.FileWriter) {
 			ev := plainEvent(1<<63 - 5)
 			w.Event(&ev)
-		}, record.End{EndNs: 3e9}): "timed past any recording's span",
+		}, runpkg.End{EndNs: 3e9}): "timed past any recording's span",
 		craft(t, dir, "end-at-2^63", record.Header{StartNs: 1e9, WindowNs: 1e9}, func(w *record.FileWriter) {
 			ev := plainEvent(2e9)
 			w.Event(&ev)
-		}, record.End{EndNs: 1 << 63, DurationNs: 1 << 62}): "timed past any recording's span",
+		}, runpkg.End{EndNs: 1 << 63, DurationNs: 1 << 62}): "timed past any recording's span",
 		threadBomb(t, dir, 3_000_000): "over 131072 threads in a block",
 		// Just inside the span: replay closes 4 million empty windows,
 		// in batches.
 		craft(t, dir, "event-at-the-span-end", record.Header{StartNs: 1e9, WindowNs: 1e9}, func(w *record.FileWriter) {
 			ev := plainEvent(1e9 + (1<<22-2)*1e9)
 			w.Event(&ev)
-		}, record.End{EndNs: 1e9 + (1<<22-1)*1e9}): "",
+		}, runpkg.End{EndNs: 1e9 + (1<<22-1)*1e9}): "",
 		headerStorm(t, dir, 2<<20): "past the end of the file",
 	}
 	// Measured in a memory cgroup of its own: the peak of a child's RSS
@@ -96,7 +97,7 @@ func plainEvent(ts uint64) stall.Event {
 }
 
 // craft writes a recording through the writer, which checks nothing.
-func craft(t *testing.T, dir, name string, h record.Header, body func(*record.FileWriter), end record.End) string {
+func craft(t *testing.T, dir, name string, h record.Header, body func(*record.FileWriter), end runpkg.End) string {
 	path := filepath.Join(dir, name+".ntr")
 	w, err := record.Create(path, h)
 	if err != nil {
@@ -119,7 +120,7 @@ func headerStorm(t *testing.T, dir string, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(record.End{EndNs: 2e9}); err != nil {
+	if err := w.Close(runpkg.End{EndNs: 2e9}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/record"
+	runpkg "github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -407,7 +408,7 @@ func wholeRecording(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var end *record.End
+	var end *runpkg.End
 	var final bool
 	for {
 		it, err := r.Next()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/record"
+	runpkg "github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -28,7 +29,7 @@ func recordingComplete(t *testing.T, path string) {
 		t.Fatalf("open the recording: %v", err)
 	}
 	defer r.Close()
-	var end *record.End
+	var end *runpkg.End
 	for {
 		it, err := r.NextRef()
 		if errors.Is(err, io.EOF) {

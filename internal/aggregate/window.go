@@ -13,9 +13,9 @@ import (
 
 // CauseTotal is the stall count and time of one cause.
 type CauseTotal struct {
-	Count   uint64 `json:"count"`
-	TotalNs uint64 `json:"total_ns"`
-	MaxNs   uint64 `json:"max_ns"`
+	Count   uint64
+	TotalNs uint64
+	MaxNs   uint64
 }
 
 func (c *CauseTotal) add(ev *stall.Event) {

@@ -354,7 +354,7 @@ func TestSpikeOn(t *testing.T) {
 func TestRequestsTimedInTheKernel(t *testing.T) {
 	ws := series(append(repeat(1, 10), 30, 1), append(repeat(0, 10), 28))
 	ws[10].Latency.Requests = &latency.Requests{Slow: 5, SlowNs: 150 * ms,
-		SlowStallNs: map[string]uint64{"memcg_reclaim": 120 * ms}, SlowExcessStallNs: map[string]uint64{"memcg_reclaim": 100 * ms},
+		SlowStallNs: [stall.NumCauses]uint64{stall.MemcgReclaim: 120 * ms}, SlowExcessStallNs: [stall.NumCauses]uint64{stall.MemcgReclaim: 100 * ms},
 		FreezeNs: 120 * ms, TIDs: []uint32{7044}}
 	ws[10].ServedStallNs = 130 * ms
 	r := Analyze(ws, Config{Function: "handle_request"})

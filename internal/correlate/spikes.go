@@ -157,11 +157,8 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 		ci := CauseInSpike{Cause: c.String(), StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
 			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, ExposureNs: h.WorstNs}
 		if l := w.Latency; l != nil && l.Requests != nil {
-			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c.String()]
-			ci.inSlowExcessNs = l.Requests.SlowExcessStallNs[c.String()]
-			if l.Requests.SlowExcessStallNs == nil { // written before the field
-				ci.inSlowExcessNs = ci.InSlowRequestsNs
-			}
+			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c]
+			ci.inSlowExcessNs = l.Requests.SlowExcessStallNs[c]
 		}
 		ci.Coverage = coverage(&ci, sp.ExcessNs, slow)
 		sp.Causes = append(sp.Causes, ci)

@@ -85,7 +85,7 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 			y = float64(cfg.On.of(w.Latency))
 			if rq := w.Latency.Requests; rq != nil {
 				slowNs += rq.SlowNs
-				slowStallNs += rq.SlowStallNs[c.String()]
+				slowStallNs += rq.SlowStallNs[c]
 			}
 		}
 		xs = append(xs, dose)

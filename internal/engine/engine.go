@@ -14,8 +14,7 @@ import (
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
-	"github.com/numatrace/numatrace/internal/output"
-	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -39,11 +38,12 @@ type AnalysisSink interface {
 	Analysis(*correlate.Result)
 }
 
-// Options configure an engine beyond what the run's header says.
+// Options configure an engine beyond what the run's description says.
 type Options struct {
 	Sinks []Sink
 	// Spikes overrides spike detection settings; zero fields come from
-	// the header (K, floor, start and wall clock) or the defaults.
+	// the run's description (K, floor, start and wall clock) or the
+	// defaults.
 	Spikes correlate.Config
 	// MaxWindows bounds the windows the spike analysis keeps (0:
 	// DefaultMaxWindows); past it, the oldest are dropped.
@@ -61,7 +61,7 @@ const DefaultMaxWindows = 1 << 19
 
 // Engine aggregates one run.
 type Engine struct {
-	h   record.Header
+	run run.Description
 	agg *aggregate.Aggregator
 	// scratch is what sinks get a pointer to: taking an argument's
 	// address would move every event to the heap.
@@ -92,40 +92,15 @@ type Engine struct {
 	sinkErr        error
 }
 
-// New starts an engine for the run h describes: its windows start at
-// h.StartNs and last h.WindowNs, and with spike settings in h (a latency
+// New starts an engine for the run d describes: its windows start at
+// d.StartNs and last d.WindowNs, and with spike settings (a latency
 // source) it correlates latency with stalls.
-func New(h record.Header, opt Options) *Engine {
-	if h.WindowNs == 0 {
-		h.WindowNs = uint64(time.Second)
+func New(d run.Description, opt Options) *Engine {
+	if d.WindowNs == 0 {
+		d.WindowNs = uint64(time.Second)
 	}
-	cfg := opt.Spikes
-	if cfg.K == 0 {
-		cfg.K = h.SpikeK
-	}
-	if cfg.FloorNs == 0 {
-		cfg.FloorNs = h.SpikeFloorNs
-	}
-	if cfg.SLONs == 0 {
-		cfg.SLONs = h.SLONs
-	}
-	if cfg.On == "" {
-		cfg.On = correlate.Percentile(h.SpikeOn)
-	}
-	if cfg.Function == "" {
-		cfg.Function = h.LatencyFunction
-	}
-	cfg.WindowNs = h.WindowNs
-	cfg.Untraced = stall.Untraced(h.Probes)
-	if cfg.StartNs == 0 {
-		cfg.StartNs = h.StartNs
-	}
-	if cfg.WallAt == nil && !h.Started.IsZero() {
-		started, startNs := h.Started, h.StartNs
-		cfg.WallAt = func(mono uint64) time.Time { return started.Add(time.Duration(mono - startNs)) }
-	}
-	e := &Engine{h: h, agg: aggregate.New(h.StartNs, h.WindowNs), spikeCfg: cfg, sinks: opt.Sinks,
-		maxWindows: opt.MaxWindows, lateLatency: opt.LateLatency}
+	e := &Engine{run: d, agg: aggregate.New(d.StartNs, d.WindowNs), spikeCfg: spikeConfig(d, opt.Spikes),
+		sinks: opt.Sinks, maxWindows: opt.MaxWindows, lateLatency: opt.LateLatency}
 	if e.maxWindows <= 0 {
 		e.maxWindows = DefaultMaxWindows
 	}
@@ -134,24 +109,52 @@ func New(h record.Header, opt Options) *Engine {
 			e.analysts = append(e.analysts, a)
 		}
 	}
-	if h.SpikeK > 0 || h.SLONs > 0 {
+	if d.Correlates() {
 		e.correlate()
 	}
 	return e
+}
+
+// spikeConfig fills what cfg leaves zero from the run's description.
+func spikeConfig(d run.Description, cfg correlate.Config) correlate.Config {
+	if cfg.K == 0 {
+		cfg.K = d.Spikes.K
+	}
+	if cfg.FloorNs == 0 {
+		cfg.FloorNs = d.Spikes.FloorNs
+	}
+	if cfg.SLONs == 0 {
+		cfg.SLONs = d.Spikes.SLONs
+	}
+	if cfg.On == "" {
+		cfg.On = correlate.Percentile(d.Spikes.On)
+	}
+	if cfg.Function == "" {
+		cfg.Function = d.LatencyFunction
+	}
+	cfg.WindowNs = d.WindowNs
+	cfg.Untraced = stall.Untraced(d.Probes)
+	if cfg.StartNs == 0 {
+		cfg.StartNs = d.StartNs
+	}
+	if _, known := d.WallAt(d.StartNs); cfg.WallAt == nil && known {
+		cfg.WallAt = func(mono uint64) time.Time { t, _ := d.WallAt(mono); return t }
+	}
+	return cfg
 }
 
 // correlate starts the spike analysis.
 func (e *Engine) correlate() {
 	if e.lat == nil {
 		e.before = e.windows
-		e.lat = latency.NewWindows(e.h.StartNs, e.h.WindowNs, e.spikeCfg.SLONs)
+		e.lat = latency.NewWindows(e.run.StartNs, e.run.WindowNs, e.spikeCfg.SLONs)
 		e.det = correlate.NewDetector(e.spikeCfg)
 		e.stale = true
 	}
 }
 
-// Header is the run's description.
-func (e *Engine) Header() record.Header { return e.h }
+// Run is the run's description.
+func (e *Engine) Run() run.Description { return e.run }
 
 // Event takes one event from the source, in the order the source saw
 // them. Stalls go on to the sinks at once.
@@ -415,10 +418,10 @@ func (e *Engine) LatencyAccount(nowNs uint64) *latency.Account {
 		return nil
 	}
 	a := e.lat.Account()
-	a.StartNs, a.EndNs = e.h.StartNs, max(nowNs, e.h.StartNs)
+	a.StartNs, a.EndNs = e.run.StartNs, max(nowNs, e.run.StartNs)
 	var clk latency.Clock
-	if !e.h.Started.IsZero() {
-		clk = latency.Clock{WallNs: e.h.Started.UnixNano(), MonoNs: int64(e.h.StartNs)}
+	if !e.run.Started.IsZero() {
+		clk = latency.Clock{WallNs: e.run.Started.UnixNano(), MonoNs: int64(e.run.StartNs)}
 	}
 	a.Guess(clk)
 	return &a
@@ -432,37 +435,9 @@ func (e *Engine) Name(tid uint32) string { return e.agg.Name(tid) }
 // exits the events brought.
 func (e *Engine) Summary(final *stall.Snapshot) aggregate.Summary { return e.agg.Summarize(final) }
 
-// Report is the run's report: the header's description, end's counts and
-// note, the kernel's final aggregates, and the spike analysis. Live runs
-// and replays build it here alike, so `report` on a recording prints
-// what the live run printed.
-func (e *Engine) Report(end record.End, final *stall.Snapshot, topThreads int) *output.Report {
-	rep := &output.Report{
-		Target:      e.h.Target,
-		Kernel:      e.h.Host.Kernel,
-		DurationNs:  end.DurationNs,
-		Probes:      e.h.Probes,
-		Summary:     e.Summary(final),
-		Events:      end.Events,
-		LateEvents:  end.LateEvents,
-		Windows:     end.Windows,
-		Note:        end.Note,
-		TopThreads:  topThreads,
-		Correlation: e.Analysis(),
-		Latency:     end.Latency,
-		BadRecords:  end.BadRecords,
-	}
-	for c, ns := range e.h.MinEventNs {
-		if cause, err := stall.ParseCause(c); err == nil {
-			rep.MinEventNs[cause] = ns
-		}
-	}
-	return rep
-}
-
 // End is how this run ended at endNs, with its own counts.
-func (e *Engine) End(endNs uint64, note string) record.End {
-	return record.End{EndNs: endNs, DurationNs: endNs - e.h.StartNs, Events: e.Events(),
+func (e *Engine) End(endNs uint64, note string) run.End {
+	return run.End{EndNs: endNs, DurationNs: endNs - e.run.StartNs, Events: e.Events(),
 		LateEvents: e.LateEvents(), Windows: e.Windows(), Note: note, Latency: e.LatencyAccount(endNs)}
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
-	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -39,7 +39,7 @@ func stallAt(c stall.Cause, ts, dur uint64, tid uint32) stall.Event {
 // closed window counts late in the oldest open one; the last is partial.
 func TestWindowsCloseInOrder(t *testing.T) {
 	s := &sink{}
-	e := New(record.Header{StartNs: start, WindowNs: sec}, Options{Sinks: []Sink{s}})
+	e := New(run.Description{StartNs: start, WindowNs: sec}, Options{Sinks: []Sink{s}})
 	e.Event(stallAt(stall.MemcgReclaim, start+sec/2, 5000, 11))
 	e.Event(stall.Event{Kind: stall.KindExit, TsNs: start + sec/2, TID: 12, PID: 100, Comm: "gone"})
 	if len(s.stalls) != 1 {
@@ -90,7 +90,7 @@ func feedSpikeRun(e *Engine) (spikes int) {
 // as the report gets.
 func TestSpikeFoundAndCharged(t *testing.T) {
 	s := &sink{}
-	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2},
+	e := New(run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{K: 2}},
 		Options{Sinks: []Sink{s}, Spikes: correlate.Config{MinHist: 3}})
 	if n := feedSpikeRun(e); n != 1 {
 		t.Fatalf("Close reported %d spikes, want 1", n)
@@ -116,16 +116,12 @@ func TestSpikeFoundAndCharged(t *testing.T) {
 	if at := e.AnalysisAt(e.Windows()); at != a {
 		t.Error("AnalysisAt the end is not the final analysis")
 	}
-	rep := e.Report(e.End(start+10*sec, ""), &stall.Snapshot{}, 20)
-	if rep.Correlation != a {
-		t.Error("the report's analysis is not the engine's")
-	}
 }
 
 // A latency reading for a window that already closed is counted and left
 // out, never filed under a later window.
 func TestLateLatencyIsDropped(t *testing.T) {
-	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2}, Options{})
+	e := New(run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{K: 2}}, Options{})
 	e.Close(start + 2*sec)
 	e.Latency(latency.Reading{Sample: latency.Sample{TsNs: start + sec/2, LatencyNs: ms}})
 	e.Latency(latency.Reading{Window: &latency.Stats{Index: 1, Count: 5, P99Ns: ms}})
@@ -137,7 +133,7 @@ func TestLateLatencyIsDropped(t *testing.T) {
 
 // Past MaxWindows the analysis keeps the newest windows and says so.
 func TestAnalysisIsBounded(t *testing.T) {
-	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2},
+	e := New(run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{K: 2}},
 		Options{Spikes: correlate.Config{MinHist: 3}, MaxWindows: 4})
 	feedSpikeRun(e)
 	a := e.Analysis()
@@ -149,36 +145,11 @@ func TestAnalysisIsBounded(t *testing.T) {
 	}
 }
 
-// The report is the header's description, the end's counts and note, the
-// kernel's totals and the analysis.
-func TestReportFromHeaderAndEnd(t *testing.T) {
-	h := record.Header{StartNs: start, WindowNs: sec, Target: "pid 100 (db)",
-		Host:       record.Host{Kernel: "6.18.0"},
-		Probes:     []stall.ProbeStatus{{Name: "memcg_reclaim", Attached: true}, {Name: "mmap_lock", Error: "no"}},
-		MinEventNs: map[string]uint64{"mmap_lock": 10000, "bogus": 1}}
-	e := New(h, Options{})
-	e.Event(stallAt(stall.MemcgReclaim, start+1, 5000, 11))
-	e.Finish(start + sec/2)
-	snap := &stall.Snapshot{}
-	hist := &stall.Hist{}
-	hist.Add(5000)
-	snap.Thread(100, 11, "db").Hists[stall.MemcgReclaim] = hist
-	end := e.End(start+sec/2, "target pid 100 (db) exited after 500ms")
-	rep := e.Report(end, snap, 7)
-	if rep.Target != h.Target || rep.Kernel != "6.18.0" || len(rep.Probes) != 2 || rep.TopThreads != 7 ||
-		rep.DurationNs != sec/2 || rep.Events != 1 || rep.Windows != 1 || rep.Note != end.Note {
-		t.Errorf("report %+v", rep)
-	}
-	if rep.MinEventNs[stall.MmapLock] != 10000 || len(rep.Summary.Threads) != 1 || rep.Correlation != nil {
-		t.Errorf("thresholds %v, threads %d", rep.MinEventNs, len(rep.Summary.Threads))
-	}
-}
-
 // A window in which nothing completed counts as a spike once requests
 // complete again (the flight recorder dumps then); the end of the load,
 // with nothing after it, does not.
 func TestGapIsASpikeWhenLoadResumes(t *testing.T) {
-	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2}, Options{})
+	e := New(run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{K: 2}}, Options{})
 	load := func(i uint64) {
 		for j := uint64(0); j < 20; j++ {
 			e.Latency(latency.Reading{Sample: latency.Sample{TsNs: start + i*sec + j*ms, LatencyNs: ms}})
@@ -216,7 +187,7 @@ func TestGapIsASpikeWhenLoadResumes(t *testing.T) {
 // returns past a batch is the last window (and any with latency).
 func TestLongStretchClosesInBatches(t *testing.T) {
 	s := &sink{}
-	e := New(record.Header{StartNs: start, WindowNs: sec}, Options{Sinks: []Sink{s}})
+	e := New(run.Description{StartNs: start, WindowNs: sec}, Options{Sinks: []Sink{s}})
 	e.Event(stallAt(stall.MemcgReclaim, start+sec/2, 5000, 11))
 	const n = 3*closeBatch + 5
 	ws, _ := e.Close(start + n*sec)
@@ -240,7 +211,7 @@ func TestLongStretchClosesInBatches(t *testing.T) {
 // trace, after it (held to the end, or too far ahead to hold), or after
 // its window closed. The end of the run and its report carry the count.
 func TestLatencyLeftOutIsCounted(t *testing.T) {
-	h := record.Header{StartNs: start, WindowNs: sec, SpikeK: 2, Started: time.Unix(1_764_590_000, 0)}
+	h := run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{K: 2}, Started: time.Unix(1_764_590_000, 0)}
 	e := New(h, Options{})
 	add := func(ts uint64) { e.Latency(latency.Reading{Sample: latency.Sample{TsNs: ts, LatencyNs: ms}}) }
 	add(start - sec)        // before
@@ -258,10 +229,7 @@ func TestLatencyLeftOutIsCounted(t *testing.T) {
 	if a.StartNs != start || a.EndNs != start+4*sec {
 		t.Errorf("span %d-%d", a.StartNs, a.EndNs)
 	}
-	if rep := e.Report(end, &stall.Snapshot{}, 20); rep.Latency != a {
-		t.Error("the report does not carry the end's account")
-	}
-	if New(record.Header{StartNs: start, WindowNs: sec}, Options{}).End(start, "").Latency != nil {
+	if New(run.Description{StartNs: start, WindowNs: sec}, Options{}).End(start, "").Latency != nil {
 		t.Error("an account without a latency source")
 	}
 }
@@ -271,7 +239,7 @@ func TestLatencyLeftOutIsCounted(t *testing.T) {
 // served windows is a spike ("No request completed"); a skipped one is
 // not, live or in the analysis.
 func TestSkippedWindowIsNoSpike(t *testing.T) {
-	e := New(record.Header{StartNs: start, WindowNs: sec, SpikeK: 2}, Options{Spikes: correlate.Config{MinHist: 3}})
+	e := New(run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{K: 2}}, Options{Spikes: correlate.Config{MinHist: 3}})
 	spikes := 0
 	for i := uint64(0); i < 10; i++ {
 		st := latency.Stats{Index: i, Count: 100, P50Ns: ms, P99Ns: ms, MaxNs: ms}

@@ -14,37 +14,37 @@ import (
 // JSON summary all take their words from Problems.
 type Account struct {
 	// StartNs and EndNs are the trace's span, CLOCK_MONOTONIC ns.
-	StartNs uint64 `json:"start_ns"`
-	EndNs   uint64 `json:"end_ns"`
+	StartNs uint64
+	EndNs   uint64
 	// Samples are the requests filed under a window that closed; Windows
 	// the windows of statistics (a scraped histogram) put to use.
-	Samples uint64 `json:"samples"`
-	Windows uint64 `json:"windows"`
+	Samples uint64
+	Windows uint64
 	// Before and After count the samples from before the trace began and
 	// after it ended (or too far ahead of the clock to be held); their
 	// times run from OutsideMinNs to OutsideMaxNs.
-	Before       uint64 `json:"before_trace,omitempty"`
-	After        uint64 `json:"after_trace,omitempty"`
-	OutsideMinNs uint64 `json:"outside_min_ns,omitempty"`
-	OutsideMaxNs uint64 `json:"outside_max_ns,omitempty"`
+	Before       uint64
+	After        uint64
+	OutsideMinNs uint64
+	OutsideMaxNs uint64
 	// Likely is what clock or unit the samples outside look like, when
 	// one fits (Guess).
-	Likely string `json:"likely,omitempty"`
+	Likely string
 	// Late counts samples that came after their window had closed;
 	// LateWindows, windows' statistics that did.
-	Late        uint64 `json:"late,omitempty"`
-	LateWindows uint64 `json:"late_windows,omitempty"`
+	Late        uint64
+	LateWindows uint64
 	// SkippedWindows are windows whose latency the source could not tell
 	// (Stats.Skipped): left out of the analysis rather than misread.
-	SkippedWindows uint64 `json:"skipped_windows,omitempty"`
+	SkippedWindows uint64
 	// Skipped is what the source itself skipped, by kind (Source.Skipped).
-	Skipped []Skip `json:"skipped,omitempty"`
+	Skipped []Skip
 }
 
 // Skip is one kind of input a source skipped, and how much of it.
 type Skip struct {
-	Kind string `json:"kind"` // "malformed lines", "failed scrapes", ...
-	N    uint64 `json:"n"`
+	Kind string // "malformed lines", "failed scrapes", ...
+	N    uint64
 }
 
 // Key is the kind as a JSON key: "malformed_lines".

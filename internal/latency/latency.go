@@ -24,19 +24,19 @@ type Sample struct {
 
 // Stats is one window's latency.
 type Stats struct {
-	Index  uint64 `json:"index"`
-	Count  uint64 `json:"count"`
-	P50Ns  uint64 `json:"p50_ns"`
-	P99Ns  uint64 `json:"p99_ns"`
-	P999Ns uint64 `json:"p999_ns,omitempty"` // since format 1.3; 0 before
-	MaxNs  uint64 `json:"max_ns"`
+	Index  uint64
+	Count  uint64
+	P50Ns  uint64
+	P99Ns  uint64
+	P999Ns uint64 // since format 1.3; 0 before
+	MaxNs  uint64
 	// Skipped, if set, says why the window's latency is unknown (a
 	// histogram's counters went back): the window is left out of the
 	// analysis, neither normal nor empty.
-	Skipped string `json:"skipped,omitempty"`
+	Skipped string
 	// Requests is the window's per-request stall breakdown, from a
 	// source that times requests in the kernel.
-	Requests *Requests `json:"requests,omitempty"`
+	Requests *Requests
 }
 
 // Requests is what the stalls did to one window's requests, measured per
@@ -45,18 +45,18 @@ type Requests struct {
 	// Slow are the requests over the SLO (without one, those at or above
 	// the window's p99): how many, their summed latency, and the stall
 	// time per cause inside them.
-	Slow        uint64            `json:"slow"`
-	SlowNs      uint64            `json:"slow_ns"`
-	SlowStallNs map[string]uint64 `json:"slow_stall_ns,omitempty"`
+	Slow        uint64
+	SlowNs      uint64
+	SlowStallNs [stall.NumCauses]uint64
 	// SlowExcessStallNs is the same with each request's stall counted up
 	// to its latency over the slow threshold: what of the excess a cause
 	// can account for, so that a routine stall in requests just over the
 	// SLO does not cover them all.
-	SlowExcessStallNs map[string]uint64 `json:"slow_excess_stall_ns,omitempty"`
+	SlowExcessStallNs [stall.NumCauses]uint64
 	// FreezeNs is the stall time inside all of the window's requests.
-	FreezeNs uint64 `json:"freeze_ns"`
+	FreezeNs uint64
 	// TIDs are the threads that completed requests in the window.
-	TIDs []uint32 `json:"tids"`
+	TIDs []uint32
 }
 
 // Windows collects samples into fixed windows aligned with the stall
@@ -197,7 +197,7 @@ func SummarizeSamples(index uint64, v []Sample, sloNs uint64) *Stats {
 			continue
 		}
 		if r == nil {
-			r = &Requests{SlowStallNs: map[string]uint64{}, SlowExcessStallNs: map[string]uint64{}}
+			r = &Requests{}
 		}
 		r.FreezeNs += s.Stall.FreezeNs
 		if s.TID != 0 && !tids[s.TID] {
@@ -210,8 +210,8 @@ func SummarizeSamples(index uint64, v []Sample, sloNs uint64) *Stats {
 			over := s.LatencyNs - slow // >= 0: the request is slow
 			for c, ns := range s.Stall.ByCause {
 				if ns > 0 {
-					r.SlowStallNs[stall.Cause(c).String()] += ns
-					r.SlowExcessStallNs[stall.Cause(c).String()] += min(ns, over)
+					r.SlowStallNs[c] += ns
+					r.SlowExcessStallNs[c] += min(ns, over)
 				}
 			}
 		}

@@ -170,12 +170,12 @@ func TestSummarizeSamplesBreaksSlowRequestsDown(t *testing.T) {
 	if st.Count != 101 || r == nil || r.Slow != 5 || r.SlowNs != (96+97+98+99+100)*1e5 {
 		t.Fatalf("%+v %+v", st, r)
 	}
-	if r.SlowStallNs["memcg_reclaim"] != 40e6 || r.FreezeNs != 40e6 || len(r.TIDs) != 2 || r.TIDs[0] != 10 {
+	if r.SlowStallNs[stall.MemcgReclaim] != 40e6 || r.FreezeNs != 40e6 || len(r.TIDs) != 2 || r.TIDs[0] != 10 {
 		t.Errorf("%+v", r)
 	}
 	// Just over the 9.5 ms SLO (by 0.1 to 0.5 ms), an 8 ms stall accounts
 	// for no more than each request's own excess.
-	if got := r.SlowExcessStallNs["memcg_reclaim"]; got != 1.5e6 {
+	if got := r.SlowExcessStallNs[stall.MemcgReclaim]; got != 1.5e6 {
 		t.Errorf("stall within the excess %d, want 1.5 ms", got)
 	}
 	if st := SummarizeSamples(4, v, 0); st.Requests.Slow != 2 || st.P999Ns != 100*1e5 {

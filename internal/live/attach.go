@@ -23,7 +23,9 @@ import (
 	"github.com/numatrace/numatrace/internal/kubecg"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/outfile"
+	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -197,8 +199,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	if a.RecordTo != "" || fe.view {
 		doc = startDoctor(tgt) // one reading of the machine, for the recording and the view
 	}
-	h := a.header(tr.Probes(), tgt, topo, started, startNs, doc)
-	eng := engine.New(h, engine.Options{Sinks: fe.sinks(h)})
+	d := a.describe(tr.Probes(), tgt, started, startNs)
+	h := a.header(d, topo, doc)
+	eng := engine.New(d, engine.Options{Sinks: fe.sinks(h)})
 	opt, src, err := a.sessionOptions(ctx, tr, tgt, h, fe)
 	if err != nil {
 		return err
@@ -231,7 +234,8 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	// A recording that failed (a full disk, said at once) still leaves
 	// the report whole; the run fails after it.
 	recErr := rec.finish(end, stderr)
-	if err := fe.report(eng.Report(end, res.Final, a.Top), stderr); err != nil {
+	rep := output.NewReport(d, end, eng.Summary(res.Final), eng.Analysis(), a.Top)
+	if err := fe.report(rep, stderr); err != nil {
 		return errors.Join(err, recErr)
 	}
 	if recErr != nil {
@@ -311,38 +315,35 @@ func targetPIDs(tr *tracer.Tracer, tgt *target.Target) func() []uint32 {
 	return func() []uint32 { return nil }
 }
 
-// header describes the run: for the recording, the view and the report.
-func (a *Attach) header(probes []stall.ProbeStatus, tgt *target.Target, topo *topology.Topology,
-	started time.Time, startNs uint64, doc *doctor.Report) record.Header {
-	host, _ := os.Hostname()
-	h := record.Header{Numatrace: a.Version, Started: started, StartNs: startNs, WindowNs: uint64(a.Trace.Window),
-		Target: tgt.String(), Probes: probes, MinEventNs: map[string]uint64{}, MinStallNs: map[string]uint64{},
-		Host: record.Host{Hostname: host, Kernel: KernelRelease(), CPUs: topo.NumCPUs(), CPUNode: topo.CPUNode,
-			NodeMem: map[int]uint64{}}}
-	for n, b := range topo.NodeMem {
-		h.Host.NodeMem[n] = b
-	}
-	for c := range stall.NumCauses {
-		if ns := a.Trace.minEventNs[c]; ns > 0 {
-			h.MinEventNs[c.String()] = ns
-		}
-		if ns := a.Trace.minStallNs[c]; ns > 0 {
-			h.MinStallNs[c.String()] = ns
-		}
-	}
+// describe is the run's description, for the engine and the recording.
+func (a *Attach) describe(probes []stall.ProbeStatus, tgt *target.Target, started time.Time, startNs uint64) run.Description {
+	d := run.Description{Target: tgt.String(), Kernel: KernelRelease(), Started: started, StartNs: startNs,
+		WindowNs: uint64(a.Trace.Window), Probes: probes, MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs}
 	if a.Latency.Set() {
-		h.SpikeK, h.SpikeFloorNs, h.SLONs = a.SpikeK, uint64(a.SpikeFloor), uint64(a.SLO)
+		d.Spikes = run.Spikes{K: a.SpikeK, FloorNs: uint64(a.SpikeFloor), SLONs: uint64(a.SLO)}
 		if a.SpikeOn != string(correlate.P99) {
-			h.SpikeOn = a.SpikeOn
+			d.Spikes.On = a.SpikeOn
 		}
 		if _, sym, err := latency.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
-			h.LatencyFunction = sym
+			d.LatencyFunction = sym
 		}
 	}
-	if doc != nil {
-		h.Doctor, _ = json.Marshal(doc)
+	return d
+}
+
+// header is the recording's header for the run d: with the machine, for
+// the recording and the view.
+func (a *Attach) header(d run.Description, topo *topology.Topology, doc *doctor.Report) record.Header {
+	hostname, _ := os.Hostname()
+	host := record.Host{Hostname: hostname, CPUs: topo.NumCPUs(), CPUNode: topo.CPUNode, NodeMem: map[int]uint64{}}
+	for n, b := range topo.NodeMem {
+		host.NodeMem[n] = b
 	}
-	return h
+	var js []byte
+	if doc != nil {
+		js, _ = json.Marshal(doc)
+	}
+	return record.NewHeader(d, host, a.Version, js)
 }
 
 // timers lets the latency package's uprobe source attach through the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/procsnap"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
 )
@@ -116,7 +117,7 @@ func (r *recording) dumpOnSignal(opt *session.Options, fr *record.FlightRecorder
 	}()
 	opt.DumpRequests = dumps
 	opt.Dump = func(final record.Snapshot) error {
-		return fr.Dump(r.path, final, record.End{EndNs: final.MonoNs, DurationNs: final.MonoNs - startNs,
+		return fr.Dump(r.path, final, run.End{EndNs: final.MonoNs, DurationNs: final.MonoNs - startNs,
 			Note: "flight recorder dump on SIGUSR1"})
 	}
 	opt.OnDump = func(err error) {
@@ -129,7 +130,7 @@ func (r *recording) dumpOnSignal(opt *session.Options, fr *record.FlightRecorder
 }
 
 // finish closes the recording with how the run ended.
-func (r *recording) finish(end record.End, stderr io.Writer) error {
+func (r *recording) finish(end run.End, stderr io.Writer) error {
 	if r == nil {
 		return nil
 	}
@@ -158,5 +159,5 @@ func (r *recording) abort() {
 	if r == nil || r.file == nil {
 		return
 	}
-	r.file.Close(record.End{Note: "numatrace stopped on an error"})
+	r.file.Close(run.End{Note: "numatrace stopped on an error"})
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/exporter"
-	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/topology"
 	"github.com/numatrace/numatrace/internal/tracer"
@@ -68,8 +68,8 @@ func (s *Serve) serve(ln net.Listener, tr *tracer.Tracer, exp *exporter.Exporter
 	healthy.Store(true)
 	sessErr := make(chan error, 1)
 	go func() {
-		h := record.Header{StartNs: monotonicNs(), WindowNs: uint64(s.Trace.Window)}
-		eng := engine.New(h, engine.Options{Sinks: []engine.Sink{exp}})
+		d := run.Description{StartNs: monotonicNs(), WindowNs: uint64(s.Trace.Window)}
+		eng := engine.New(d, engine.Options{Sinks: []engine.Sink{exp}})
 		_, err := session.Run(ctx, tr, eng, session.Options{Now: monotonicNs, Warn: warnTo(stderr)})
 		healthy.Store(false)
 		sessErr <- err

@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
-	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // NDJSON writes one JSON object per line.
@@ -73,6 +73,13 @@ func (n *NDJSON) Stall(ev *stall.Event) error {
 	return err
 }
 
+// causeTotalJSON is one cause's stalls in a window.
+type causeTotalJSON struct {
+	Count   uint64 `json:"count"`
+	TotalNs uint64 `json:"total_ns"`
+	MaxNs   uint64 `json:"max_ns"`
+}
+
 type windowThread struct {
 	PID     uint32            `json:"pid"`
 	TID     uint32            `json:"tid"`
@@ -82,16 +89,16 @@ type windowThread struct {
 }
 
 type windowLine struct {
-	Type       string                          `json:"type"`
-	Index      uint64                          `json:"index"`
-	StartNs    uint64                          `json:"start_ns"`
-	EndNs      uint64                          `json:"end_ns"`
-	Partial    bool                            `json:"partial,omitempty"`
-	Latency    *latency.Stats                  `json:"latency,omitempty"`
-	StallNs    uint64                          `json:"stall_ns"`
-	Stalls     map[string]aggregate.CauseTotal `json:"stalls"`
-	LostEvents uint64                          `json:"lost_events"`
-	Threads    []windowThread                  `json:"threads"`
+	Type       string                    `json:"type"`
+	Index      uint64                    `json:"index"`
+	StartNs    uint64                    `json:"start_ns"`
+	EndNs      uint64                    `json:"end_ns"`
+	Partial    bool                      `json:"partial,omitempty"`
+	Latency    *wire.Stats               `json:"latency,omitempty"`
+	StallNs    uint64                    `json:"stall_ns"`
+	Stalls     map[string]causeTotalJSON `json:"stalls"`
+	LostEvents uint64                    `json:"lost_events"`
+	Threads    []windowThread            `json:"threads"`
 }
 
 // WindowThreads is how many threads a window line lists, worst first.
@@ -99,13 +106,17 @@ const WindowThreads = 20
 
 // WindowLine builds the JSON object for one window.
 func WindowLine(w *aggregate.Window) any {
-	l := windowLine{Type: "window", Index: w.Index, StartNs: w.StartNs, EndNs: w.EndNs, Partial: w.Partial, Latency: w.Latency,
-		Stalls: map[string]aggregate.CauseTotal{}, LostEvents: w.LostEvents, Threads: []windowThread{}}
+	l := windowLine{Type: "window", Index: w.Index, StartNs: w.StartNs, EndNs: w.EndNs, Partial: w.Partial,
+		Stalls: map[string]causeTotalJSON{}, LostEvents: w.LostEvents, Threads: []windowThread{}}
+	if w.Latency != nil {
+		st := wire.NewStats(*w.Latency)
+		l.Latency = &st
+	}
 	for c, t := range w.Causes {
 		if t.Count == 0 {
 			continue
 		}
-		l.Stalls[stall.Cause(c).String()] = t
+		l.Stalls[stall.Cause(c).String()] = causeTotalJSON(t)
 		l.StallNs += t.TotalNs
 	}
 	for _, t := range w.TopThreads(WindowThreads) {

@@ -9,6 +9,7 @@ import (
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -35,6 +36,16 @@ type Report struct {
 	Latency *latency.Account
 	// BadRecords counts ring-buffer records that could not be decoded.
 	BadRecords uint64
+}
+
+// NewReport is a run's report: its description, how it ended, the
+// kernel's final aggregates as the engine summarized them, and the spike
+// analysis (nil without a latency source). Live runs and replays build it
+// alike, so `report` on a recording prints what the live run printed.
+func NewReport(d run.Description, end run.End, sum aggregate.Summary, c *correlate.Result, topThreads int) *Report {
+	return &Report{Target: d.Target, Kernel: d.Kernel, DurationNs: end.DurationNs, Probes: d.Probes, Summary: sum,
+		Events: end.Events, LateEvents: end.LateEvents, Windows: end.Windows, Note: end.Note, TopThreads: topThreads,
+		MinEventNs: d.MinEventNs, Correlation: c, Latency: end.Latency, BadRecords: end.BadRecords}
 }
 
 type probesJSON struct {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -154,7 +155,7 @@ type exporter struct {
 	procName map[uint32]string // the process name last emitted
 	named    map[nameKey]bool  // process and thread names emitted
 	threads  map[[2]uint32]bool
-	end      *record.End
+	end      *run.End
 
 	counterProcess bool // the pseudo-process is named
 }
@@ -436,7 +437,7 @@ type metadata struct {
 	Host           record.Host         `json:"host"`
 	Probes         []stall.ProbeStatus `json:"probes,omitempty"`
 	FlightRecorder bool                `json:"flight_recorder,omitempty"`
-	End            *record.End         `json:"end,omitempty"`
+	End            *record.EndRecord   `json:"end,omitempty"`
 	Complete       bool                `json:"complete"`
 	Truncated      bool                `json:"truncated,omitempty"`
 	Warnings       []string            `json:"warnings,omitempty"`
@@ -447,8 +448,12 @@ func (x *exporter) metadata(r *record.Reader) metadata {
 		Format:  fmt.Sprintf("%d.%d", x.h.Version.Major, x.h.Version.Minor),
 		Clock:   "CLOCK_MONOTONIC; trace times are relative to start_ns",
 		StartNs: x.h.StartNs, WindowNs: x.windowNs, Target: x.h.Target, Host: x.h.Host, Probes: x.h.Probes,
-		FlightRecorder: x.h.FlightRecorder, End: x.end, Complete: x.end != nil,
+		FlightRecorder: x.h.FlightRecorder, Complete: x.end != nil,
 		Truncated: r.Truncated(), Warnings: r.Warnings()}
+	if x.end != nil {
+		e := record.NewEndRecord(*x.end)
+		m.End = &e
+	}
 	if !x.h.Started.IsZero() {
 		m.Started = x.h.Started.Format(time.RFC3339Nano)
 	}

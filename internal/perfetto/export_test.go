@@ -11,6 +11,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -33,7 +34,7 @@ func ev(c stall.Cause, pid, tid uint32, comm string, endRel, dur uint64) stall.E
 // fixture is two threads of one process: stalls of five causes over four
 // 1 ms windows (window 2 empty), a NUMA task move, an exit, a lost-events
 // reading, and an end 4.5 ms after the start.
-func fixture() ([]stall.Event, []record.Lost, record.End) {
+func fixture() ([]stall.Event, []record.Lost, run.End) {
 	memcg := ev(stall.MemcgReclaim, 100, 100, "db", 500_000, 200_000)
 	memcg.GFP, memcg.Pages, memcg.CgroupID = 0xcc0, 32, 7
 
@@ -60,11 +61,11 @@ func fixture() ([]stall.Event, []record.Lost, record.End) {
 
 	evs := []stall.Event{memcg, direct, compact, move, nodeRec, mmap, exit}
 	lost := []record.Lost{{MonoNs: startNs + 2_000_000, LostEvents: 3}}
-	end := record.End{EndNs: startNs + 4_500_000, DurationNs: 4_500_000, Events: uint64(len(evs))}
+	end := run.End{EndNs: startNs + 4_500_000, DurationNs: 4_500_000, Events: uint64(len(evs))}
 	return evs, lost, end
 }
 
-func writeRecording(t *testing.T, h record.Header, evs []stall.Event, lost []record.Lost, end *record.End) string {
+func writeRecording(t *testing.T, h record.Header, evs []stall.Event, lost []record.Lost, end *run.End) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "r.ntr")
 	w, err := record.Create(path, h)
@@ -77,7 +78,7 @@ func writeRecording(t *testing.T, h record.Header, evs []stall.Event, lost []rec
 	for _, l := range lost {
 		w.Lost(l)
 	}
-	var e record.End
+	var e run.End
 	if end != nil {
 		e = *end
 	}
@@ -356,7 +357,7 @@ func TestExportWindowOverride(t *testing.T) {
 }
 
 func TestExportEmpty(t *testing.T) {
-	for _, end := range []*record.End{nil, {EndNs: startNs + 5*windowNs}} {
+	for _, end := range []*run.End{nil, {EndNs: startNs + 5*windowNs}} {
 		tr, st, raw := export(t, writeRecording(t, header(), nil, nil, end), Options{})
 		if tr.TraceEvents == nil || len(tr.TraceEvents) != 0 {
 			t.Errorf("traceEvents = %v, want []:\n%s", tr.TraceEvents, raw)

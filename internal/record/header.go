@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // Header describes a recording: where and how it was made.
@@ -51,29 +52,30 @@ type Host struct {
 	NodeMem  map[int]uint64 `json:"node_mem_bytes"`
 }
 
+// NewHeader is the header of a recording of the run d, made by numatrace
+// version on host, with doctor's reading of the machine (nil if none).
+func NewHeader(d run.Description, host Host, version string, doctor json.RawMessage) Header {
+	h := Header{Numatrace: version, Started: d.Started, StartNs: d.StartNs, WindowNs: d.WindowNs, Target: d.Target,
+		Probes: d.Probes, MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
+		Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: d.Spikes.On,
+		LatencyFunction: d.LatencyFunction, FlightRecorder: d.FlightRecorder, Doctor: doctor}
+	h.Host.Kernel = d.Kernel
+	return h
+}
+
+// Run is the run the recording describes, for the engine.
+func (h Header) Run() run.Description {
+	return run.Description{Target: h.Target, Kernel: h.Host.Kernel, Started: h.Started, StartNs: h.StartNs,
+		WindowNs: h.WindowNs, Probes: h.Probes, MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
+		Spikes:          run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: h.SpikeOn},
+		LatencyFunction: h.LatencyFunction, FlightRecorder: h.FlightRecorder}
+}
+
 // ClosesAtLost reports whether the recording's lost records mark where the
 // live run closed its windows (since 1.3), so a replay closes them at the
 // same points; older recordings close windows by event time.
 func (h Header) ClosesAtLost() bool {
 	return h.Version.Major > 1 || (h.Version.Major == 1 && h.Version.Minor >= 3)
-}
-
-// End says how a recording finished. A file without it was cut short.
-type End struct {
-	EndNs      uint64 `json:"end_ns"` // CLOCK_MONOTONIC
-	DurationNs uint64 `json:"duration_ns"`
-	Events     uint64 `json:"events"`
-	LateEvents uint64 `json:"late_events"`
-	Windows    uint64 `json:"windows"`
-	Note       string `json:"note,omitempty"`
-	// Dropped counts events the recorder could not write in time.
-	Dropped uint64 `json:"dropped"`
-	// Latency is what the latency source gave and what of it was left
-	// out (since 1.3; nil in older recordings and without a source).
-	Latency *latency.Account `json:"latency,omitempty"`
-	// BadRecords counts ring-buffer records that could not be read or
-	// decoded (an unknown cause, a short record); since 1.3.
-	BadRecords uint64 `json:"bad_records,omitempty"`
 }
 
 // Snapshot is the kernel's exact aggregates at MonoNs; Final marks the one

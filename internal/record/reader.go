@@ -16,7 +16,9 @@ import (
 
 	"github.com/numatrace/numatrace/internal/jsonfast"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // Kind is what an Item holds.
@@ -38,7 +40,7 @@ type Item struct {
 	Snapshot *Snapshot
 	Procfs   *Procfs
 	Lost     Lost
-	End      *End
+	End      *run.End
 	Latency  *latency.Stats
 }
 
@@ -326,11 +328,17 @@ func (d *blockDecoder) decode(typ byte, body []byte, it *Item) (ok bool, err err
 		l, err := d.lost(body)
 		return set(Item{Kind: ItemLost, Lost: l}, err)
 	case recLatency:
-		st, err := decodeJSON[latency.Stats](body, "latency")
-		return set(Item{Kind: ItemLatency, Latency: st}, err)
+		st, err := decodeJSON[wire.Stats](body, "latency")
+		if err != nil {
+			return false, err
+		}
+		return set(Item{Kind: ItemLatency, Latency: st.Latency()}, nil)
 	case recEnd:
-		e, err := decodeJSON[End](body, "end")
-		return set(Item{Kind: ItemEnd, End: e}, err)
+		e, err := decodeJSON[EndRecord](body, "end")
+		if err != nil {
+			return false, err
+		}
+		return set(Item{Kind: ItemEnd, End: e.end()}, nil)
 	}
 	return false, nil // a record type from a newer minor version
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -92,7 +93,7 @@ func writeRecording(t testing.TB, n int, seed int64) written {
 			w.Flush()
 		}
 	}
-	if err := w.Close(End{EndNs: ts + 1, DurationNs: ts, Events: uint64(n)}); err != nil {
+	if err := w.Close(run.End{EndNs: ts + 1, DurationNs: ts, Events: uint64(n)}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -110,7 +111,7 @@ func writeRecording(t testing.TB, n int, seed int64) written {
 	return written{path: path, events: evs, blocks: blocks, size: int64(len(b))}
 }
 
-func readAll(t testing.TB, r *Reader) (evs []stall.Event, items map[Kind]int, end *End) {
+func readAll(t testing.TB, r *Reader) (evs []stall.Event, items map[Kind]int, end *run.End) {
 	t.Helper()
 	items = map[Kind]int{}
 	for {
@@ -242,7 +243,7 @@ func TestDamagedLengthKeepsLaterBlocks(t *testing.T) {
 	if len(w.blocks) < 4 {
 		t.Fatalf("%d blocks: the test needs a few", len(w.blocks))
 	}
-	read := func(b []byte) ([]stall.Event, *End, []string) {
+	read := func(b []byte) ([]stall.Event, *run.End, []string) {
 		r, err := NewReader(bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
@@ -303,7 +304,7 @@ func TestLaterCausesAreInvisibleToOlderReaders(t *testing.T) {
 			old = append(old, ev)
 		}
 	}
-	if err := w.Close(End{}); err != nil {
+	if err := w.Close(run.End{}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := Open(path)
@@ -388,7 +389,7 @@ func TestNewerCauseIsSkippedNotCorrupt(t *testing.T) {
 		}
 		w.Event(&ev)
 	}
-	if err := w.Close(End{}); err != nil {
+	if err := w.Close(run.End{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -449,7 +450,7 @@ func TestFlightRecorderKeepsTheNewest(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "fr.ntr")
 	snap := &stall.Snapshot{}
-	if err := fr.Dump(path, Snapshot{MonoNs: 1, Final: true, Data: snap}, End{Note: "SIGUSR1"}); err != nil {
+	if err := fr.Dump(path, Snapshot{MonoNs: 1, Final: true, Data: snap}, run.End{Note: "SIGUSR1"}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := Open(path)
@@ -591,7 +592,7 @@ func newerEvents(t *testing.T) []byte {
 			w.Flush()
 		}
 	}
-	if err := w.Close(End{}); err != nil {
+	if err := w.Close(run.End{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/outfile"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // frame is one finished block as it goes to disk.
@@ -100,6 +102,12 @@ func headerJSON(h Header) ([]byte, error) {
 }
 
 func recordJSON(typ byte, v any) ([]byte, error) {
+	switch d := v.(type) { // domain types go out in their format's shape
+	case run.End:
+		v = NewEndRecord(d)
+	case latency.Stats:
+		v = wire.NewStats(d)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode record %d: %w", typ, err)
@@ -231,7 +239,7 @@ func (fw *FileWriter) drain() {
 }
 
 // Close writes the end record, flushes, and closes the file.
-func (fw *FileWriter) Close(end End) error {
+func (fw *FileWriter) Close(end run.End) error {
 	fw.Flush() // the data blocks, which may still drop
 	end.Dropped = fw.Dropped()
 	err := fw.jsonRecord(recEnd, end)
@@ -300,7 +308,7 @@ func (fr *FlightRecorder) Held() int {
 
 // Dump writes the kept blocks, then final records (a snapshot, the end),
 // to path. Tracing goes on; the caller must not use the Writer meanwhile.
-func (fr *FlightRecorder) Dump(path string, final Snapshot, end End) error {
+func (fr *FlightRecorder) Dump(path string, final Snapshot, end run.End) error {
 	fr.Flush()
 	fr.mu.Lock()
 	frames := append([]frame(nil), fr.frames...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -48,7 +49,7 @@ func bigRecording(b testing.TB, n int) string {
 		th.Hists[ev.Cause].Add(ev.DurNs)
 	}
 	w.Snapshot(record.Snapshot{MonoNs: 1e9 + span, Final: true, Data: final})
-	if err := w.Close(record.End{EndNs: 1e9 + span, DurationNs: span, Events: uint64(n)}); err != nil {
+	if err := w.Close(run.End{EndNs: 1e9 + span, DurationNs: span, Events: uint64(n)}); err != nil {
 		b.Fatal(err)
 	}
 	return path

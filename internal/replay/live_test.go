@@ -47,7 +47,7 @@ func TestReplayClosesWindowsWhereTheLiveRunDid(t *testing.T) {
 	}
 	var live bytes.Buffer
 	sink := &windowCounter{NDJSON: output.NewNDJSON(&live)}
-	eng := engine.New(h, engine.Options{Sinks: []engine.Sink{sink}})
+	eng := engine.New(h.Run(), engine.Options{Sinks: []engine.Sink{sink}})
 	k := sessiontest.NewKernel(func() *stall.Snapshot {
 		s := &stall.Snapshot{}
 		h := &stall.Hist{}
@@ -89,7 +89,7 @@ func TestReplayClosesWindowsWhereTheLiveRunDid(t *testing.T) {
 	if eng.LateEvents() != 1 {
 		t.Fatalf("the live run had %d late events, want 1", eng.LateEvents())
 	}
-	if err := sink.Summary(eng.Report(res.End, res.Final, 20)); err != nil {
+	if err := sink.Summary(output.NewReport(eng.Run(), res.End, eng.Summary(res.Final), eng.Analysis(), 20)); err != nil {
 		t.Fatal(err)
 	}
 

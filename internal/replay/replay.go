@@ -15,6 +15,7 @@ import (
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -94,7 +95,7 @@ type Feeder struct {
 	hasCloseAt bool
 
 	final *stall.Snapshot // the last kernel snapshot: the final one is written last
-	end   *record.End
+	end   *run.End
 	// fallback holds histograms rebuilt from the events, for a recording
 	// cut short before any kernel snapshot; dropped at the first snapshot.
 	fallback  *stall.Snapshot
@@ -108,7 +109,7 @@ type Feeder struct {
 
 // NewFeeder starts an engine for the recording h heads.
 func NewFeeder(h record.Header, opt Options) *Feeder {
-	eng := engine.New(h, engine.Options{Sinks: opt.Sinks, LateLatency: !h.ClosesAtLost()})
+	eng := engine.New(h.Run(), engine.Options{Sinks: opt.Sinks, LateLatency: !h.ClosesAtLost()})
 	return &Feeder{eng: eng, h: h, opt: opt}
 }
 
@@ -193,7 +194,7 @@ func (f *Feeder) Finish(blocks int) *output.Report {
 		notes = append(notes, "the recording has no final kernel snapshot; totals come from the recorded events")
 	}
 	own := f.eng.End(endNs, "")
-	var end record.End
+	var end run.End
 	switch {
 	case f.end != nil && f.h.FlightRecorder:
 		// A dump holds only the newest blocks: count what it holds.
@@ -220,7 +221,7 @@ func (f *Feeder) Finish(blocks int) *output.Report {
 		notes = append(notes, fmt.Sprintf("the recording was cut short after %d blocks", blocks))
 	}
 	end.Note = strings.Join(notes, "; ")
-	return f.eng.Report(end, snap, f.opt.TopThreads)
+	return output.NewReport(f.eng.Run(), end, f.eng.Summary(snap), f.eng.Analysis(), f.opt.TopThreads)
 }
 
 // rebuild adds ev to the histograms rebuilt from the recorded events.

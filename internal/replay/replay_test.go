@@ -13,6 +13,7 @@ import (
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -113,10 +114,10 @@ func writeRecording(t *testing.T, withSnapshot, withEnd bool) string {
 		w.Snapshot(record.Snapshot{MonoNs: 4e9, Final: true, Data: snap})
 	}
 	if withEnd {
-		w.Close(record.End{EndNs: 4e9, DurationNs: 4e9 - 1000, Events: 11, Windows: 4, Note: "target exited"})
+		w.Close(run.End{EndNs: 4e9, DurationNs: 4e9 - 1000, Events: 11, Windows: 4, Note: "target exited"})
 	} else {
 		w.Flush()
-		w.Close(record.End{})
+		w.Close(run.End{})
 		b, _ := os.ReadFile(path)
 		os.WriteFile(path, b[:len(b)-5], 0o644) // cut inside the last block
 	}
@@ -175,7 +176,7 @@ func TestReplayRepeatsTheCorrelation(t *testing.T) {
 		}
 		w.Latency(latency.Stats{Index: i, Count: 100, P50Ns: 1e6, P99Ns: p99, MaxNs: p99})
 	}
-	w.Close(record.End{EndNs: 1000 + 10*win, DurationNs: 10 * win})
+	w.Close(run.End{EndNs: 1000 + 10*win, DurationNs: 10 * win})
 	rep := replayFile(t, path)
 	c := rep.Correlation
 	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 || c.Spikes[0].Causes[0].WorstTID != 6 ||
@@ -230,7 +231,7 @@ func TestKilledRecordingHasASaneDuration(t *testing.T) {
 	w.Snapshot(record.Snapshot{MonoNs: start, Data: &stall.Snapshot{}})
 	w.Lost(record.Lost{MonoNs: start + uint64(1750*time.Millisecond)})
 	w.Flush()
-	w.Close(record.End{})
+	w.Close(run.End{})
 	b, _ := os.ReadFile(path)
 	os.WriteFile(path, b[:len(b)-5], 0o644) // killed: the end record's block is cut
 	rep := replayFile(t, path)

@@ -15,6 +15,7 @@ import (
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -86,7 +87,7 @@ type Options struct {
 // Result is how a finished session ended.
 type Result struct {
 	// End has the run's end time and counts; the caller adds the note.
-	End        record.End
+	End        run.End
 	Final      *stall.Snapshot // the kernel's aggregates when tracing stopped
 	TargetGone bool
 }
@@ -94,7 +95,7 @@ type Result struct {
 // Run traces until ctx ends or the target goes, then returns how it ended.
 // The engine's header says when the run started and how long a window is.
 func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Result, error) {
-	s := &run{opt: opt, k: k, eng: eng}
+	s := &tracing{opt: opt, k: k, eng: eng}
 	s.record()
 	events := make(chan stall.Event, 1<<16)
 	var streamErr error // read once events is closed
@@ -142,7 +143,8 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 	return &Result{End: end, Final: snap, TargetGone: s.gone}, nil
 }
 
-type run struct {
+// tracing is a session while it runs.
+type tracing struct {
 	opt  Options
 	k    Kernel
 	eng  *engine.Engine
@@ -166,7 +168,7 @@ type job struct {
 
 // warn passes on a problem that does not stop tracing, once until a
 // different one comes (a cgroup that fails every rescan says so once).
-func (s *run) warn(err error) {
+func (s *tracing) warn(err error) {
 	if s.opt.Warn == nil || err == nil {
 		return
 	}
@@ -180,7 +182,7 @@ func (s *run) warn(err error) {
 }
 
 // startLatency runs the latency source until the session stops.
-func (s *run) startLatency(ctx context.Context) <-chan latency.Reading {
+func (s *tracing) startLatency(ctx context.Context) <-chan latency.Reading {
 	if s.opt.Latency == nil {
 		return nil
 	}
@@ -195,7 +197,7 @@ func (s *run) startLatency(ctx context.Context) <-chan latency.Reading {
 }
 
 // stopLatency ends the source and takes what it had sent.
-func (s *run) stopLatency(lat <-chan latency.Reading) {
+func (s *tracing) stopLatency(lat <-chan latency.Reading) {
 	if s.latStop == nil {
 		return
 	}
@@ -213,8 +215,8 @@ func (s *run) stopLatency(lat <-chan latency.Reading) {
 
 // loop takes events and latencies until the run ends. Everything periodic
 // (closing windows, rescans, snapshots, records) runs on one tick.
-func (s *run) loop(ctx context.Context, events <-chan stall.Event, lat <-chan latency.Reading) {
-	window := time.Duration(s.eng.Header().WindowNs)
+func (s *tracing) loop(ctx context.Context, events <-chan stall.Event, lat <-chan latency.Reading) {
+	window := time.Duration(s.eng.Run().WindowNs)
 	period := window / 4
 	s.every(s.opt.RescanEvery, s.opt.Rescan != nil, s.rescan)
 	s.every(s.opt.RecordEvery, s.opt.Recorder != nil, s.record)
@@ -248,7 +250,7 @@ func (s *run) loop(ctx context.Context, events <-chan stall.Event, lat <-chan la
 }
 
 // every adds a periodic job, if it is wanted.
-func (s *run) every(d time.Duration, wanted bool, f func()) {
+func (s *tracing) every(d time.Duration, wanted bool, f func()) {
 	if wanted && d > 0 {
 		s.jobs = append(s.jobs, &job{every: d, due: time.Now().Add(d), run: f})
 	}
@@ -259,7 +261,7 @@ func (s *run) every(d time.Duration, wanted bool, f func()) {
 // them: a loop that fell behind (a loaded machine, a slow dump) finds
 // the tick ready beside a queue of events and readings, and select would
 // take the tick first as often as not.
-func (s *run) tick(now time.Time, events <-chan stall.Event, lat <-chan latency.Reading) {
+func (s *tracing) tick(now time.Time, events <-chan stall.Event, lat <-chan latency.Reading) {
 	if mono, grace := s.opt.Now(), uint64(engine.Grace); mono > grace {
 		s.arrived(events, lat)
 		s.close(mono-grace, false)
@@ -274,7 +276,7 @@ func (s *run) tick(now time.Time, events <-chan stall.Event, lat <-chan latency.
 
 // arrived takes the events and latency readings already queued, and no
 // more: a stream that keeps coming cannot hold the tick up.
-func (s *run) arrived(events <-chan stall.Event, lat <-chan latency.Reading) {
+func (s *tracing) arrived(events <-chan stall.Event, lat <-chan latency.Reading) {
 	for n := len(events); n > 0; n-- {
 		ev, ok := <-events
 		if !ok {
@@ -287,7 +289,7 @@ func (s *run) arrived(events <-chan stall.Event, lat <-chan latency.Reading) {
 	}
 }
 
-func (s *run) add(ev stall.Event) {
+func (s *tracing) add(ev stall.Event) {
 	if s.opt.Recorder != nil {
 		s.opt.Recorder.Event(&ev)
 	}
@@ -296,7 +298,7 @@ func (s *run) add(ev stall.Event) {
 
 // close closes the windows that ended by upTo (all of them when final)
 // and records where: a replay closes its windows at the same points.
-func (s *run) close(upTo uint64, final bool) {
+func (s *tracing) close(upTo uint64, final bool) {
 	if lost, err := s.k.LostEvents(); err == nil {
 		s.eng.SetLost(lost)
 	}
@@ -327,7 +329,7 @@ func (s *run) close(upTo uint64, final bool) {
 // their window, and ring-buffer records that could not be decoded. The
 // report carries the final counts. (A source says its own skips, such as
 // malformed lines, as it meets them.)
-func (s *run) discards(nowNs uint64) {
+func (s *tracing) discards(nowNs uint64) {
 	if s.said == nil {
 		s.said = map[string]bool{}
 	}
@@ -350,7 +352,7 @@ func (s *run) discards(nowNs uint64) {
 	}
 }
 
-func (s *run) rescan() {
+func (s *tracing) rescan() {
 	pids, err := s.opt.Rescan()
 	if err == nil {
 		err = s.k.AddPIDs(pids)
@@ -358,7 +360,7 @@ func (s *run) rescan() {
 	s.warn(err)
 }
 
-func (s *run) snapshot() {
+func (s *tracing) snapshot() {
 	if snap, err := s.k.Snapshot(); err == nil {
 		s.opt.OnSnapshot(snap)
 	}
@@ -366,7 +368,7 @@ func (s *run) snapshot() {
 
 // record writes the kernel's aggregates and a procfs reading, and closes
 // the open block.
-func (s *run) record() {
+func (s *tracing) record() {
 	r := s.opt.Recorder
 	if r == nil {
 		return
@@ -379,7 +381,7 @@ func (s *run) record() {
 	r.Flush()
 }
 
-func (s *run) procfs(now uint64) {
+func (s *tracing) procfs(now uint64) {
 	if s.opt.ReadProcfs == nil {
 		return
 	}
@@ -388,7 +390,7 @@ func (s *run) procfs(now uint64) {
 	}
 }
 
-func (s *run) dump() {
+func (s *tracing) dump() {
 	if s.opt.Dump == nil {
 		return
 	}

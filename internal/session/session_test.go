@@ -16,6 +16,7 @@ import (
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/session/sessiontest"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -59,9 +60,9 @@ func event(kind stall.Kind, cause stall.Cause, ts, dur uint64, tid uint32) stall
 
 // newEngine starts a run at startNs with windows of w.
 func newEngine(startNs uint64, w time.Duration, opt engine.Options, latency bool) *engine.Engine {
-	h := record.Header{StartNs: startNs, WindowNs: uint64(w)}
+	h := run.Description{StartNs: startNs, WindowNs: uint64(w)}
 	if latency {
-		h.SpikeK = 2
+		h.Spikes.K = 2
 	}
 	return engine.New(h, opt)
 }

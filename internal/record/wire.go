@@ -1,0 +1,82 @@
+package record
+
+import (
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/run"
+)
+
+// The recording's JSON records as they are on disk (docs/FORMAT.md),
+// apart from the domain types they carry: a field of those can be
+// renamed or retyped, and these, with their conversions, keep the format.
+
+// EndRecord is the end record as the format has it; the Perfetto export
+// shows it as it is.
+type EndRecord struct {
+	EndNs      uint64       `json:"end_ns"`
+	DurationNs uint64       `json:"duration_ns"`
+	Events     uint64       `json:"events"`
+	LateEvents uint64       `json:"late_events"`
+	Windows    uint64       `json:"windows"`
+	Note       string       `json:"note,omitempty"`
+	Dropped    uint64       `json:"dropped"`
+	Latency    *accountJSON `json:"latency,omitempty"` // since 1.3
+	BadRecords uint64       `json:"bad_records,omitempty"`
+}
+
+type accountJSON struct {
+	StartNs        uint64     `json:"start_ns"`
+	EndNs          uint64     `json:"end_ns"`
+	Samples        uint64     `json:"samples"`
+	Windows        uint64     `json:"windows"`
+	Before         uint64     `json:"before_trace,omitempty"`
+	After          uint64     `json:"after_trace,omitempty"`
+	OutsideMinNs   uint64     `json:"outside_min_ns,omitempty"`
+	OutsideMaxNs   uint64     `json:"outside_max_ns,omitempty"`
+	Likely         string     `json:"likely,omitempty"`
+	Late           uint64     `json:"late,omitempty"`
+	LateWindows    uint64     `json:"late_windows,omitempty"`
+	SkippedWindows uint64     `json:"skipped_windows,omitempty"`
+	Skipped        []skipJSON `json:"skipped,omitempty"`
+}
+
+type skipJSON struct {
+	Kind string `json:"kind"`
+	N    uint64 `json:"n"`
+}
+
+// NewEndRecord is e in the format's shape.
+func NewEndRecord(e run.End) EndRecord {
+	return EndRecord{EndNs: e.EndNs, DurationNs: e.DurationNs, Events: e.Events, LateEvents: e.LateEvents,
+		Windows: e.Windows, Note: e.Note, Dropped: e.Dropped, Latency: toAccountJSON(e.Latency), BadRecords: e.BadRecords}
+}
+
+func (j EndRecord) end() *run.End {
+	return &run.End{EndNs: j.EndNs, DurationNs: j.DurationNs, Events: j.Events, LateEvents: j.LateEvents,
+		Windows: j.Windows, Note: j.Note, Dropped: j.Dropped, Latency: j.Latency.account(), BadRecords: j.BadRecords}
+}
+
+func toAccountJSON(a *latency.Account) *accountJSON {
+	if a == nil {
+		return nil
+	}
+	j := &accountJSON{StartNs: a.StartNs, EndNs: a.EndNs, Samples: a.Samples, Windows: a.Windows, Before: a.Before,
+		After: a.After, OutsideMinNs: a.OutsideMinNs, OutsideMaxNs: a.OutsideMaxNs, Likely: a.Likely, Late: a.Late,
+		LateWindows: a.LateWindows, SkippedWindows: a.SkippedWindows}
+	for _, s := range a.Skipped {
+		j.Skipped = append(j.Skipped, skipJSON(s))
+	}
+	return j
+}
+
+func (j *accountJSON) account() *latency.Account {
+	if j == nil {
+		return nil
+	}
+	a := &latency.Account{StartNs: j.StartNs, EndNs: j.EndNs, Samples: j.Samples, Windows: j.Windows, Before: j.Before,
+		After: j.After, OutsideMinNs: j.OutsideMinNs, OutsideMaxNs: j.OutsideMaxNs, Likely: j.Likely, Late: j.Late,
+		LateWindows: j.LateWindows, SkippedWindows: j.SkippedWindows}
+	for _, s := range j.Skipped {
+		a.Skipped = append(a.Skipped, latency.Skip(s))
+	}
+	return a
+}

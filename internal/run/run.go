@@ -1,0 +1,79 @@
+// Package run describes one tracing run as the analysis sees it: what
+// was traced, on which clock and in which windows, the per-cause
+// thresholds, and how latency spikes are found. The engine takes a
+// Description; a recording's header converts to and from one at the
+// format's edge (internal/record), and the report renders one
+// (internal/output), so the analysis depends on neither.
+package run
+
+import (
+	"time"
+
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// Description is a run's settings, fixed when it starts.
+type Description struct {
+	Target string // "system-wide", "pid 1234 (db)", ...
+	Kernel string // the traced machine's kernel release
+	// Started is the wall clock at StartNs; zero when unknown.
+	Started time.Time
+	// StartNs is CLOCK_MONOTONIC at the start: event times are on it.
+	StartNs  uint64
+	WindowNs uint64 // every window's length
+	Probes   []stall.ProbeStatus
+	// MinEventNs are the per-cause thresholds below which stalls were
+	// counted but not streamed; MinStallNs those below which the kernel
+	// did not count them at all.
+	MinEventNs [stall.NumCauses]uint64
+	MinStallNs [stall.NumCauses]uint64
+	Spikes     Spikes
+	// LatencyFunction is the function a request timer in the kernel timed
+	// ("" for other sources), for the verdict on stalls outside it.
+	LatencyFunction string
+	// FlightRecorder runs keep only their most recent data.
+	FlightRecorder bool
+}
+
+// Spikes are the spike detection settings of a run with a latency source.
+type Spikes struct {
+	K       float64 // a spike is over the baseline by K of its spread
+	FloorNs uint64  // and by at least this much
+	SLONs   uint64  // --slo: a fixed bound instead of a baseline
+	On      string  // the percentile compared: "" is p99
+}
+
+// Windows are the run's windows.
+func (d Description) Windows() Windows { return Windows{StartNs: d.StartNs, LenNs: d.WindowNs} }
+
+// Correlates says whether the run looks for latency spikes: it had a
+// latency source.
+func (d Description) Correlates() bool { return d.Spikes.K > 0 || d.Spikes.SLONs > 0 }
+
+// WallAt is the wall clock at mono, a time on the run's clock; false
+// when the run's wall clock start is not known.
+func (d Description) WallAt(mono uint64) (time.Time, bool) {
+	if d.Started.IsZero() {
+		return time.Time{}, false
+	}
+	return d.Started.Add(time.Duration(mono - d.StartNs)), true
+}
+
+// End is how a run ended and what it counted.
+type End struct {
+	EndNs      uint64 // CLOCK_MONOTONIC
+	DurationNs uint64
+	Events     uint64
+	LateEvents uint64
+	Windows    uint64
+	Note       string
+	// Dropped counts events the recorder could not write in time.
+	Dropped uint64
+	// Latency is what the latency source gave and what of it was left
+	// out; nil without a source (and in recordings before format 1.3).
+	Latency *latency.Account
+	// BadRecords counts ring-buffer records that could not be read or
+	// decoded (an unknown cause, a short record).
+	BadRecords uint64
+}
