@@ -179,9 +179,8 @@ func Summarize(w *aggregate.Window) Window {
 // hits finds who stalled on cause c in w, and which process suffered most.
 func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 	type proc struct {
-		ns      uint64
-		comm    string
-		commTID uint32
+		ns   uint64
+		name aggregate.ProcessName
 	}
 	h := Hits{Cause: c}
 	procs := map[uint32]*proc{}
@@ -193,14 +192,11 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 		h.Threads++
 		p := procs[t.PID]
 		if p == nil {
-			p = &proc{}
+			p = &proc{name: aggregate.ProcessName{PID: t.PID}}
 			procs[t.PID] = p
 		}
 		p.ns += ns
-		// Name a process after its main thread, else its lowest tid.
-		if p.comm == "" || t.TID == t.PID || (p.commTID != t.PID && t.TID < p.commTID) {
-			p.comm, p.commTID = t.Comm, t.TID
-		}
+		p.name.Offer(t.TID, t.Comm)
 		if ns > h.WorstNs || (ns == h.WorstNs && t.TID < h.WorstTID) {
 			h.WorstNs, h.WorstTID = ns, t.TID
 		}
@@ -215,29 +211,29 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 			top, topPID = p, pid
 		}
 	}
-	h.Process = top.comm
+	h.Process = top.name.Name()
 	return h, true
 }
 
 // CauseInSpike is one cause's share of one spike.
 type CauseInSpike struct {
-	Cause    string `json:"cause"`
-	StallNs  uint64 `json:"stall_ns"`  // in the spike window, all traced threads
-	AroundNs uint64 `json:"around_ns"` // in the windows either side
-	Threads  int    `json:"threads"`
-	WorstTID uint32 `json:"worst_tid,omitempty"`
-	WorstNs  uint64 `json:"worst_ns,omitempty"`
-	Process  string `json:"process,omitempty"` // comm of the most affected process
+	Cause    stall.Cause
+	StallNs  uint64 // in the spike window, all traced threads
+	AroundNs uint64 // in the windows either side
+	Threads  int
+	WorstTID uint32
+	WorstNs  uint64
+	Process  string // comm of the most affected process
 	// ExposureNs is the longest one thread was frozen by the cause, in
 	// this window or the one before it (whose backlog this one drains).
-	ExposureNs uint64 `json:"exposure_ns"`
+	ExposureNs uint64
 	// Coverage is the share of the spike the stall accounts for, 0 to 1:
 	// of the slow requests' own excess over the reference when requests
 	// were timed in the kernel, else of the window's.
-	Coverage float64 `json:"coverage"`
+	Coverage float64
 	// InSlowRequestsNs is the cause's stall time inside the slow requests,
 	// when requests were timed in the kernel.
-	InSlowRequestsNs uint64 `json:"in_slow_requests_ns,omitempty"`
+	InSlowRequestsNs uint64
 	// inSlowExcessNs is the same, each request's counted up to its own
 	// excess: what coverage is measured with.
 	inSlowExcessNs uint64
@@ -245,58 +241,60 @@ type CauseInSpike struct {
 
 // Spike is one window whose latency jumped.
 type Spike struct {
-	Index   uint64 `json:"index"`
-	StartNs uint64 `json:"start_ns"`
+	Index   uint64
+	StartNs uint64
 	// LatencyNs is the window's latency by the percentile spikes are
 	// judged by; the window's length when no request completed in it.
-	LatencyNs  uint64 `json:"latency_ns"`
-	Percentile string `json:"percentile"`
-	P99Ns      uint64 `json:"p99_ns"`
+	LatencyNs  uint64
+	Percentile string
+	P99Ns      uint64
 	// BaselineNs is what the window was judged against: the SLO, or the
 	// median of the recent normal windows.
-	BaselineNs   uint64         `json:"baseline_ns"`
-	SLO          bool           `json:"slo,omitempty"`
-	ExcessNs     uint64         `json:"excess_ns"`
-	NoCompletion bool           `json:"no_completion,omitempty"` // no request completed in the window
-	Requests     uint64         `json:"requests"`
-	Causes       []CauseInSpike `json:"causes"`
-	Verdict      string         `json:"verdict"`
+	BaselineNs   uint64
+	SLO          bool
+	ExcessNs     uint64
+	NoCompletion bool // no request completed in the window
+	Requests     uint64
+	Causes       []CauseInSpike
+	Verdict      string
 
 	timed bool // coverage is of the slow requests' excess, timed in the kernel
 }
 
 // CauseCorrelation is one cause's relation to the spikes over the run.
 type CauseCorrelation struct {
-	SpikeShare  float64  `json:"spike_share"`  // spike windows with this cause's stalls
-	NormalShare float64  `json:"normal_share"` // normal windows with them
-	Lift        *float64 `json:"lift"`         // spike / normal share; null when normal windows never had it
+	SpikeShare  float64  // spike windows with this cause's stalls
+	NormalShare float64  // normal windows with them
+	Lift        *float64 // spike / normal share; null when normal windows never had it
 	// Spearman is the rank correlation of the cause's dose in a window
 	// (the longest freeze of one thread) with the window's latency:
 	// whether the stall tracks the latency. Null if undefined.
-	Spearman *float64 `json:"spearman"`
+	Spearman *float64
 	// Covered is the share of spikes in which it covers at least half.
-	Covered float64 `json:"covered"`
+	Covered float64
 	// InSlowRequests is the share of the slow requests' time that was
 	// this stall, over the run, when requests were timed in the kernel.
-	InSlowRequests *float64 `json:"in_slow_requests,omitempty"`
+	InSlowRequests *float64
 }
 
 // Result is the whole analysis.
 type Result struct {
 	// Windows counts the windows with requests, and those between them in
 	// which none completed when such a gap counts as a spike.
-	Windows     int                         `json:"windows"`
-	Spikes      []Spike                     `json:"spikes"`
-	Correlation map[string]CauseCorrelation `json:"correlation"`
-	Explained   []string                    `json:"explained_by"`        // causes that explain the spikes
-	Partly      []string                    `json:"partly_explained_by"` // causes that explain some of them
+	Windows int
+	Spikes  []Spike
+	// Correlation is each weighed cause's relation to the spikes; nil
+	// for a cause that was not weighed (counted, or not traced).
+	Correlation [stall.NumCauses]*CauseCorrelation
+	Explained   []stall.Cause // causes that explain the spikes
+	Partly      []stall.Cause // causes that explain some of them
 	// Uncovered is how many spikes no cause covers at least half of.
-	Uncovered int `json:"uncovered"`
+	Uncovered int
 	// OutsideShare is the share of the serving threads' stall time that
 	// fell outside the timed requests; null unless requests were timed in
 	// the kernel.
-	OutsideShare *float64 `json:"outside_share,omitempty"`
-	Conclusion   string   `json:"conclusion"`
+	OutsideShare *float64
+	Conclusion   string
 
 	outsideNs uint64 // the serving threads' stall time, over the run
 }
@@ -305,7 +303,7 @@ type Result struct {
 // each cause against them.
 func Analyze(ws []Window, cfg Config) *Result {
 	cfg.defaults()
-	res := &Result{Correlation: map[string]CauseCorrelation{}, Spikes: []Spike{}, Explained: []string{}, Partly: []string{}}
+	res := &Result{Spikes: []Spike{}, Explained: []stall.Cause{}, Partly: []stall.Cause{}}
 	first, last := activeSpan(ws)
 	gaps := gapsCount(ws, first, last, cfg)
 	det := NewDetector(cfg)

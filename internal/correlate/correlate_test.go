@@ -50,7 +50,7 @@ func TestSpikesExplainedByMemcg(t *testing.T) {
 		t.Fatalf("spikes %+v", r.Spikes)
 	}
 	sp := r.Spikes[0]
-	if sp.BaselineNs != 9*ms || sp.Causes[0].Cause != "memcg_reclaim" || sp.Causes[0].Threads != 3 ||
+	if sp.BaselineNs != 9*ms || sp.Causes[0].Cause != stall.MemcgReclaim || sp.Causes[0].Threads != 3 ||
 		sp.Causes[0].WorstTID != 1234 || sp.Causes[0].Process != "redis-server" {
 		t.Fatalf("attribution %+v", sp)
 	}
@@ -58,14 +58,14 @@ func TestSpikesExplainedByMemcg(t *testing.T) {
 	if !strings.HasPrefix(sp.Verdict, want) {
 		t.Fatalf("verdict %q\nwant prefix %q", sp.Verdict, want)
 	}
-	cc := r.Correlation["memcg_reclaim"]
+	cc := r.Correlation[stall.MemcgReclaim]
 	if cc.SpikeShare != 1 || math.Abs(cc.NormalShare-1.0/38) > 1e-9 || cc.Lift == nil || *cc.Lift < 30 || cc.Spearman == nil || *cc.Spearman <= 0.3 {
 		t.Fatalf("memcg correlation %+v", cc)
 	}
-	if len(r.Explained) != 1 || r.Explained[0] != "memcg_reclaim" || !strings.Contains(r.Conclusion, "explained by memcg_reclaim") {
+	if len(r.Explained) != 1 || r.Explained[0] != stall.MemcgReclaim || !strings.Contains(r.Conclusion, "explained by memcg_reclaim") {
 		t.Fatalf("conclusion %q explained %v", r.Conclusion, r.Explained)
 	}
-	if c := r.Correlation["compaction"]; c.SpikeShare != 0 || c.Spearman != nil {
+	if c := r.Correlation[stall.Compaction]; c.SpikeShare != 0 || c.Spearman != nil {
 		t.Fatalf("compaction never stalled: %+v", c)
 	}
 }
@@ -84,10 +84,10 @@ func TestUntracedCausesAreNotListed(t *testing.T) {
 	if strings.Contains(v, "runq_wait") || strings.Contains(v, "numa_migration") || !strings.Contains(v, "compaction 0") {
 		t.Errorf("verdict %q lists an untraced cause, or drops a traced one", v)
 	}
-	if _, ok := r.Correlation["runq_wait"]; ok {
+	if r.Correlation[stall.RunqWait] != nil {
 		t.Error("an untraced cause is weighed")
 	}
-	if _, ok := r.Correlation["compaction"]; !ok {
+	if r.Correlation[stall.Compaction] == nil {
 		t.Error("a traced cause is not weighed")
 	}
 	full := analyze(lat, ws, Config{StartNs: 1e9})
@@ -202,11 +202,11 @@ func TestAWeakTrackExplainsOnlyInPart(t *testing.T) {
 	p99 := []float64{10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32}
 	memcg := []float64{40, 33, 31, 36, 38, 30, 35, 32, 39, 34, 37, 41}
 	r := Analyze(series(p99, memcg), Config{SLONs: 5 * ms})
-	cc := r.Correlation["memcg_reclaim"]
+	cc := r.Correlation[stall.MemcgReclaim]
 	if cc.Spearman == nil || *cc.Spearman <= 0 || *cc.Spearman >= explainSpearman || cc.Covered != 1 {
 		t.Fatalf("the set-up is wrong: %+v", cc)
 	}
-	if len(r.Explained) != 0 || !slices.Contains(r.Partly, "memcg_reclaim") {
+	if len(r.Explained) != 0 || !slices.Contains(r.Partly, stall.MemcgReclaim) {
 		t.Errorf("explained %v, partly %v: %s", r.Explained, r.Partly, r.Conclusion)
 	}
 }
@@ -229,16 +229,16 @@ func TestSLOCatchesAnIncidentUnderWay(t *testing.T) {
 		t.Fatalf("%d spikes (first at %d), want %d from window 0", len(r.Spikes), r.Spikes[0].Index, want)
 	}
 	for _, sp := range r.Spikes {
-		if !sp.SLO || sp.BaselineNs != 5*ms || sp.Causes[0].Cause != "memcg_reclaim" || sp.Causes[0].Coverage < 0.5 {
+		if !sp.SLO || sp.BaselineNs != 5*ms || sp.Causes[0].Cause != stall.MemcgReclaim || sp.Causes[0].Coverage < 0.5 {
 			t.Errorf("spike %d: %s", sp.Index, sp.Verdict)
 		}
 	}
-	if len(r.Explained) != 1 || r.Explained[0] != "memcg_reclaim" {
+	if len(r.Explained) != 1 || r.Explained[0] != stall.MemcgReclaim {
 		t.Fatalf("explained by %v: %s", r.Explained, r.Conclusion)
 	}
 	// The old rule, presence in spike windows against normal ones, saw a
 	// lift of 1 here and blamed nothing.
-	if cc := r.Correlation["memcg_reclaim"]; cc.Lift == nil || *cc.Lift > 1.01 || cc.Spearman == nil || *cc.Spearman < 0.8 {
+	if cc := r.Correlation[stall.MemcgReclaim]; cc.Lift == nil || *cc.Lift > 1.01 || cc.Spearman == nil || *cc.Spearman < 0.8 {
 		t.Errorf("memcg correlation %+v", cc)
 	}
 }
@@ -267,7 +267,7 @@ func TestSmallStallDoesNotExplainAHugeSpike(t *testing.T) {
 		t.Fatalf("%d spikes", len(r.Spikes))
 	}
 	sp := r.Spikes[0]
-	if c := sp.Causes[0]; c.Cause != "memcg_reclaim" || c.Coverage > 0.03 {
+	if c := sp.Causes[0]; c.Cause != stall.MemcgReclaim || c.Coverage > 0.03 {
 		t.Fatalf("top cause %+v", c)
 	}
 	for _, want := range []string{"covers 2% of the 202 ms excess", "look elsewhere for the rest"} {
@@ -324,11 +324,11 @@ func TestBackloggedSpikesStillTrack(t *testing.T) {
 		memcg = append(memcg, 0)
 	}
 	r := Analyze(series(p99, memcg), Config{SLONs: 5 * ms})
-	cc := r.Correlation["memcg_reclaim"]
+	cc := r.Correlation[stall.MemcgReclaim]
 	if len(r.Spikes) != 6 || cc.Covered != 1 || cc.Spearman == nil || *cc.Spearman <= explainSpearman {
 		t.Fatalf("%d spikes, %+v: %s", len(r.Spikes), cc, r.Spikes[0].Verdict)
 	}
-	if len(r.Explained) != 1 || r.Explained[0] != "memcg_reclaim" {
+	if len(r.Explained) != 1 || r.Explained[0] != stall.MemcgReclaim {
 		t.Errorf("%s", r.Conclusion)
 	}
 }
@@ -364,7 +364,7 @@ func TestRequestsTimedInTheKernel(t *testing.T) {
 		!strings.Contains(r.Spikes[0].Verdict, "covers 69% of the slow requests' excess") {
 		t.Fatalf("%+v: %s", c, r.Spikes[0].Verdict)
 	}
-	if cc := r.Correlation["memcg_reclaim"]; cc.InSlowRequests == nil || *cc.InSlowRequests != 0.8 {
+	if cc := r.Correlation[stall.MemcgReclaim]; cc.InSlowRequests == nil || *cc.InSlowRequests != 0.8 {
 		t.Fatalf("%+v", cc)
 	}
 	if r.OutsideShare == nil || *r.OutsideShare > 0.1 || strings.Contains(r.Conclusion, "outside") {
@@ -417,12 +417,12 @@ func TestConsecutiveSpikesKeepTheirOwnCauses(t *testing.T) {
 		t.Fatalf("%d spikes", len(r.Spikes))
 	}
 	for i, sp := range r.Spikes {
-		if sp.Causes[0].Cause != causes[i].String() || sp.Causes[1].Coverage != 0 {
+		if sp.Causes[0].Cause != causes[i] || sp.Causes[1].Coverage != 0 {
 			t.Errorf("spike %d: %s", i, sp.Verdict)
 		}
 	}
 	for _, c := range causes {
-		if cc := r.Correlation[c.String()]; cc.Covered != 0.25 {
+		if cc := r.Correlation[c]; cc.Covered != 0.25 {
 			t.Errorf("%s covers %.2f of the spikes, want 0.25", c, cc.Covered)
 		}
 	}

@@ -154,7 +154,7 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 			continue
 		}
 		h := w.hit(c)
-		ci := CauseInSpike{Cause: c.String(), StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
+		ci := CauseInSpike{Cause: c, StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
 			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, ExposureNs: h.WorstNs}
 		if l := w.Latency; l != nil && l.Requests != nil {
 			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c]
@@ -170,8 +170,7 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 	if !sp.timed && topCoverage(sp.Causes) < explainCoverage {
 		for i := range sp.Causes {
 			ci := &sp.Causes[i]
-			c, _ := stall.ParseCause(ci.Cause)
-			ci.ExposureNs = exposure(w, prev, c)
+			ci.ExposureNs = exposure(w, prev, ci.Cause)
 			ci.Coverage = coverage(ci, sp.ExcessNs, 0)
 		}
 	}
@@ -229,10 +228,10 @@ func verdict(sp Spike, cfg Config) string {
 	var parts []string
 	for _, c := range sp.Causes {
 		if c.StallNs == 0 && c.ExposureNs == 0 {
-			parts = append(parts, c.Cause+" 0")
+			parts = append(parts, c.Cause.String()+" 0")
 			continue
 		}
-		s := c.Cause + " 0 in the window"
+		s := c.Cause.String() + " 0 in the window"
 		if c.StallNs > 0 {
 			s = fmt.Sprintf("%s %s across %d thread", c.Cause, fmtDur(c.StallNs), c.Threads)
 			if c.Threads != 1 {

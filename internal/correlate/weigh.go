@@ -40,7 +40,8 @@ func (r *Result) weigh(seen []*Window, cfg Config) {
 		if !c.Timed() || cfg.Untraced[c] {
 			continue
 		}
-		r.Correlation[c.String()] = weighCause(c, seen, spike, cfg)
+		cc := weighCause(c, seen, spike, cfg)
+		r.Correlation[c] = &cc
 	}
 	for _, sp := range r.Spikes {
 		if len(sp.Causes) == 0 || sp.Causes[0].Coverage < explainCoverage {
@@ -63,7 +64,7 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 				inSpike++
 			}
 			for _, ci := range sp.Causes {
-				if ci.Cause != c.String() {
+				if ci.Cause != c {
 					continue
 				}
 				// The dose the spike was judged by, which may be the
@@ -210,24 +211,24 @@ func (r *Result) conclude(cfg Config) {
 func (r *Result) judge(spikes int, cfg Config) string {
 	var why, partly []string
 	for _, c := range stall.AllCauses() {
-		cc, ok := r.Correlation[c.String()]
-		if !ok || cc.Covered == 0 {
+		cc := r.Correlation[c]
+		if cc == nil || cc.Covered == 0 {
 			continue
 		}
 		n := int(math.Round(cc.Covered * float64(spikes)))
 		tracks := cc.Spearman == nil || *cc.Spearman > explainSpearman
 		switch {
 		case cc.Covered >= explainShare && tracks:
-			r.Explained = append(r.Explained, c.String())
+			r.Explained = append(r.Explained, c)
 			rho := ""
 			if cc.Spearman != nil {
 				rho = fmt.Sprintf(", and its length tracks %s (rank correlation %.2f)", cfg.On, *cc.Spearman)
 			}
 			why = append(why, fmt.Sprintf("%s (%sit covers at least half of %d of the %d spikes%s%s)",
-				c, notMemory(c), n, spikes, rho, inSlow(cc)))
+				c, notMemory(c), n, spikes, rho, inSlow(*cc)))
 		case cc.Covered >= partlyShare:
-			r.Partly = append(r.Partly, c.String())
-			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %d of the %d spikes%s)", c, notMemory(c), n, spikes, inSlow(cc)))
+			r.Partly = append(r.Partly, c)
+			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %d of the %d spikes%s)", c, notMemory(c), n, spikes, inSlow(*cc)))
 		}
 	}
 	head := fmt.Sprintf("%d spikes in %d windows", spikes, r.Windows)

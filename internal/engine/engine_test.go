@@ -100,7 +100,7 @@ func TestSpikeFoundAndCharged(t *testing.T) {
 	if a == nil || len(a.Spikes) != 1 || a.Spikes[0].Index != 7 || a.Windows != 10 {
 		t.Fatalf("analysis %+v", a)
 	}
-	if c := a.Spikes[0].Causes[0]; c.Cause != "memcg_reclaim" || c.WorstTID != 11 || c.Process != "db" || c.StallNs != 15*ms {
+	if c := a.Spikes[0].Causes[0]; c.Cause != stall.MemcgReclaim || c.WorstTID != 11 || c.Process != "db" || c.StallNs != 15*ms {
 		t.Errorf("spike charged to %+v", c)
 	}
 	if len(s.analyses) == 0 || s.analyses[len(s.analyses)-1] != a {

@@ -23,7 +23,7 @@ func ChildrenHint(target string, ownNs uint64, c *aggregate.ChildStalls) string 
 	}
 	var names, each []string
 	for _, cause := range stall.AllCauses() {
-		if s, ok := c.Stalls[cause.String()]; ok && s.TotalNs > 0 {
+		if s := c.Stalls[cause]; s.TotalNs > 0 {
 			names = append(names, cause.String())
 			each = append(each, cause.String()+" "+Dur(s.TotalNs))
 		}

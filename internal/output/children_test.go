@@ -40,12 +40,12 @@ func TestChildrenHint(t *testing.T) {
 			t.Errorf("hint\n got %q\nwant %q", got, c.want)
 		}
 	}
-	one := &aggregate.ChildStalls{Processes: 1, StallNs: 5000, Stalls: map[string]aggregate.StallCount{"memcg_reclaim": {Count: 1, TotalNs: 5000}}}
+	one := &aggregate.ChildStalls{Processes: 1, StallNs: 5000, Stalls: [stall.NumCauses]aggregate.StallCount{stall.MemcgReclaim: {Count: 1, TotalNs: 5000}}}
 	if got, want := ChildrenHint("pid 7 (sh)", 0, one), "pid 7 (sh) stalled nothing, but its 1 child process stalled 5.0µs in memcg_reclaim: trace them with --children (-f)"; got != want {
 		t.Errorf("one child: %q", got)
 	}
 	// No children stalled, or they were not watched: nothing to say.
-	for _, c := range []*aggregate.ChildStalls{nil, {Stalls: map[string]aggregate.StallCount{}}} {
+	for _, c := range []*aggregate.ChildStalls{nil, {}} {
 		if got := ChildrenHint("pid 7 (sh)", 0, c); got != "" {
 			t.Errorf("%+v: hint %q", c, got)
 		}

@@ -67,30 +67,30 @@ type systemJSON struct {
 }
 
 type summaryJSON struct {
-	Type             string                            `json:"type"`
-	DurationNs       uint64                            `json:"duration_ns"`
-	LostEvents       uint64                            `json:"lost_events"`
-	LostEventsPerCPU []uint64                          `json:"lost_events_per_cpu"`
-	Target           string                            `json:"target"`
-	Kernel           string                            `json:"kernel"`
-	Events           uint64                            `json:"events"`
-	LateEvents       uint64                            `json:"late_events"`
-	Windows          uint64                            `json:"windows"`
-	Probes           probesJSON                        `json:"probes"`
-	Threads          []aggregate.ThreadSummary         `json:"threads"`
-	Processes        []aggregate.ProcessSummary        `json:"processes"`
-	System           systemJSON                        `json:"system"`
-	HistMapFull      bool                              `json:"histogram_map_full"`
-	HistEvicted      uint64                            `json:"histograms_evicted"`
-	Causes           map[string]aggregate.CauseSummary `json:"causes"`
-	Unlisted         map[string]aggregate.StallCount   `json:"unlisted,omitempty"`
-	StreamMinNs      map[string]uint64                 `json:"stream_min_ns"`
-	Note             string                            `json:"note,omitempty"`
-	Children         *childrenJSON                     `json:"children,omitempty"`
-	Spikes           []correlate.Spike                 `json:"spikes,omitempty"`
-	Correlation      *correlationJSON                  `json:"correlation,omitempty"`
-	BadRecords       uint64                            `json:"bad_records"`
-	LatencyInput     *latencyInputJSON                 `json:"latency_input,omitempty"`
+	Type             string                      `json:"type"`
+	DurationNs       uint64                      `json:"duration_ns"`
+	LostEvents       uint64                      `json:"lost_events"`
+	LostEventsPerCPU []uint64                    `json:"lost_events_per_cpu"`
+	Target           string                      `json:"target"`
+	Kernel           string                      `json:"kernel"`
+	Events           uint64                      `json:"events"`
+	LateEvents       uint64                      `json:"late_events"`
+	Windows          uint64                      `json:"windows"`
+	Probes           probesJSON                  `json:"probes"`
+	Threads          []threadJSON                `json:"threads"`
+	Processes        []processJSON               `json:"processes"`
+	System           systemJSON                  `json:"system"`
+	HistMapFull      bool                        `json:"histogram_map_full"`
+	HistEvicted      uint64                      `json:"histograms_evicted"`
+	Causes           map[string]causeSummaryJSON `json:"causes"`
+	Unlisted         map[string]stallCountJSON   `json:"unlisted,omitempty"`
+	StreamMinNs      map[string]uint64           `json:"stream_min_ns"`
+	Note             string                      `json:"note,omitempty"`
+	Children         *childrenJSON               `json:"children,omitempty"`
+	Spikes           []spikeJSON                 `json:"spikes,omitempty"`
+	Correlation      *correlationJSON            `json:"correlation,omitempty"`
+	BadRecords       uint64                      `json:"bad_records"`
+	LatencyInput     *latencyInputJSON           `json:"latency_input,omitempty"`
 }
 
 // latencyInputJSON is what the latency source gave and what of it was
@@ -132,53 +132,40 @@ func latencyInput(a *latency.Account) *latencyInputJSON {
 	return j
 }
 
-// childrenJSON is what a --pid target's untraced descendants stalled,
-// and the hint the text report prints.
-type childrenJSON struct {
-	*aggregate.ChildStalls
-	Hint string `json:"hint,omitempty"`
-}
-
 type correlationJSON struct {
-	Windows     int                                   `json:"windows"`
-	Causes      map[string]correlate.CauseCorrelation `json:"causes"`
-	ExplainedBy []string                              `json:"explained_by"`
-	Partly      []string                              `json:"partly_explained_by"`
-	Uncovered   int                                   `json:"uncovered_spikes"`
-	Outside     *float64                              `json:"outside_share,omitempty"`
-	Conclusion  string                                `json:"conclusion"`
+	Windows     int                             `json:"windows"`
+	Causes      map[string]causeCorrelationJSON `json:"causes"`
+	ExplainedBy []string                        `json:"explained_by"`
+	Partly      []string                        `json:"partly_explained_by"`
+	Uncovered   int                             `json:"uncovered_spikes"`
+	Outside     *float64                        `json:"outside_share,omitempty"`
+	Conclusion  string                          `json:"conclusion"`
 }
 
 func (r *Report) summaryLine() summaryJSON {
 	s := summaryJSON{Type: "summary", DurationNs: r.DurationNs, LostEvents: r.Summary.Lost,
 		LostEventsPerCPU: r.Summary.LostPerCPU, Target: r.Target, Kernel: r.Kernel,
-		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: r.Summary.Threads,
-		Processes: r.Summary.Processes, Note: r.Note, HistMapFull: r.Summary.HistMapFull,
-		HistEvicted: r.Summary.HistEvicted, Causes: r.Summary.Causes, Unlisted: r.Summary.Unlisted,
+		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: threadsJSON(r.Summary.Threads),
+		Processes: processesJSON(r.Summary.Processes), Note: r.Note, HistMapFull: r.Summary.HistMapFull,
+		HistEvicted: r.Summary.HistEvicted, Causes: causeSummariesJSON(&r.Summary.Causes),
+		Unlisted:   stallCountsJSON(&r.Summary.Unlisted),
 		Probes:     probesJSON{Attached: []string{}, Failed: []stall.ProbeStatus{}},
 		BadRecords: r.BadRecords, LatencyInput: latencyInput(r.Latency)}
 	if c := r.Correlation; c != nil {
-		s.Spikes = c.Spikes
-		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: c.Correlation, ExplainedBy: c.Explained,
-			Partly: c.Partly, Uncovered: c.Uncovered, Outside: c.OutsideShare, Conclusion: c.Conclusion}
+		s.Spikes = spikesJSON(c.Spikes)
+		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: correlationsJSON(&c.Correlation),
+			ExplainedBy: causeNames(c.Explained), Partly: causeNames(c.Partly), Uncovered: c.Uncovered,
+			Outside: c.OutsideShare, Conclusion: c.Conclusion}
 	}
 	if c := r.Summary.Children; c != nil {
-		s.Children = &childrenJSON{ChildStalls: c, Hint: r.ChildrenHint()}
+		s.Children = &childrenJSON{Processes: c.Processes, StallNs: c.StallNs, Stalls: stallCountsJSON(&c.Stalls),
+			NotWatched: c.NotWatched, Hint: r.ChildrenHint()}
 	}
 	s.StreamMinNs = map[string]uint64{}
 	for c, ns := range r.MinEventNs {
 		if ns > 0 {
 			s.StreamMinNs[stall.Cause(c).String()] = ns
 		}
-	}
-	if s.Threads == nil {
-		s.Threads = []aggregate.ThreadSummary{}
-	}
-	if s.Processes == nil {
-		s.Processes = []aggregate.ProcessSummary{}
-	}
-	if s.Causes == nil {
-		s.Causes = map[string]aggregate.CauseSummary{}
 	}
 	if s.LostEventsPerCPU == nil {
 		s.LostEventsPerCPU = []uint64{}

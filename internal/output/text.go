@@ -138,13 +138,16 @@ func BadRecords(n uint64) string {
 // stalls, and gives the exact totals by cause they fall short of.
 func (r *Report) evicted(w io.Writer) {
 	s := r.Summary
-	if s.HistEvicted == 0 && len(s.Unlisted) == 0 {
+	if s.HistEvicted == 0 && !anyUnlisted(s.Unlisted) {
 		fmt.Fprintln(w, "WARNING: the kernel's histogram map filled up; the least recently stalled threads were evicted (narrow the target)")
 		return
 	}
 	var miss []string
-	for _, c := range sortedCauses(s.Unlisted) {
+	for _, c := range stall.AllCauses() {
 		u := s.Unlisted[c]
+		if !u.Any() {
+			continue
+		}
 		miss = append(miss, fmt.Sprintf("%d %s stalls (%s)", u.Count, c, Dur(u.TotalNs)))
 	}
 	what := "none of their stalls"
@@ -157,21 +160,23 @@ func (r *Report) evicted(w io.Writer) {
 	}
 	fmt.Fprintf(w, "WARNING: %s evicted from the kernel's full map (narrow the target); the thread and process tables miss %s. Exact totals by cause:\n",
 		evicted, what)
-	for _, c := range sortedCauses(s.Causes) {
+	for _, c := range stall.AllCauses() {
 		cs := s.Causes[c]
+		if !cs.Has() {
+			continue
+		}
 		fmt.Fprintf(w, "  %-16s %d stalls, total %s, max %s\n", c, cs.Count, Dur(cs.TotalNs), Dur(cs.MaxNs))
 	}
 }
 
-// sortedCauses lists m's causes in the order of stall.Cause.
-func sortedCauses[V any](m map[string]V) []string {
-	var out []string
-	for c := stall.Cause(0); c < stall.NumCauses; c++ {
-		if _, ok := m[c.String()]; ok {
-			out = append(out, c.String())
+// anyUnlisted says whether the tables miss any cause's stalls.
+func anyUnlisted(u [stall.NumCauses]aggregate.StallCount) bool {
+	for _, c := range u {
+		if c.Any() {
+			return true
 		}
 	}
-	return out
+	return false
 }
 
 func (r *Report) threadTable(w io.Writer) {
@@ -213,7 +218,7 @@ func (r *Report) threadTable(w io.Writer) {
 				Dur(c.TotalNs), Dur(c.MaxNs), Dur(c.P50Ns), Dur(c.P99Ns), mig, cross)
 		}
 		for _, c := range stall.AllCauses() {
-			if cs, ok := t.Stalls[c.String()]; ok {
+			if cs := t.Stalls[c]; cs.Has() {
 				row(c, &cs)
 			}
 		}
@@ -241,7 +246,7 @@ func (r *Report) processTable(w io.Writer) {
 	for _, p := range procs {
 		worst, worstNs := "-", uint64(0)
 		for _, c := range stall.AllCauses() {
-			if cs, ok := p.Stalls[c.String()]; ok && c.Timed() && cs.TotalNs > worstNs {
+			if cs := p.Stalls[c]; cs.Has() && c.Timed() && cs.TotalNs > worstNs {
 				worst, worstNs = c.String(), cs.TotalNs
 			}
 		}
@@ -254,18 +259,18 @@ func (r *Report) processTable(w io.Writer) {
 
 type histRef struct {
 	t     aggregate.ThreadSummary
-	cause string
+	cause stall.Cause
 	cs    aggregate.CauseSummary
 }
 
 func (r *Report) histograms(w io.Writer) {
 	var refs []histRef
 	for _, t := range r.Summary.Threads {
-		for name, cs := range t.Stalls {
+		for c, cs := range t.Stalls {
 			if cs.Hist == nil || cs.TotalNs == 0 {
 				continue
 			}
-			refs = append(refs, histRef{t, name, cs})
+			refs = append(refs, histRef{t, stall.Cause(c), cs})
 		}
 	}
 	sort.Slice(refs, func(i, j int) bool {
@@ -275,7 +280,7 @@ func (r *Report) histograms(w io.Writer) {
 		if refs[i].t.TID != refs[j].t.TID {
 			return refs[i].t.TID < refs[j].t.TID
 		}
-		return refs[i].cause < refs[j].cause
+		return refs[i].cause.String() < refs[j].cause.String() // the order the report has always had
 	})
 	if len(refs) > HistogramsShown {
 		refs = refs[:HistogramsShown]
@@ -377,8 +382,8 @@ func (r *Report) latency(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "  CAUSE\tCOVERS HALF\tIN SPIKE WINDOWS\tIN NORMAL WINDOWS\tLIFT\tRANK CORR.\t")
 		for _, cause := range stall.AllCauses() {
-			cc, ok := c.Correlation[cause.String()]
-			if !ok {
+			cc := c.Correlation[cause]
+			if cc == nil {
 				continue
 			}
 			lift, rho := "-", "-"

@@ -407,10 +407,10 @@ func TestTextEvictedHistograms(t *testing.T) {
 	if !rep.Summary.HistMapFull {
 		t.Error("19616 histograms evicted but HistMapFull unset")
 	}
-	if u := rep.Summary.Unlisted["mmap_lock"]; u.Count != 4 || u.TotalNs != 4000 {
+	if u := rep.Summary.Unlisted[stall.MmapLock]; u.Count != 4 || u.TotalNs != 4000 {
 		t.Errorf("unlisted mmap_lock = %+v, want 4 stalls of 4µs", u)
 	}
-	if c := rep.Summary.Causes["mmap_lock"]; c.Count != 5 || c.TotalNs != 5000 {
+	if c := rep.Summary.Causes[stall.MmapLock]; c.Count != 5 || c.TotalNs != 5000 {
 		t.Errorf("causes mmap_lock = %+v, want the kernel's 5 stalls", c)
 	}
 	var buf bytes.Buffer

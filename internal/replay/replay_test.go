@@ -20,15 +20,16 @@ import (
 // The sample recordings replay without damage and show the stall their
 // workload makes (memcg on the host; the NUMA scenarios of the VM guests).
 func TestShippedRecordings(t *testing.T) {
-	want := map[string]string{
-		"memcg-host.ntr":           "memcg_reclaim",
-		"vm-6.1-misplaced.ntr":     "numa_migration",
-		"vm-6.1-zonereclaim1.ntr":  "node_reclaim",
-		"vm-6.1-directreclaim.ntr": "direct_reclaim",
-		"vm-6.1-thp.ntr":           "compaction",
-		"vm-6.1-zonereclaim0.ntr":  "",
-		"vm-6.1-bind.ntr":          "",
-		"redis-memcg-hog.ntr":      "memcg_reclaim",
+	const none = stall.NumCauses
+	want := map[string]stall.Cause{
+		"memcg-host.ntr":           stall.MemcgReclaim,
+		"vm-6.1-misplaced.ntr":     stall.NUMAMigration,
+		"vm-6.1-zonereclaim1.ntr":  stall.NodeReclaim,
+		"vm-6.1-directreclaim.ntr": stall.DirectReclaim,
+		"vm-6.1-thp.ntr":           stall.Compaction,
+		"vm-6.1-zonereclaim0.ntr":  none,
+		"vm-6.1-bind.ntr":          none,
+		"redis-memcg-hog.ntr":      stall.MemcgReclaim,
 	}
 	files, _ := filepath.Glob("../../testdata/recordings/*.ntr")
 	if len(files) < len(want) {
@@ -57,7 +58,7 @@ func TestShippedRecordings(t *testing.T) {
 		}
 		if filepath.Base(f) == "redis-memcg-hog.ntr" {
 			// The real-server run: replay repeats its spike analysis.
-			if c := rep.Correlation; c == nil || len(c.Spikes) < 3 || len(c.Explained) != 1 || c.Explained[0] != "memcg_reclaim" {
+			if c := rep.Correlation; c == nil || len(c.Spikes) < 3 || len(c.Explained) != 1 || c.Explained[0] != stall.MemcgReclaim {
 				t.Errorf("%s: correlation %+v", f, c)
 			}
 			// Its 203 ms window had 3.8 ms of memcg reclaim (12.5 ms the
@@ -76,7 +77,7 @@ func TestShippedRecordings(t *testing.T) {
 				t.Errorf("%s: the 203 ms window (40) is no spike", f)
 			}
 		}
-		if cause == "" {
+		if cause == none {
 			continue
 		}
 		var n uint64
@@ -127,7 +128,7 @@ func writeRecording(t *testing.T, withSnapshot, withEnd bool) string {
 func TestReportTakesTotalsFromTheFinalSnapshot(t *testing.T) {
 	rep := replayFile(t, writeRecording(t, true, true))
 	th := rep.Summary.Threads[0]
-	if th.Stalls["memcg_reclaim"].Count != 25 || th.Comm != "db-renamed" || !th.Exited {
+	if th.Stalls[stall.MemcgReclaim].Count != 25 || th.Comm != "db-renamed" || !th.Exited {
 		t.Fatalf("thread %+v: want the snapshot's 25 stalls and the exit's name", th)
 	}
 	if rep.DurationNs != 4e9-1000 || rep.Windows != 4 || rep.Note != "target exited" || rep.Target != "pid 7 (db)" {
@@ -180,7 +181,7 @@ func TestReplayRepeatsTheCorrelation(t *testing.T) {
 	rep := replayFile(t, path)
 	c := rep.Correlation
 	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 || c.Spikes[0].Causes[0].WorstTID != 6 ||
-		len(c.Explained) != 0 && c.Explained[0] != "memcg_reclaim" {
+		len(c.Explained) != 0 && c.Explained[0] != stall.MemcgReclaim {
 		t.Fatalf("correlation %+v", c)
 	}
 	if !strings.Contains(c.Spikes[0].Verdict, "memcg_reclaim 30 ms across 1 thread of redis-server") {
@@ -290,7 +291,7 @@ func TestStoppedReplayReportsWhatItReplayed(t *testing.T) {
 	if !strings.Contains(rep.Note, want) {
 		t.Errorf("note %q, want it to say %q", rep.Note, want)
 	}
-	if len(rep.Summary.Threads) != 1 || rep.Summary.Threads[0].Stalls["memcg_reclaim"].Count != 3 {
+	if len(rep.Summary.Threads) != 1 || rep.Summary.Threads[0].Stalls[stall.MemcgReclaim].Count != 3 {
 		t.Fatalf("threads %+v: want the 3 replayed stalls", rep.Summary.Threads)
 	}
 }

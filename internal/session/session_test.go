@@ -216,7 +216,7 @@ func TestRunCorrelatesLatency(t *testing.T) {
 	if c == nil || len(c.Spikes) != 1 || c.Spikes[0].Index != 7 {
 		t.Fatalf("correlation %+v", c)
 	}
-	if c.Spikes[0].Causes[0].Cause != "memcg_reclaim" || c.Spikes[0].Causes[0].WorstTID != 11 {
+	if c.Spikes[0].Causes[0].Cause != stall.MemcgReclaim || c.Spikes[0].Causes[0].WorstTID != 11 {
 		t.Fatalf("spike attribution %+v", c.Spikes[0])
 	}
 	if dumps.Load() != 1 {

@@ -99,6 +99,13 @@ func ParseCause(name string) (Cause, error) {
 // Timed reports whether the cause has a duration.
 func (c Cause) Timed() bool { return c.Desc().Timed }
 
+// Freezes says whether the cause's time is a thread's freeze time: a
+// timed memory-management stall, not a wait of another kind (the run
+// queue's). Every freeze total (an event's, a histogram's, a thread's,
+// a request's, the descendants') asks this; the BPF side gets the same
+// from the table.
+func (c Cause) Freezes() bool { d := c.Desc(); return d.Timed && !d.NotMemory }
+
 // AllCauses lists every cause in order.
 func AllCauses() []Cause {
 	out := make([]Cause, NumCauses)

@@ -56,7 +56,7 @@ func (e *Event) LongestNs() uint64 { return max(e.DurNs, e.AttemptNs) }
 // FreezeNs is the time the event adds to the thread's total freeze: none
 // for a stall nested inside another one, which already counts it.
 func (e *Event) FreezeNs() uint64 {
-	if d := e.Cause.Desc(); e.Nested || !d.Timed || d.NotMemory {
+	if e.Nested || !e.Cause.Freezes() {
 		return 0
 	}
 	return e.DurNs

@@ -76,7 +76,7 @@ type StallTime struct {
 func (d *Descendants) FreezeNs() uint64 {
 	var ns uint64
 	for c, t := range d.Causes {
-		if desc := c.Desc(); desc.Timed && !desc.NotMemory {
+		if c.Freezes() {
 			ns += t.TotalNs - min(t.NestedNs, t.TotalNs)
 		}
 	}
