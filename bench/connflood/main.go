@@ -42,20 +42,36 @@ func main() {
 		fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	addr := freeLoopbackAddr()
+	serve, stderr := startServe(*bin, addr, filepath.Join(dir, "ready"))
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+
+	f := flood(serve.Process.Pid, addr, *conns, *settle)
+	f.acceptErrors = strings.Count(stderr.String(), "Accept error")
+	f.conns, f.settle, f.nofile = *conns, *settle, rl.Cur
+	f.print()
+}
+
+// freeLoopbackAddr is a loopback address with a port nothing listens on.
+func freeLoopbackAddr() string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	ready := filepath.Join(dir, "ready")
-	serve := exec.Command(*bin, "serve", "--listen", addr, "--ready-file", ready)
-	var stderr strings.Builder
-	serve.Stderr = &stderr
+	return addr
+}
+
+// startServe starts `numatrace serve` on addr and waits until it writes
+// its ready file; what it logs goes to the returned builder.
+func startServe(bin, addr, ready string) (*exec.Cmd, *strings.Builder) {
+	serve := exec.Command(bin, "serve", "--listen", addr, "--ready-file", ready)
+	stderr := &strings.Builder{}
+	serve.Stderr = stderr
 	if err := serve.Start(); err != nil {
 		fatal(err)
 	}
-	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err := os.Stat(ready); err == nil {
 			break
@@ -64,16 +80,68 @@ func main() {
 			fatal(fmt.Errorf("serve never ready: %s", stderr.String()))
 		}
 	}
-	pid := serve.Process.Pid
+	return serve, stderr
+}
+
+// memory is serve's resident memory at one moment, in KiB.
+type memory struct{ rss, anon int }
+
+func readMemory(pid int) memory {
+	return memory{rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")}
+}
+
+func (m memory) String() string { return mib(m.rss, m.anon) }
+
+// floodResult is what holding the connections cost serve.
+type floodResult struct {
+	conns                int
+	settle               time.Duration
+	nofile               uint64
+	opened               time.Duration
+	failed               int
+	fdsBefore, fdsDuring int
+	heldScrape           time.Duration
+	limit, closedForRoom float64
+	before, during       memory
+	after5, afterSettle  memory
+	peakKiB              int
+	acceptErrors         int
+}
+
+// flood holds conns idle connections to serve (pid, on addr), closes them,
+// and reads serve's figures before, while and after.
+func flood(pid int, addr string, conns int, settle time.Duration) floodResult {
+	var f floodResult
 	scrapeTime(addr, 3)
 	time.Sleep(2 * time.Second)
-	before, beforeAnon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
-	fdsBefore := fds(pid)
+	f.before = readMemory(pid)
+	f.fdsBefore = fds(pid)
 
 	start := time.Now()
-	held := make([]net.Conn, 0, *conns)
+	held, failed := holdIdleConns(addr, conns)
+	f.opened, f.failed = time.Since(start), failed
+	f.heldScrape = scrapeTime(addr, 5)
+	f.during = readMemory(pid)
+	f.fdsDuring = fds(pid)
+	f.closedForRoom = metric(addr, "numatrace_http_connections_closed_total")
+	f.limit = metric(addr, "numatrace_http_connection_limit")
+	for _, c := range held {
+		c.Close()
+	}
+	time.Sleep(5 * time.Second)
+	f.after5 = readMemory(pid)
+	time.Sleep(settle - 5*time.Second)
+	f.afterSettle = readMemory(pid)
+	f.peakKiB = rssKiB(pid, "VmHWM")
+	return f
+}
+
+// holdIdleConns opens n connections to addr one after another, sends one
+// request on each and leaves it open; it returns them and how many failed.
+func holdIdleConns(addr string, n int) ([]net.Conn, int) {
+	held := make([]net.Conn, 0, n)
 	failed := 0
-	for i := 0; i < *conns; i++ {
+	for i := 0; i < n; i++ {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			failed++
@@ -90,39 +158,28 @@ func main() {
 			}
 		}
 	}
-	opened := time.Since(start)
-	heldScrape := scrapeTime(addr, 5)
-	during, duringAnon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
-	fdsDuring := fds(pid)
-	closedForRoom := metric(addr, "numatrace_http_connections_closed_total")
-	limit := metric(addr, "numatrace_http_connection_limit")
-	for _, c := range held {
-		c.Close()
-	}
-	time.Sleep(5 * time.Second)
-	after5, after5Anon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
-	time.Sleep(*settle - 5*time.Second)
-	afterSettle, afterSettleAnon := rssKiB(pid, "VmRSS"), rssKiB(pid, "RssAnon")
-	peak := rssKiB(pid, "VmHWM")
-	acceptErrors := strings.Count(stderr.String(), "Accept error")
+	return held, failed
+}
 
+// print writes the Markdown section on stdout.
+func (f floodResult) print() {
 	fmt.Println()
 	fmt.Println("## serve under idle connections")
 	fmt.Println()
-	fmt.Printf("bench/connflood: %d connections to `numatrace serve`, opened one after another in %.1f s, each sent one request (/healthz) and was then left idle (keep-alive), as a client holding connections would; RLIMIT_NOFILE %d. serve keeps at most `numatrace_http_connection_limit` open: each one past that closed the one idle longest.\n\n", *conns, opened.Seconds(), rl.Cur)
+	fmt.Printf("bench/connflood: %d connections to `numatrace serve`, opened one after another in %.1f s, each sent one request (/healthz) and was then left idle (keep-alive), as a client holding connections would; RLIMIT_NOFILE %d. serve keeps at most `numatrace_http_connection_limit` open: each one past that closed the one idle longest.\n\n", f.conns, f.opened.Seconds(), f.nofile)
 	fmt.Println("| figure | value |")
 	fmt.Println("|---|--:|")
-	fmt.Printf("| connection limit | %.0f |\n", limit)
-	fmt.Printf("| connections closed for room | %.0f |\n", closedForRoom)
-	fmt.Printf("| requests that failed while opening | %d |\n", failed)
-	fmt.Printf("| serve's open file descriptors: before / while held | %d / %d |\n", fdsBefore, fdsDuring)
-	fmt.Printf("| scrape of /metrics while held (median of 5) | %.1f ms |\n", float64(heldScrape.Microseconds())/1000)
-	fmt.Printf("| serve's RSS (anonymous) before | %s |\n", mib(before, beforeAnon))
-	fmt.Printf("| serve's RSS (anonymous) while held | %s |\n", mib(during, duringAnon))
-	fmt.Printf("| serve's RSS (anonymous) 5 s after they closed | %s |\n", mib(after5, after5Anon))
-	fmt.Printf("| serve's RSS (anonymous) %s after they closed | %s |\n", *settle, mib(afterSettle, afterSettleAnon))
-	fmt.Printf("| serve's peak RSS (VmHWM) | %.1f MiB |\n", float64(peak)/1024)
-	fmt.Printf("| accept errors serve logged | %d |\n", acceptErrors)
+	fmt.Printf("| connection limit | %.0f |\n", f.limit)
+	fmt.Printf("| connections closed for room | %.0f |\n", f.closedForRoom)
+	fmt.Printf("| requests that failed while opening | %d |\n", f.failed)
+	fmt.Printf("| serve's open file descriptors: before / while held | %d / %d |\n", f.fdsBefore, f.fdsDuring)
+	fmt.Printf("| scrape of /metrics while held (median of 5) | %.1f ms |\n", float64(f.heldScrape.Microseconds())/1000)
+	fmt.Printf("| serve's RSS (anonymous) before | %s |\n", f.before)
+	fmt.Printf("| serve's RSS (anonymous) while held | %s |\n", f.during)
+	fmt.Printf("| serve's RSS (anonymous) 5 s after they closed | %s |\n", f.after5)
+	fmt.Printf("| serve's RSS (anonymous) %s after they closed | %s |\n", f.settle, f.afterSettle)
+	fmt.Printf("| serve's peak RSS (VmHWM) | %.1f MiB |\n", float64(f.peakKiB)/1024)
+	fmt.Printf("| accept errors serve logged | %d |\n", f.acceptErrors)
 }
 
 // scrapeTime is the median time of n scrapes of /metrics, each on a

@@ -19,6 +19,13 @@ func mean(v []float64) float64 {
 
 // render writes the throughput, recording-size and memory sections.
 func (ex *extra) render(w io.Writer) {
+	ex.renderThroughput(w)
+	ex.renderRecordingSizes(w)
+	ex.renderMemory(w)
+}
+
+// renderThroughput writes what each tracer costs each workload's throughput.
+func (ex *extra) renderThroughput(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
 	p("## Cost to the workload")
@@ -28,34 +35,45 @@ func (ex *extra) render(w io.Writer) {
 	p("| workload | unit | baseline | numatrace | ratio | bpftrace | ratio | perf record | ratio | numatrace per round | target | result |")
 	p("|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|")
 	for _, wl := range throughputWorkloads {
-		base := ex.throughput["baseline"][wl]
-		row := fmt.Sprintf("| %s | %s | %.0f", wl, ex.units[wl], mean(base))
-		var ntRatio float64
-		var perRound []string
-		for _, cfg := range []string{"numatrace", "bpftrace", "perf record"} {
-			v := ex.throughput[cfg][wl]
-			var ratios []float64
-			for i := range v {
-				if i < len(base) && base[i] > 0 {
-					ratios = append(ratios, v[i]/base[i])
-				}
-			}
-			row += fmt.Sprintf(" | %.0f | %.3f", mean(v), median(ratios))
-			if cfg == "numatrace" {
-				ntRatio = median(ratios)
-				for _, r := range ratios {
-					perRound = append(perRound, fmt.Sprintf("%.3f", r))
-				}
-			}
-		}
-		result := "pass"
-		if ntRatio < 0.99 {
-			result = "**miss**"
-		}
-		p("%s | %s | ≥ 0.99 | %s |", row, strings.Join(perRound, ", "), result)
+		p("%s", ex.throughputRow(wl))
 	}
 	p("")
 	p("stress-ng runs 2 workers per stressor for the phase length; the memcg workload is the one above (reads of the file inside the 64 MiB cgroup after dropping caches); `bench/mmaploop` runs one thread for the phase length; the compile loop runs gcc -O0 -c on a 15-line file over and over for the phase length (40 times at least). On a 2-CPU VM shared with other tenants, round-to-round noise is a few percent: read the per-round ratios before the means.")
+}
+
+// throughputRow is workload wl's row of the throughput table.
+func (ex *extra) throughputRow(wl string) string {
+	base := ex.throughput["baseline"][wl]
+	row := fmt.Sprintf("| %s | %s | %.0f", wl, ex.units[wl], mean(base))
+	var ntRatio float64
+	var perRound []string
+	for _, cfg := range []string{"numatrace", "bpftrace", "perf record"} {
+		v := ex.throughput[cfg][wl]
+		var ratios []float64
+		for i := range v {
+			if i < len(base) && base[i] > 0 {
+				ratios = append(ratios, v[i]/base[i])
+			}
+		}
+		row += fmt.Sprintf(" | %.0f | %.3f", mean(v), median(ratios))
+		if cfg == "numatrace" {
+			ntRatio = median(ratios)
+			for _, r := range ratios {
+				perRound = append(perRound, fmt.Sprintf("%.3f", r))
+			}
+		}
+	}
+	result := "pass"
+	if ntRatio < 0.99 {
+		result = "**miss**"
+	}
+	return fmt.Sprintf("%s | %s | ≥ 0.99 | %s |", row, strings.Join(perRound, ", "), result)
+}
+
+// renderRecordingSizes writes the size of numatrace's recording against
+// perf's and trace-cmd's.
+func (ex *extra) renderRecordingSizes(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
 	p("## Recording size against perf and trace-cmd")
 	p("")
@@ -78,6 +96,11 @@ func (ex *extra) render(w io.Writer) {
 		}
 		p("| %s | %s | %s | %s | %s |", r.tool, thousands(uint64(r.bytes)), thousands(r.stalls), per, target)
 	}
+}
+
+// renderMemory writes numatrace's memory while it tracks many threads.
+func (ex *extra) renderMemory(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("")
 	p("## Memory while tracking %s threads", thousands(uint64(ex.rssThreads)))
 	p("")

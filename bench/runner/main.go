@@ -147,54 +147,25 @@ func run(ctx context.Context, c *config) (err error) {
 	}()
 	cl.add(killAll)
 
-	if os.Geteuid() != 0 {
-		return errors.New("must run as root")
+	if err := checkPrerequisites(); err != nil {
+		return err
 	}
-	if _, err := os.Stat("/sys/kernel/tracing/events/sched/sched_migrate_task"); err != nil {
-		return errors.New("tracefs is not mounted at /sys/kernel/tracing (bpftrace needs it; bench/run.sh mounts it)")
+	if err := enableBPFStats(&cl); err != nil {
+		return err
 	}
-
-	// kernel.bpf_stats_enabled=1, restored at exit.
-	orig, err := os.ReadFile(statsPath)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", statsPath, err)
-	}
-	if err := os.WriteFile(statsPath, []byte("1\n"), 0o644); err != nil {
-		return fmt.Errorf("enable BPF stats: %w", err)
-	}
-	cl.add(func() {
-		if err := os.WriteFile(statsPath, orig, 0o644); err != nil {
-			logf("restore %s: %v", statsPath, err)
-		}
-	})
 
 	r := newResults(c)
 	r.env = collectEnv(ctx)
 
-	// The memcg workload's cgroup and file.
-	cg, err := setupCgroup(c.cgroupName, c.limitMiB)
+	w, err := prepareWorkloads(c, &cl)
 	if err != nil {
 		return err
-	}
-	cl.add(cg.remove)
-	file := filepath.Join(c.workdir, "nt-bench-read.dat")
-	logf("writing a %d MiB file for the memcg workload", c.fileMiB)
-	if err := writeFile(file, c.fileMiB); err != nil {
-		return err
-	}
-	cl.add(func() { os.Remove(file) })
-
-	w := &workloads{c: c, cg: cg, file: file}
-	tracers := []*tracerKind{
-		{key: "numatrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startNumatraceFallback},
-		{key: "floor", workloads: []string{wlMigrate}, start: startFloor},
-		{key: "bpftrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startBpftrace},
 	}
 
 	start := time.Now()
 	ex := &extra{}
 	if !c.onlyStorm {
-		if err := measureAll(ctx, c, w, r, tracers, ex); err != nil {
+		if err := measureAll(ctx, c, w, r, benchTracers(), ex); err != nil {
 			return err
 		}
 	}
@@ -209,6 +180,61 @@ func run(ctx context.Context, c *config) (err error) {
 		return fmt.Errorf("measured no runs for: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// checkPrerequisites says why the benchmarks cannot run here, if they cannot.
+func checkPrerequisites() error {
+	if os.Geteuid() != 0 {
+		return errors.New("must run as root")
+	}
+	if _, err := os.Stat("/sys/kernel/tracing/events/sched/sched_migrate_task"); err != nil {
+		return errors.New("tracefs is not mounted at /sys/kernel/tracing (bpftrace needs it; bench/run.sh mounts it)")
+	}
+	return nil
+}
+
+// enableBPFStats sets kernel.bpf_stats_enabled=1 and adds restoring the
+// previous value to cl.
+func enableBPFStats(cl *cleanups) error {
+	orig, err := os.ReadFile(statsPath)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", statsPath, err)
+	}
+	if err := os.WriteFile(statsPath, []byte("1\n"), 0o644); err != nil {
+		return fmt.Errorf("enable BPF stats: %w", err)
+	}
+	cl.add(func() {
+		if err := os.WriteFile(statsPath, orig, 0o644); err != nil {
+			logf("restore %s: %v", statsPath, err)
+		}
+	})
+	return nil
+}
+
+// prepareWorkloads sets up the memcg workload's cgroup and file, and adds
+// removing them to cl.
+func prepareWorkloads(c *config, cl *cleanups) (*workloads, error) {
+	cg, err := setupCgroup(c.cgroupName, c.limitMiB)
+	if err != nil {
+		return nil, err
+	}
+	cl.add(cg.remove)
+	file := filepath.Join(c.workdir, "nt-bench-read.dat")
+	logf("writing a %d MiB file for the memcg workload", c.fileMiB)
+	if err := writeFile(file, c.fileMiB); err != nil {
+		return nil, err
+	}
+	cl.add(func() { os.Remove(file) })
+	return &workloads{c: c, cg: cg, file: file}, nil
+}
+
+// benchTracers are the tracers compared, each with the workloads it runs.
+func benchTracers() []*tracerKind {
+	return []*tracerKind{
+		{key: "numatrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startNumatraceFallback},
+		{key: "floor", workloads: []string{wlMigrate}, start: startFloor},
+		{key: "bpftrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startBpftrace},
+	}
 }
 
 // measureAll measures everything but the storm, in order.

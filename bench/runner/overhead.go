@@ -229,15 +229,20 @@ func throughputRound(ctx context.Context, c *config, w *workloads, src string) (
 	return vals, nil
 }
 
+// recordingFiles are where the three recorders write the same workload.
+type recordingFiles struct{ ntr, perfData, traceDat string }
+
+// recordedEvents are the tracepoints perf and trace-cmd record.
+var recordedEvents = []string{"vmscan:mm_vmscan_memcg_reclaim_begin", "vmscan:mm_vmscan_memcg_reclaim_end"}
+
 // measureRecordingSize records the same memcg workload with numatrace,
 // perf record and trace-cmd at once, and counts each file's stalls.
 func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extra) error {
 	dir := c.workdir
-	ntr, pdata, tdat := filepath.Join(dir, "size.ntr"), filepath.Join(dir, "size.perf.data"), filepath.Join(dir, "size.trace.dat")
-	events := []string{"vmscan:mm_vmscan_memcg_reclaim_begin", "vmscan:mm_vmscan_memcg_reclaim_end"}
+	files := recordingFiles{filepath.Join(dir, "size.ntr"), filepath.Join(dir, "size.perf.data"), filepath.Join(dir, "size.trace.dat")}
 	ready := filepath.Join(dir, "size-ready")
 	nt, err := startProc("numatrace record", filepath.Join(dir, "size-ntr.log"), nil,
-		c.numatrace, "record", "-o", ntr, "--ready-file", ready, "--duration", "10m")
+		c.numatrace, "record", "-o", files.ntr, "--ready-file", ready, "--duration", "10m")
 	if err != nil {
 		return err
 	}
@@ -245,31 +250,55 @@ func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extr
 	if _, err := waitFile(ctx, nt, ready, 10*time.Millisecond); err != nil {
 		return err
 	}
-	pf, err := startPerf(pdata, events)
+	pf, err := startPerf(files.perfData, recordedEvents)
 	if err != nil {
 		return err
 	}
 	defer pf.stop(syscall.SIGKILL, 0)
-	// trace-cmd needs to switch ftrace on, which some machines refuse
-	// (this VM: EPERM on kernel.ftrace_enabled); then its row says why.
-	var tc *proc
-	tcWhy := ""
-	if out, err := runFg(ctx, "trace-cmd", "record", "-q", "-o", tdat, "-e", events[0], "true"); err != nil {
-		tcWhy = strings.TrimSpace(strings.ReplaceAll(out+" "+err.Error(), "\n", " "))
-	} else {
-		os.Remove(tdat)
-		if tc, err = startProc("trace-cmd", tdat+".log", nil, "trace-cmd", "record", "-q", "-o", tdat, "-e", events[0], "-e", events[1]); err != nil {
-			return err
-		}
-		defer tc.stop(syscall.SIGKILL, 0)
+	tc, tcWhy, err := startTraceCmd(ctx, files.traceDat)
+	if err != nil {
+		return err
 	}
 	if tc != nil {
+		defer tc.stop(syscall.SIGKILL, 0)
 		time.Sleep(2 * time.Second) // trace-cmd has no ready signal either
 	}
 	if _, err := w.memcg(ctx); err != nil {
 		return err
 	}
-	for _, p := range []*proc{nt, pf, tc} {
+	if err := stopRecorders(nt, pf, tc); err != nil {
+		return err
+	}
+	sizes, err := recordingSizes(ctx, c, files, tc != nil, tcWhy)
+	if err != nil {
+		return err
+	}
+	for _, r := range sizes {
+		ex.recSizes = append(ex.recSizes, r)
+		logf("recording size: %s %d bytes for %d stalls", r.tool, r.bytes, r.stalls)
+	}
+	return nil
+}
+
+// startTraceCmd starts trace-cmd recording into dat. trace-cmd needs to
+// switch ftrace on, which some machines refuse (this VM: EPERM on
+// kernel.ftrace_enabled); then it returns no process and why, for its row.
+func startTraceCmd(ctx context.Context, dat string) (*proc, string, error) {
+	if out, err := runFg(ctx, "trace-cmd", "record", "-q", "-o", dat, "-e", recordedEvents[0], "true"); err != nil {
+		return nil, strings.TrimSpace(strings.ReplaceAll(out+" "+err.Error(), "\n", " ")), nil
+	}
+	os.Remove(dat)
+	tc, err := startProc("trace-cmd", dat+".log", nil, "trace-cmd", "record", "-q", "-o", dat, "-e", recordedEvents[0], "-e", recordedEvents[1])
+	if err != nil {
+		return nil, "", err
+	}
+	return tc, "", nil
+}
+
+// stopRecorders interrupts each recorder that runs and waits for it to
+// finish its file.
+func stopRecorders(procs ...*proc) error {
+	for _, p := range procs {
 		if p == nil {
 			continue
 		}
@@ -277,11 +306,37 @@ func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extr
 			return fmt.Errorf("%s: %w\n%s", p.name, err, logTail(p.log))
 		}
 	}
-	// Stalls as each file has them: numatrace's report; a stall is an end
-	// event in the others.
+	return nil
+}
+
+// recordingSizes are each file's size and stalls as the file has them: a
+// stall is an end event in perf's and trace-cmd's. Without traceCmd its
+// row says tcWhy.
+func recordingSizes(ctx context.Context, c *config, files recordingFiles, traceCmd bool, tcWhy string) ([]recSize, error) {
+	ntStalls, err := reportedStalls(ctx, c, files.ntr)
+	if err != nil {
+		return nil, err
+	}
+	perfStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "perf", "script", "-i", files.perfData)
+	if err != nil {
+		return nil, err
+	}
+	sizes := []recSize{{tool: "numatrace record", bytes: size(files.ntr), stalls: ntStalls}, {tool: "perf record", bytes: size(files.perfData), stalls: perfStalls}}
+	if !traceCmd {
+		return append(sizes, recSize{tool: "trace-cmd record", why: tcWhy}), nil
+	}
+	tcStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "trace-cmd", "report", "-i", files.traceDat)
+	if err != nil {
+		return nil, err
+	}
+	return append(sizes, recSize{tool: "trace-cmd record", bytes: size(files.traceDat), stalls: tcStalls}), nil
+}
+
+// reportedStalls is the memcg reclaims in numatrace's report of ntr.
+func reportedStalls(ctx context.Context, c *config, ntr string) (uint64, error) {
 	out, err := runFg(ctx, c.numatrace, "report", "--json", ntr)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var sum struct {
 		Threads []struct {
@@ -289,31 +344,13 @@ func measureRecordingSize(ctx context.Context, c *config, w *workloads, ex *extr
 		} `json:"threads"`
 	}
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		return fmt.Errorf("numatrace report: %w", err)
+		return 0, fmt.Errorf("numatrace report: %w", err)
 	}
 	var ntStalls uint64
 	for _, th := range sum.Threads {
 		ntStalls += th.Stalls["memcg_reclaim"].Count
 	}
-	perfStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "perf", "script", "-i", pdata)
-	if err != nil {
-		return err
-	}
-	sizes := []recSize{{tool: "numatrace record", bytes: size(ntr), stalls: ntStalls}, {tool: "perf record", bytes: size(pdata), stalls: perfStalls}}
-	if tc != nil {
-		tcStalls, err := countLines(ctx, "mm_vmscan_memcg_reclaim_end", "trace-cmd", "report", "-i", tdat)
-		if err != nil {
-			return err
-		}
-		sizes = append(sizes, recSize{tool: "trace-cmd record", bytes: size(tdat), stalls: tcStalls})
-	} else {
-		sizes = append(sizes, recSize{tool: "trace-cmd record", why: tcWhy})
-	}
-	for _, r := range sizes {
-		ex.recSizes = append(ex.recSizes, r)
-		logf("recording size: %s %d bytes for %d stalls", r.tool, r.bytes, r.stalls)
-	}
-	return nil
+	return ntStalls, nil
 }
 
 func size(path string) int64 {

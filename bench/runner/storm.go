@@ -87,23 +87,14 @@ func (l *lineCounter) result() (uint64, []byte) {
 }
 
 func measureStorm(ctx context.Context, c *config, ex *extra) error {
-	churn := exec.CommandContext(ctx, c.churn, "-rate", strconv.Itoa(c.stormRate), "-duration", c.stormDur.String(),
-		"-pairs", strconv.Itoa(c.stormPairs))
-	churn.SysProcAttr = childAttr()
-	var churnErr limitedBuf
-	churn.Stderr = &churnErr
-	stdin, _ := churn.StdinPipe()
-	stdout, _ := churn.StdoutPipe()
-	if err := churn.Start(); err != nil {
-		return fmt.Errorf("start churn: %w", err)
+	churn, err := startChurn(ctx, c)
+	if err != nil {
+		return err
 	}
-	defer func() { churn.Process.Kill(); churn.Wait() }()
+	defer func() { churn.cmd.Process.Kill(); churn.cmd.Wait() }()
 
 	ready := filepath.Join(c.workdir, "storm-ready")
-	out := &lineCounter{limit: 1 << 24}
-	nt, err := startProc("numatrace", filepath.Join(c.workdir, "storm.log"), out, numatraceArgs(c, ready,
-		"--pid", strconv.Itoa(churn.Process.Pid), "--causes", "mmap_lock", "--mmap-lock-via", "tracepoints",
-		"--min-stall", "0", "--min-event", "mmap_lock=0")...)
+	nt, out, err := startStormTracer(c, ready, churn.cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -113,11 +104,68 @@ func measureStorm(ctx context.Context, c *config, ex *extra) error {
 	}
 	r := &stormResult{rate: c.stormRate, pairs: c.stormPairs, dur: c.stormDur}
 	logf("storm: %d threads a second for %s, traced by --pid", c.stormRate, c.stormDur)
-	fmt.Fprintln(stdin, "go")
+	fmt.Fprintln(churn.stdin, "go")
+	line, err := sampleStorm(ctx, nt, churn.stdout, r)
+	if err != nil {
+		return err
+	}
+	if err := parseChurnReport(line, r); err != nil {
+		return fmt.Errorf("%w: %s", err, churn.stderr.String())
+	}
+	churn.stdin.Close()
+	churn.cmd.Wait() // the target exits: numatrace reports and ends by itself
+	if err := waitStormTracer(ctx, nt); err != nil {
+		return err
+	}
+	if err := readStormSummary(out, r); err != nil {
+		return err
+	}
+	ex.storm = r
+	logf("storm: %d threads in %.1f s, %d events (%d lost), %d lines; VmHWM %d kB at %s, %d kB at %s (%.3f)",
+		r.threads, r.seconds, r.events, r.lost, r.lines, r.hwmStart, r.startedAt.Round(time.Second), r.hwmEnd,
+		r.endedAt.Round(time.Second), r.ratio())
+	return nil
+}
+
+// churnProc is bench/churn, started and waiting for "go" on its stdin.
+type churnProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr *limitedBuf
+}
+
+func startChurn(ctx context.Context, c *config) (*churnProc, error) {
+	cmd := exec.CommandContext(ctx, c.churn, "-rate", strconv.Itoa(c.stormRate), "-duration", c.stormDur.String(),
+		"-pairs", strconv.Itoa(c.stormPairs))
+	cmd.SysProcAttr = childAttr()
+	p := &churnProc{cmd: cmd, stderr: &limitedBuf{}}
+	cmd.Stderr = p.stderr
+	p.stdin, _ = cmd.StdinPipe()
+	p.stdout, _ = cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start churn: %w", err)
+	}
+	return p, nil
+}
+
+// startStormTracer starts numatrace on pid with every mmap_lock
+// acquisition a streamed stall event, its NDJSON lines counted.
+func startStormTracer(c *config, ready string, pid int) (*proc, *lineCounter, error) {
+	out := &lineCounter{limit: 1 << 24}
+	nt, err := startProc("numatrace", filepath.Join(c.workdir, "storm.log"), out, numatraceArgs(c, ready,
+		"--pid", strconv.Itoa(pid), "--causes", "mmap_lock", "--mmap-lock-via", "tracepoints",
+		"--min-stall", "0", "--min-event", "mmap_lock=0")...)
+	return nt, out, err
+}
+
+// sampleStorm samples numatrace's memory into r once a second until churn
+// prints its line at the storm's end, and returns that line.
+func sampleStorm(ctx context.Context, nt *proc, churnOut io.Reader, r *stormResult) (string, error) {
 	start := time.Now()
 	done := make(chan string, 1)
 	go func() {
-		line, err := bufio.NewReader(stdout).ReadString('\n')
+		line, err := bufio.NewReader(churnOut).ReadString('\n')
 		if err != nil {
 			line = fmt.Sprintf("(%v)", err)
 		}
@@ -131,7 +179,7 @@ func measureStorm(ctx context.Context, c *config, ex *extra) error {
 		case line = <-done:
 		case <-tick.C:
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 		rss, hwm := statusKB(nt.pid(), "VmRSS"), statusKB(nt.pid(), "VmHWM")
 		r.maxRSS = max(r.maxRSS, rss)
@@ -142,14 +190,23 @@ func measureStorm(ctx context.Context, c *config, ex *extra) error {
 			r.hwmEnd, r.rssEnd, r.endedAt = hwm, rss, time.Since(start)
 		}
 	}
+	return line, nil
+}
+
+// parseChurnReport reads churn's "threads N in S" line into r.
+func parseChurnReport(line string, r *stormResult) error {
 	f := strings.Fields(line)
 	if len(f) < 4 || f[0] != "threads" {
-		return fmt.Errorf("churn printed %q: %s", line, churnErr.String())
+		return fmt.Errorf("churn printed %q", line)
 	}
 	r.threads, _ = strconv.Atoi(f[1])
 	r.seconds, _ = strconv.ParseFloat(f[3], 64)
-	stdin.Close()
-	churn.Wait() // the target exits: numatrace reports and ends by itself
+	return nil
+}
+
+// waitStormTracer waits for numatrace to end by itself once its target
+// has exited.
+func waitStormTracer(ctx context.Context, nt *proc) error {
 	select {
 	case <-nt.done:
 	case <-time.After(2 * time.Minute):
@@ -160,6 +217,12 @@ func measureStorm(ctx context.Context, c *config, ex *extra) error {
 	if nt.err != nil {
 		return fmt.Errorf("numatrace: %v\n%s", nt.err, logTail(nt.log))
 	}
+	return nil
+}
+
+// readStormSummary reads the line count and numatrace's closing summary,
+// its last line, into r.
+func readStormSummary(out *lineCounter, r *stormResult) error {
 	var last []byte
 	r.lines, last = out.result()
 	var sum struct {
@@ -175,10 +238,6 @@ func measureStorm(ctx context.Context, c *config, ex *extra) error {
 		return fmt.Errorf("numatrace's last line is not its summary (%v): %.300s", err, last)
 	}
 	r.events, r.lost, r.evicted, r.stalls = sum.Events, sum.Lost, sum.Evicted, sum.Causes["mmap_lock"].Count
-	ex.storm = r
-	logf("storm: %d threads in %.1f s, %d events (%d lost), %d lines; VmHWM %d kB at %s, %d kB at %s (%.3f)",
-		r.threads, r.seconds, r.events, r.lost, r.lines, r.hwmStart, r.startedAt.Round(time.Second), r.hwmEnd,
-		r.endedAt.Round(time.Second), r.ratio())
 	return nil
 }
 

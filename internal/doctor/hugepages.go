@@ -332,21 +332,7 @@ func checkHugepageStarvation(m *machine, _ *process) ([]Finding, string) {
 	short := float64(avail) < availShort*float64(normal) ||
 		(float64(free) < freeShort*float64(normal) && st.pressed() && float64(avail) <= roomyShare*float64(normal))
 	machine := float64(pool) >= poolShare*float64(memTotal) && short
-	// A node holding more than its share of the pool (half again the
-	// machine's share), which leaves it under 1% free while tasks stall.
-	var nodes []int
-	for _, n := range m.nodes {
-		np, _, known := nodePoolKB(m, n)
-		total := m.memKB(n, "MemTotal")
-		if !known || total == 0 {
-			continue
-		}
-		nodeNormal := total - min(np, total)
-		uneven := float64(np)/float64(total) >= unevenShare*float64(pool)/float64(memTotal)
-		if uneven && float64(np) >= poolShare*float64(total) && float64(m.memKB(n, "MemFree")) < freeShort*float64(nodeNormal) && st.pressed() {
-			nodes = append(nodes, n)
-		}
-	}
+	nodes := poolStarvedNodes(m, st, pool, memTotal)
 	if !machine && len(nodes) == 0 {
 		return nil, ""
 	}
@@ -361,36 +347,72 @@ func checkHugepageStarvation(m *machine, _ *process) ([]Finding, string) {
 	if st.psiSome >= psiWarnSome {
 		stall = fmt.Sprintf(", and tasks stalled on memory %.0f%% of the last 10 s", st.psiSome)
 	}
-	f := Finding{Severity: sev, Evidence: e,
+	f := hugepageStarvationFinding(sev, e)
+	if machine {
+		f.Title = fmt.Sprintf("the %s leaves normal memory %d MiB free and %d MiB available of %d MiB%s",
+			poolTitle(m, pool, idle, memTotal), free>>10, avail>>10, normal>>10, stall)
+		f.Fix = starvationFix(m, idle)
+		return []Finding{f}, ""
+	}
+	wordUnevenPool(&f, m, nodes, poolTitle(m, pool, idle, memTotal), stall)
+	return []Finding{f}, ""
+}
+
+// poolStarvedNodes are the nodes holding more than their share of the
+// pool (half again the machine's share), which leaves them under 1% free
+// while tasks stall.
+func poolStarvedNodes(m *machine, st stalling, pool, memTotal uint64) []int {
+	var nodes []int
+	for _, n := range m.nodes {
+		np, _, known := nodePoolKB(m, n)
+		total := m.memKB(n, "MemTotal")
+		if !known || total == 0 {
+			continue
+		}
+		nodeNormal := total - min(np, total)
+		uneven := float64(np)/float64(total) >= unevenShare*float64(pool)/float64(memTotal)
+		if uneven && float64(np) >= poolShare*float64(total) && float64(m.memKB(n, "MemFree")) < freeShort*float64(nodeNormal) && st.pressed() {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
+// hugepageStarvationFinding is hugepage_starvation's wording, without
+// its title and fix.
+func hugepageStarvationFinding(sev Severity, e []string) Finding {
+	return Finding{Severity: sev, Evidence: e,
 		Why: "HugeTLB pages serve only mappings that ask for them; everything else (other processes, the page cache, the kernel's slab and " +
 			"network buffers) lives in what is left, and there it reclaims directly and gets OOM-killed (seed 000: agents killed after nr_hugepages went to 20 GiB).",
 		TradeOff: "A smaller pool gives the database fewer huge pages (more TLB misses) but lets everything else live; size it as node memory " +
 			"minus the database's other resident memory, every other process's, and the kernel's headroom (seed 000 went from 20 GiB to 8 GiB).",
 		Persist: "reserve the right size at boot, before memory fragments: default_hugepagesz= hugepagesz= hugepages=N on the kernel command line " +
 			"(per node, hugepages=0:N0,1:N1 since Linux 5.16), not at run time"}
+}
+
+// starvationFix is the fix for a pool that starves the machine: return
+// what is unused, then shrink what maps the rest.
+func starvationFix(m *machine, idle uint64) string {
 	fix, _ := shrinkFix(m)
 	if fix != "" {
-		fix += fmt.Sprintf(" (returns the %d MiB no mapping uses or has reserved); then lower what maps the rest (for MySQL innodb_buffer_pool_size), restart it, and shrink the pool to what it maps", idle>>10)
-	} else {
-		fix = "every pool page is mapped or reserved: lower the application's huge-page use (e.g. innodb_buffer_pool_size), restart it, then lower vm.nr_hugepages"
+		return fix + fmt.Sprintf(" (returns the %d MiB no mapping uses or has reserved); then lower what maps the rest (for MySQL innodb_buffer_pool_size), restart it, and shrink the pool to what it maps", idle>>10)
 	}
-	if machine {
-		f.Title = fmt.Sprintf("the %s leaves normal memory %d MiB free and %d MiB available of %d MiB%s",
-			poolTitle(m, pool, idle, memTotal), free>>10, avail>>10, normal>>10, stall)
-		f.Fix = fix
-		return []Finding{f}, ""
-	}
+	return "every pool page is mapped or reserved: lower the application's huge-page use (e.g. innodb_buffer_pool_size), restart it, then lower vm.nr_hugepages"
+}
+
+// wordUnevenPool words hugepage_starvation for a pool that starves the
+// given nodes rather than the machine.
+func wordUnevenPool(f *Finding, m *machine, nodes []int, title, stall string) {
 	var where []string
 	for _, n := range nodes {
 		np, _, _ := nodePoolKB(m, n)
 		where = append(where, fmt.Sprintf("node %d holds %d MiB of it (%.0f%% of the node) and has %d MiB free", n, np>>10,
 			100*float64(np)/float64(m.memKB(n, "MemTotal")), m.memKB(n, "MemFree")>>10))
 	}
-	f.Title = fmt.Sprintf("the %s sits unevenly: %s%s", poolTitle(m, pool, idle, memTotal), strings.Join(where, "; "), stall)
+	f.Title = fmt.Sprintf("the %s sits unevenly: %s%s", title, strings.Join(where, "; "), stall)
 	f.Why += " A node whose part of the pool leaves it short reclaims there, or sends its allocations to another node (remote memory), although the machine has memory."
 	f.TradeOff += " A pool placed on one node on purpose (DPDK beside its NIC, a database bound to that node) needs that node's memory: move the node's other tenants rather than the pool."
 	f.Fix = spreadFix(m, nodes)
-	return []Finding{f}, ""
 }
 
 // poolTitle names the pools: "20480 MiB huge-page pool (10240 pages of

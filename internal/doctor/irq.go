@@ -108,36 +108,17 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 	var out []Finding
 	var irqbalance, irqbalanceRead bool
 	for _, n := range nics {
-		want := map[int]bool{}
-		who, bound := "", p != nil && p.cpuBound(m)
-		switch {
-		case bound:
-			want, who = p.cpuNodes, fmt.Sprintf("pid %d", p.pid)
-		case n.node >= 0:
-			want[n.node], who = true, "the NIC"
-		default:
+		t, ok := irqTargetOf(m, p, n)
+		if !ok {
 			continue
 		}
-		var remote []irq
-		for _, q := range n.irqs {
-			local := false
-			for nd := range q.nodes {
-				local = local || want[nd]
-			}
-			if !local {
-				remote = append(remote, q)
-			}
-		}
+		remote := remoteIRQs(n, t.nodes)
 		// Drivers spread their queues over every CPU by default, so for an
 		// unbound service half of them on the other node is the design;
 		// most of them there is information. A bound service wants its
 		// queues on its node: any queue elsewhere is a warning.
-		if len(remote) == 0 || (!bound && 2*len(remote) <= len(n.irqs)) {
+		if len(remote) == 0 || (!t.bound && 2*len(remote) <= len(n.irqs)) {
 			continue
-		}
-		sev := Warn
-		if !bound {
-			sev = Info
 		}
 		// Only a finding needs to know whether irqbalance runs: that is a
 		// scan of every process.
@@ -148,33 +129,80 @@ func checkIRQs(m *machine, p *process) ([]Finding, string) {
 			}
 			irqbalanceRead = true
 		}
-		var nums []int
-		remoteNodes := map[int]bool{}
-		e := []string{ev(who+" nodes", nodeList(want)), ev("irqbalance running", irqbalance)}
-		if n.node >= 0 {
-			e = append(e, ev("/sys/class/net/"+n.name+"/device/numa_node", n.node))
-		}
-		for _, q := range remote {
-			nums = append(nums, q.num)
-			for nd := range q.nodes {
-				remoteNodes[nd] = true
-			}
-			e = append(e, ev(fmt.Sprintf("/proc/irq/%d/%s", q.num, q.file), topology.FormatList(q.cpus)+" (node "+nodeList(q.nodes)+")"))
-		}
-		f := Finding{Severity: sev,
-			Title: fmt.Sprintf("%d of %s's %d interrupts run only on node %s, away from %s (node %s)",
-				len(remote), n.name, len(n.irqs), nodeList(remoteNodes), who, nodeList(want)),
-			Evidence: e,
-			Why: "Packets are received into memory and processed on the CPU that takes the interrupt; when that is another node than the consuming " +
-				"threads, every packet on those queues crosses the interconnect twice and the socket buffers are remote (seed 000: 20 µs became 35 µs).",
-			TradeOff: "Pinning IRQs by hand means irqbalance must leave them alone; with several busy services on different nodes, pick the node of the NIC. " +
-				"Queues spread over both nodes suit an unbound service; a service bound to one node wants its NIC's queues there.",
-			Fix:     fmt.Sprintf("for i in %s; do echo %s > /proc/irq/$i/smp_affinity_list; done", joinInts(nums, " "), cpuList(m, want)),
-			Persist: "IRQBALANCE_BANNED_CPULIST= in /etc/default/irqbalance (or stop irqbalance on latency-critical hosts), and a unit that sets the affinity at boot"}
-		if irqbalance {
-			f.TradeOff += " irqbalance is running and will move them back unless told not to."
-		}
-		out = append(out, f)
+		out = append(out, remoteIRQFinding(m, n, t, remote, irqbalance))
 	}
 	return out, ""
+}
+
+// irqTarget is where a NIC's interrupts should run: on the nodes of the
+// bound process, or else on the NIC's node.
+type irqTarget struct {
+	nodes map[int]bool
+	who   string // whose nodes they are
+	bound bool   // the process is bound to them
+}
+
+// irqTargetOf is n's target; ok is false when neither the process is
+// bound nor the NIC's node known.
+func irqTargetOf(m *machine, p *process, n nic) (t irqTarget, ok bool) {
+	t.nodes, t.bound = map[int]bool{}, p != nil && p.cpuBound(m)
+	switch {
+	case t.bound:
+		t.nodes, t.who = p.cpuNodes, fmt.Sprintf("pid %d", p.pid)
+	case n.node >= 0:
+		t.nodes[n.node], t.who = true, "the NIC"
+	default:
+		return t, false
+	}
+	return t, true
+}
+
+// remoteIRQs are n's interrupts that run on none of the nodes in want.
+func remoteIRQs(n nic, want map[int]bool) []irq {
+	var remote []irq
+	for _, q := range n.irqs {
+		local := false
+		for nd := range q.nodes {
+			local = local || want[nd]
+		}
+		if !local {
+			remote = append(remote, q)
+		}
+	}
+	return remote
+}
+
+// remoteIRQFinding words n's interrupts that run away from t.
+func remoteIRQFinding(m *machine, n nic, t irqTarget, remote []irq, irqbalance bool) Finding {
+	sev := Warn
+	if !t.bound {
+		sev = Info
+	}
+	var nums []int
+	remoteNodes := map[int]bool{}
+	e := []string{ev(t.who+" nodes", nodeList(t.nodes)), ev("irqbalance running", irqbalance)}
+	if n.node >= 0 {
+		e = append(e, ev("/sys/class/net/"+n.name+"/device/numa_node", n.node))
+	}
+	for _, q := range remote {
+		nums = append(nums, q.num)
+		for nd := range q.nodes {
+			remoteNodes[nd] = true
+		}
+		e = append(e, ev(fmt.Sprintf("/proc/irq/%d/%s", q.num, q.file), topology.FormatList(q.cpus)+" (node "+nodeList(q.nodes)+")"))
+	}
+	f := Finding{Severity: sev,
+		Title: fmt.Sprintf("%d of %s's %d interrupts run only on node %s, away from %s (node %s)",
+			len(remote), n.name, len(n.irqs), nodeList(remoteNodes), t.who, nodeList(t.nodes)),
+		Evidence: e,
+		Why: "Packets are received into memory and processed on the CPU that takes the interrupt; when that is another node than the consuming " +
+			"threads, every packet on those queues crosses the interconnect twice and the socket buffers are remote (seed 000: 20 µs became 35 µs).",
+		TradeOff: "Pinning IRQs by hand means irqbalance must leave them alone; with several busy services on different nodes, pick the node of the NIC. " +
+			"Queues spread over both nodes suit an unbound service; a service bound to one node wants its NIC's queues there.",
+		Fix:     fmt.Sprintf("for i in %s; do echo %s > /proc/irq/$i/smp_affinity_list; done", joinInts(nums, " "), cpuList(m, t.nodes)),
+		Persist: "IRQBALANCE_BANNED_CPULIST= in /etc/default/irqbalance (or stop irqbalance on latency-critical hosts), and a unit that sets the affinity at boot"}
+	if irqbalance {
+		f.TradeOff += " irqbalance is running and will move them back unless told not to."
+	}
+	return f
 }

@@ -71,67 +71,101 @@ func checkNodePressure(m *machine, p *process) ([]Finding, string) {
 	if len(m.zones) == 0 {
 		return nil, "/proc/zoneinfo not readable"
 	}
-	var short, roomy []int
-	var e []string
+	np := classifyNodes(m)
+	np.boundShort = boundToShortNodes(m, p, np.short)
+	if len(np.short) == 0 || (len(np.roomy) == 0 && !np.boundShort) {
+		return nil, ""
+	}
+	np.measurePressure(m)
+	return []Finding{np.finding(p)}, ""
+}
+
+// nodePressure is what checkNodePressure found: the nodes short of memory
+// and those with room, and whether allocations were turned away.
+type nodePressure struct {
+	short, roomy []int
+	// boundShort: the process may only allocate on short nodes.
+	boundShort bool
+	// pressed: a short node turned allocations away, or reclaim stalled.
+	pressed  bool
+	stalls   uint64 // allocstall_* growth
+	evidence []string
+}
+
+// classifyNodes sorts the nodes into short (below the low watermark for
+// user pages) and roomy (a tenth or more of their memory free).
+func classifyNodes(m *machine) nodePressure {
+	var np nodePressure
 	for _, n := range m.nodes {
 		s, lines := nodeShort(m.zones[n])
 		free := m.memKB(n, "MemFree")
-		e = append(e, fmt.Sprintf("node %d (MemFree %d MiB of %d MiB, FilePages %d MiB): %s", n, free>>10, m.memKB(n, "MemTotal")>>10,
+		np.evidence = append(np.evidence, fmt.Sprintf("node %d (MemFree %d MiB of %d MiB, FilePages %d MiB): %s", n, free>>10, m.memKB(n, "MemTotal")>>10,
 			m.memKB(n, "FilePages")>>10, strings.Join(lines, "; ")))
 		switch {
 		case s:
-			short = append(short, n)
+			np.short = append(np.short, n)
 		case free > m.memKB(n, "MemTotal")/10:
-			roomy = append(roomy, n)
+			np.roomy = append(np.roomy, n)
 		}
 	}
-	// Seed 001 (踩坑): "--membind 把内存绑死导致 OOM": a process whose
-	// memory may only come from a short node reclaims or dies there.
-	var boundShort bool
-	if p != nil && p.memBound(m) {
-		mems, _ := allowedMems(p)
-		boundShort = len(mems) > 0
-		for n := range mems {
-			boundShort = boundShort && slices.Contains(short, n)
-		}
+	return np
+}
+
+// boundToShortNodes tells whether p's memory may only come from short
+// nodes. Seed 001 (踩坑): "--membind 把内存绑死导致 OOM": such a process
+// reclaims or dies there.
+func boundToShortNodes(m *machine, p *process, short []int) bool {
+	if p == nil || !p.memBound(m) {
+		return false
 	}
-	if len(short) == 0 || (len(roomy) == 0 && !boundShort) {
-		return nil, ""
+	mems, _ := allowedMems(p)
+	boundShort := len(mems) > 0
+	for n := range mems {
+		boundShort = boundShort && slices.Contains(short, n)
 	}
-	// One snapshot is not pressure: with zone_reclaim_mode=0 a node full of
-	// page cache sits below low while allocations quietly go elsewhere.
-	// Allocations turned away (numa_foreign) or direct reclaim, measured,
-	// make it a warning.
-	var pressed bool
-	for _, n := range short {
+	return boundShort
+}
+
+// measurePressure adds what makes a short node pressure. One snapshot is
+// not pressure: with zone_reclaim_mode=0 a node full of page cache sits
+// below low while allocations quietly go elsewhere. Allocations turned
+// away (numa_foreign) or direct reclaim, measured, make it a warning.
+func (np *nodePressure) measurePressure(m *machine) {
+	for _, n := range np.short {
 		switch g, why := m.span.nodeGrowth(n, "numa_foreign"); {
 		case why == "":
-			pressed = pressed || g > 0
-			e = append(e, fmt.Sprintf("node %d numa_foreign %.0f/s over %s (allocations meant for it that went elsewhere)", n, m.span.perSecond(g), m.span.d))
+			np.pressed = np.pressed || g > 0
+			np.evidence = append(np.evidence, fmt.Sprintf("node %d numa_foreign %.0f/s over %s (allocations meant for it that went elsewhere)", n, m.span.perSecond(g), m.span.d))
 		case m.span.measured():
-			e = append(e, fmt.Sprintf("node %d numa_foreign growth = %s", n, why))
+			np.evidence = append(np.evidence, fmt.Sprintf("node %d numa_foreign growth = %s", n, why))
 		}
 	}
 	stalls, why := m.span.grewPrefix("allocstall_")
-	pressed = pressed || stalls > 0
+	np.stalls = stalls
+	np.pressed = np.pressed || stalls > 0
 	if why == "" {
-		e = append(e, ev(fmt.Sprintf("allocstall_* growth over %s", m.span.d), stalls))
+		np.evidence = append(np.evidence, ev(fmt.Sprintf("allocstall_* growth over %s", m.span.d), stalls))
 	} else {
-		e = append(e, ev("allocstall_* growth", why))
+		np.evidence = append(np.evidence, ev("allocstall_* growth", why))
 	}
 	if m.vm.ZoneReclaimMode != nil {
-		e = append(e, ev("/proc/sys/vm/zone_reclaim_mode", *m.vm.ZoneReclaimMode))
+		np.evidence = append(np.evidence, ev("/proc/sys/vm/zone_reclaim_mode", *m.vm.ZoneReclaimMode))
 	}
+}
+
+// finding words what np found.
+func (np *nodePressure) finding(p *process) Finding {
+	e := np.evidence
 	title := fmt.Sprintf("node %s is below its low watermark for normal allocations while node %s has memory free",
-		joinInts(short, ","), joinInts(roomy, ","))
+		joinInts(np.short, ","), joinInts(np.roomy, ","))
 	sev := Info
-	if pressed {
+	if np.pressed {
 		sev = Warn
 	}
-	if boundShort {
+	if np.boundShort {
 		mems, why := allowedMems(p)
 		sev = Warn
-		if stalls > 0 {
+		if np.stalls > 0 {
 			sev = Crit
 		}
 		title = fmt.Sprintf("pid %d may only allocate on node %s, which is below its low watermark: it reclaims there, and is OOM-killed when that fails", p.pid, nodeList(mems))
@@ -147,14 +181,14 @@ func checkNodePressure(m *machine, p *process) ([]Finding, string) {
 			"binding it to the free node (CPUs too) keeps it local if it fits there; a bound process that outgrew its node needs a wider binding.",
 		Fix:     "find who fills the node: numatrace doctor --pid PID for the largest processes (numastat -m, numastat -p)",
 		Persist: "size each bound workload to its node's memory with 20% headroom (seed 001), or interleave the one that does not fit"}
-	if boundShort {
+	if np.boundShort {
 		f.Fix = fmt.Sprintf("let it allocate on node %s too: migratepages is no help, widen the cpuset's cpuset.mems or restart under numactl --cpunodebind=N --membind=N on a node with room (node %s)",
-			joinInts(roomy, ","), joinInts(roomy, ","))
-		if len(roomy) == 0 {
+			joinInts(np.roomy, ","), joinInts(np.roomy, ","))
+		if len(np.roomy) == 0 {
 			f.Fix = "shrink what it holds on the node (for a database, its buffer pool) or widen its memory binding: numactl --interleave=all if it needs more than one node"
 		}
 	}
-	return []Finding{f}, ""
+	return f
 }
 
 // 13. watermark_scale_factor on a large machine. Seed 000's tuning table:

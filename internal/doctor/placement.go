@@ -95,61 +95,14 @@ func checkCrossNodeAlloc(m *machine, _ *process) ([]Finding, string) {
 		return nil, "no numastat under /sys/devices/system/node"
 	}
 	miss, other := crossShares(m)
-	var e, unmeasured []string
-	for _, n := range m.nodes {
-		var vals []string
-		for _, k := range []string{"numa_hit", "numa_miss", "numa_foreign", "local_node", "other_node", "interleave_hit"} {
-			switch g, why := m.span.nodeGrowth(n, k); {
-			case !m.span.measured():
-				vals = append(vals, fmt.Sprintf("%s %d", k, m.span.first.nodeStat[n][k]))
-			case why != "":
-				vals = append(vals, k+" not measured")
-			default:
-				vals = append(vals, fmt.Sprintf("%s %.0f", k, m.span.perSecond(g)))
-			}
-		}
-		when := "since boot"
-		if m.span.measured() {
-			when = "per second"
-		}
-		e = append(e, fmt.Sprintf("node %d numastat %s: %s", n, when, strings.Join(vals, ", ")))
-	}
-	for _, c := range []crossShare{miss, other} {
-		if c.notMeasured != "" {
-			unmeasured = append(unmeasured, fmt.Sprintf("the %s share is not measured: %s", c.name, c.notMeasured))
-		}
-	}
+	e := nodeNumastatEvidence(m)
+	unmeasured := unmeasuredShares(miss, other)
 	e = append(e, unmeasured...)
-	// The worst share that was measured; with one reading, or with neither
-	// measured, the worst since boot, as information.
-	var judged []crossShare
-	for _, c := range []crossShare{miss, other} {
-		if c.measured {
-			judged = append(judged, c)
-		}
-	}
-	measured := len(judged) > 0
-	if !measured {
-		judged = []crossShare{miss, other}
-	}
-	worst := judged[0]
-	for _, c := range judged[1:] {
-		if c.share() > worst.share() {
-			worst = c
-		}
-	}
+	worst, measured := worstShare(miss, other)
 	if worst.share() <= crossNodeShare {
 		return nil, strings.Join(unmeasured, "; ")
 	}
-	f := Finding{
-		Why: "A page allocated on another node than the CPU that uses it costs every later access 1.4–2× the latency and shares the " +
-			"interconnect's bandwidth (seed 001: numa_hit 61% held an OLTP P99 at 42 ms; 99.4% brought it to 11 ms). numa_miss means " +
-			"the preferred node was short of memory; other_node means the allocating thread ran on another node than its memory.",
-		TradeOff: "Binding a service's CPUs and memory to one node removes it when the service fits the node; a service bigger than a node " +
-			"is better interleaved (seed 004) or split into one instance per node (seed 000).",
-		Fix:     "find the services that allocate across nodes: numatrace doctor --pid PID (their memory per node and where their threads run)",
-		Persist: "bind each service that fits a node: numactl --cpunodebind=N --membind=N (systemd: CPUAffinity= and NUMAPolicy=bind NUMAMask=N)",
-	}
+	f := crossNodeFinding()
 	shares := func(c crossShare) string {
 		if !c.measured && m.span.measured() {
 			return "not measured"
@@ -173,6 +126,79 @@ func checkCrossNodeAlloc(m *machine, _ *process) ([]Finding, string) {
 	}
 	f.Title = fmt.Sprintf("%.0f%% of page allocations crossed nodes over %s (%.0f pages/s)", 100*worst.share(), m.span.d, rate)
 	return []Finding{f}, ""
+}
+
+// nodeNumastatEvidence is each node's numastat: per second when measured
+// over a span, since boot otherwise.
+func nodeNumastatEvidence(m *machine) []string {
+	var e []string
+	for _, n := range m.nodes {
+		var vals []string
+		for _, k := range []string{"numa_hit", "numa_miss", "numa_foreign", "local_node", "other_node", "interleave_hit"} {
+			switch g, why := m.span.nodeGrowth(n, k); {
+			case !m.span.measured():
+				vals = append(vals, fmt.Sprintf("%s %d", k, m.span.first.nodeStat[n][k]))
+			case why != "":
+				vals = append(vals, k+" not measured")
+			default:
+				vals = append(vals, fmt.Sprintf("%s %.0f", k, m.span.perSecond(g)))
+			}
+		}
+		when := "since boot"
+		if m.span.measured() {
+			when = "per second"
+		}
+		e = append(e, fmt.Sprintf("node %d numastat %s: %s", n, when, strings.Join(vals, ", ")))
+	}
+	return e
+}
+
+// unmeasuredShares says which shares are not measured, and why.
+func unmeasuredShares(shares ...crossShare) []string {
+	var unmeasured []string
+	for _, c := range shares {
+		if c.notMeasured != "" {
+			unmeasured = append(unmeasured, fmt.Sprintf("the %s share is not measured: %s", c.name, c.notMeasured))
+		}
+	}
+	return unmeasured
+}
+
+// worstShare is the worst share that was measured; with one reading, or
+// with neither measured, the worst since boot, as information (measured
+// false).
+func worstShare(miss, other crossShare) (worst crossShare, measured bool) {
+	var judged []crossShare
+	for _, c := range []crossShare{miss, other} {
+		if c.measured {
+			judged = append(judged, c)
+		}
+	}
+	measured = len(judged) > 0
+	if !measured {
+		judged = []crossShare{miss, other}
+	}
+	worst = judged[0]
+	for _, c := range judged[1:] {
+		if c.share() > worst.share() {
+			worst = c
+		}
+	}
+	return worst, measured
+}
+
+// crossNodeFinding is cross_node_alloc's wording, without its severity,
+// title and evidence.
+func crossNodeFinding() Finding {
+	return Finding{
+		Why: "A page allocated on another node than the CPU that uses it costs every later access 1.4–2× the latency and shares the " +
+			"interconnect's bandwidth (seed 001: numa_hit 61% held an OLTP P99 at 42 ms; 99.4% brought it to 11 ms). numa_miss means " +
+			"the preferred node was short of memory; other_node means the allocating thread ran on another node than its memory.",
+		TradeOff: "Binding a service's CPUs and memory to one node removes it when the service fits the node; a service bigger than a node " +
+			"is better interleaved (seed 004) or split into one instance per node (seed 000).",
+		Fix:     "find the services that allocate across nodes: numatrace doctor --pid PID (their memory per node and where their threads run)",
+		Persist: "bind each service that fits a node: numactl --cpunodebind=N --membind=N (systemd: CPUAffinity= and NUMAPolicy=bind NUMAMask=N)",
+	}
 }
 
 // 4. A process's memory on other nodes than the threads that use it.
@@ -212,45 +238,68 @@ func checkRemoteMemory(m *machine, p *process) ([]Finding, string) {
 			"while it waits (seed 002: 46% remote held a Java service's P99 at 7.2 ms; 3% brought it to 1.2 ms; seed 003: 68% local, 12.45 s, became 95% and 8.92 s). " +
 			"The estimate assumes every thread uses all of the memory alike, as a shared heap or buffer pool is used.",
 	}
-	balancing := m.numaBalancing != nil && *m.numaBalancing != 0
 	switch {
 	case p.cpuBound(m) && !p.memBound(m):
-		f.Title = fmt.Sprintf("pid %d is bound to node %s's CPUs but not its memory: about %.0f%% of its accesses are remote", p.pid, nodeList(p.cpuNodes), 100*remote)
-		f.Why += " Binding CPUs alone leaves the pages where they were first touched (seed 002: --cpunodebind without --membind, 41% remote)."
-		f.TradeOff = "Moving the pages costs a one-off stall while they migrate; leaving them costs every access. NUMA balancing would move them " +
-			"slowly and keep sampling; seed 002 calls numa_balancing=0 on its own no cure."
-		f.Fix = fmt.Sprintf("migratepages %d %s %s", p.pid, nodeList(others(m, p.cpuNodes)), nodeList(p.cpuNodes))
-		f.Persist = fmt.Sprintf("bind memory with the CPUs: numactl --cpunodebind=%s --membind=%s (systemd: NUMAPolicy=bind NUMAMask=%s)",
-			nodeList(p.cpuNodes), nodeList(p.cpuNodes), nodeList(p.cpuNodes))
+		wordCPUsBoundNotMemory(&f, m, p, remote)
 	case p.cpuBound(m):
-		f.Title = fmt.Sprintf("about %.0f%% of pid %d's accesses are remote: its pages were placed before its binding to node %s", 100*remote, p.pid, nodeList(p.cpuNodes))
-		f.TradeOff = "Migrating them costs a one-off stall; leaving them costs every access."
-		f.Fix = fmt.Sprintf("migratepages %d %s %s", p.pid, nodeList(others(m, p.cpuNodes)), nodeList(p.cpuNodes))
-		f.Persist = "start the process under its binding (numactl --cpunodebind=N --membind=N) so first touch lands on the node"
+		wordPlacedBeforeBinding(&f, m, p, remote)
 	default:
-		f.Title = fmt.Sprintf("pid %d is not bound and about %.0f%% of its accesses are remote: its threads run on node(s) %s, its memory is %s",
-			p.pid, 100*remote, nodesWithShare(threads), sharesList(pageShares(pages)))
-		if balancing {
-			f.Why += " NUMA balancing is on and has not brought the memory to the threads; with many threads it migrates pages back and forth instead (seed 002)."
-		} else {
-			f.Why += " NUMA balancing is off, so nothing moves the memory to the threads."
-		}
-		if fits {
-			f.TradeOff = fmt.Sprintf("Binding to node %d caps the process at that node's %d CPUs and its memory, and it can no longer spill to the "+
-				"other node at peaks (seed 001: QPS +44%% for that). A process that outgrows a node is better interleaved (seed 004).", target, len(m.nodeCPUs[target]))
-			f.TradeOff = strings.Replace(f.TradeOff, " 1 CPUs ", " 1 CPU ", 1)
-			f.Fix = fmt.Sprintf("taskset -a -p -c %s %d && migratepages %d %s %d", cpuList(m, map[int]bool{target: true}), p.pid, p.pid,
-				nodeList(others(m, map[int]bool{target: true})), target)
-			f.Persist = fmt.Sprintf("restart under numactl --cpunodebind=%d --membind=%d (systemd: CPUAffinity=%s, NUMAPolicy=bind, NUMAMask=%d); then, with "+
-				"every latency-critical service bound, kernel.numa_balancing=0 as insurance (seed 002)", target, target, cpuList(m, map[int]bool{target: true}), target)
-		} else {
-			f.TradeOff = "The process does not fit one node with 20% headroom, so binding it would starve or OOM it (seed 001). Interleaving its " +
-				"memory makes about half of the accesses remote but evenly, and keeps one node from being exhausted (seed 004); one instance per node keeps them local."
-			f.Fix = "restart under numactl --interleave=all, or run one instance per node, each with --cpunodebind=N --membind=N"
-			f.Persist = "change the unit's ExecStart (or NUMAPolicy=interleave in systemd)"
-		}
+		wordRemoteUnbound(&f, m, p, remote, threads, pages)
+		wordUnboundRemedy(&f, m, p, target, fits)
 	}
 	return []Finding{f}, ""
+}
+
+// wordCPUsBoundNotMemory words remote_memory for a process bound to a
+// node's CPUs but free to allocate anywhere.
+func wordCPUsBoundNotMemory(f *Finding, m *machine, p *process, remote float64) {
+	f.Title = fmt.Sprintf("pid %d is bound to node %s's CPUs but not its memory: about %.0f%% of its accesses are remote", p.pid, nodeList(p.cpuNodes), 100*remote)
+	f.Why += " Binding CPUs alone leaves the pages where they were first touched (seed 002: --cpunodebind without --membind, 41% remote)."
+	f.TradeOff = "Moving the pages costs a one-off stall while they migrate; leaving them costs every access. NUMA balancing would move them " +
+		"slowly and keep sampling; seed 002 calls numa_balancing=0 on its own no cure."
+	f.Fix = fmt.Sprintf("migratepages %d %s %s", p.pid, nodeList(others(m, p.cpuNodes)), nodeList(p.cpuNodes))
+	f.Persist = fmt.Sprintf("bind memory with the CPUs: numactl --cpunodebind=%s --membind=%s (systemd: NUMAPolicy=bind NUMAMask=%s)",
+		nodeList(p.cpuNodes), nodeList(p.cpuNodes), nodeList(p.cpuNodes))
+}
+
+// wordPlacedBeforeBinding words remote_memory for a process bound to a
+// node whose pages were placed before the binding.
+func wordPlacedBeforeBinding(f *Finding, m *machine, p *process, remote float64) {
+	f.Title = fmt.Sprintf("about %.0f%% of pid %d's accesses are remote: its pages were placed before its binding to node %s", 100*remote, p.pid, nodeList(p.cpuNodes))
+	f.TradeOff = "Migrating them costs a one-off stall; leaving them costs every access."
+	f.Fix = fmt.Sprintf("migratepages %d %s %s", p.pid, nodeList(others(m, p.cpuNodes)), nodeList(p.cpuNodes))
+	f.Persist = "start the process under its binding (numactl --cpunodebind=N --membind=N) so first touch lands on the node"
+}
+
+// wordRemoteUnbound words the title and why of remote_memory for a
+// process bound to nothing.
+func wordRemoteUnbound(f *Finding, m *machine, p *process, remote float64, threads map[int]float64, pages map[int]int64) {
+	f.Title = fmt.Sprintf("pid %d is not bound and about %.0f%% of its accesses are remote: its threads run on node(s) %s, its memory is %s",
+		p.pid, 100*remote, nodesWithShare(threads), sharesList(pageShares(pages)))
+	if m.numaBalancing != nil && *m.numaBalancing != 0 {
+		f.Why += " NUMA balancing is on and has not brought the memory to the threads; with many threads it migrates pages back and forth instead (seed 002)."
+	} else {
+		f.Why += " NUMA balancing is off, so nothing moves the memory to the threads."
+	}
+}
+
+// wordUnboundRemedy words the remedy for an unbound process: binding it
+// to target when it fits there, interleaving it when it does not.
+func wordUnboundRemedy(f *Finding, m *machine, p *process, target int, fits bool) {
+	if !fits {
+		f.TradeOff = "The process does not fit one node with 20% headroom, so binding it would starve or OOM it (seed 001). Interleaving its " +
+			"memory makes about half of the accesses remote but evenly, and keeps one node from being exhausted (seed 004); one instance per node keeps them local."
+		f.Fix = "restart under numactl --interleave=all, or run one instance per node, each with --cpunodebind=N --membind=N"
+		f.Persist = "change the unit's ExecStart (or NUMAPolicy=interleave in systemd)"
+		return
+	}
+	f.TradeOff = fmt.Sprintf("Binding to node %d caps the process at that node's %d CPUs and its memory, and it can no longer spill to the "+
+		"other node at peaks (seed 001: QPS +44%% for that). A process that outgrows a node is better interleaved (seed 004).", target, len(m.nodeCPUs[target]))
+	f.TradeOff = strings.Replace(f.TradeOff, " 1 CPUs ", " 1 CPU ", 1)
+	f.Fix = fmt.Sprintf("taskset -a -p -c %s %d && migratepages %d %s %d", cpuList(m, map[int]bool{target: true}), p.pid, p.pid,
+		nodeList(others(m, map[int]bool{target: true})), target)
+	f.Persist = fmt.Sprintf("restart under numactl --cpunodebind=%d --membind=%d (systemd: CPUAffinity=%s, NUMAPolicy=bind, NUMAMask=%d); then, with "+
+		"every latency-critical service bound, kernel.numa_balancing=0 as insurance (seed 002)", target, target, cpuList(m, map[int]bool{target: true}), target)
 }
 
 // remoteNotMeasured is remote_memory when where the threads run is not

@@ -65,65 +65,84 @@ func readZoneinfo(fs *hostfs.Root) (map[int][]zone, error) {
 			return nil
 		}
 		if f[0] == "Node" {
-			// "Node 0, zone   Normal"
-			if len(f) != 4 || f[2] != "zone" || !strings.HasSuffix(f[1], ",") {
-				return fmt.Errorf("want \"Node N, zone NAME\", got %s", hostfs.Excerpt(line))
-			}
-			n, err := strconv.Atoi(strings.TrimSuffix(f[1], ","))
-			if err != nil || n < 0 || n >= maxNodes {
-				return fmt.Errorf("bad node %s", hostfs.Excerpt(f[1]))
+			n, name, err := parseZoneHeader(line, f)
+			if err != nil {
+				return err
 			}
 			done()
-			node, z = n, &zone{name: f[3]}
+			node, z = n, &zone{name: name}
 			return nil
 		}
 		if z == nil {
 			return nil
 		}
 		if f[0] == "protection:" {
-			// "protection: (0, 1916, 63800, 63800, 63800)"
-			list := strings.Trim(strings.Join(f[1:], ""), "()")
-			z.protection = z.protection[:0]
-			for _, p := range strings.Split(list, ",") {
-				v, err := strconv.ParseUint(p, 10, 64)
-				if err != nil {
-					return fmt.Errorf("zone %s protection: not an unsigned number: %s", hostfs.Excerpt(z.name), hostfs.Excerpt(p))
-				}
-				z.protection = append(z.protection, v)
-			}
-			return nil
+			return z.parseProtection(f)
 		}
-		key := f[0]
-		if key == "pages" && len(f) == 3 && f[1] == "free" { // "pages free     3800"
-			key, f = "nr_free_pages", f[1:]
-		}
-		var dst *uint64
-		switch key {
-		case "nr_free_pages":
-			dst = &z.free
-		case "min":
-			dst = &z.min
-		case "low":
-			dst = &z.low
-		case "high":
-			dst = &z.high
-		case "managed":
-			dst = &z.managed
-		default:
-			return nil
-		}
-		if len(f) != 2 {
-			return fmt.Errorf("zone %s: want \"%s N\", got %s", hostfs.Excerpt(z.name), key, hostfs.Excerpt(line))
-		}
-		v, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			return fmt.Errorf("zone %s %s: not an unsigned number: %s", hostfs.Excerpt(z.name), key, hostfs.Excerpt(f[1]))
-		}
-		*dst = v
-		return nil
+		return z.parseCount(line, f)
 	})
 	done()
 	return out, err
+}
+
+// parseZoneHeader parses "Node 0, zone   Normal", split into f.
+func parseZoneHeader(line string, f []string) (node int, name string, err error) {
+	if len(f) != 4 || f[2] != "zone" || !strings.HasSuffix(f[1], ",") {
+		return 0, "", fmt.Errorf("want \"Node N, zone NAME\", got %s", hostfs.Excerpt(line))
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(f[1], ","))
+	if err != nil || n < 0 || n >= maxNodes {
+		return 0, "", fmt.Errorf("bad node %s", hostfs.Excerpt(f[1]))
+	}
+	return n, f[3], nil
+}
+
+// parseProtection parses "protection: (0, 1916, 63800, 63800, 63800)",
+// split into f, into z's lowmem_reserve.
+func (z *zone) parseProtection(f []string) error {
+	list := strings.Trim(strings.Join(f[1:], ""), "()")
+	z.protection = z.protection[:0]
+	for _, p := range strings.Split(list, ",") {
+		v, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return fmt.Errorf("zone %s protection: not an unsigned number: %s", hostfs.Excerpt(z.name), hostfs.Excerpt(p))
+		}
+		z.protection = append(z.protection, v)
+	}
+	return nil
+}
+
+// parseCount reads one of the zone's counts the doctor uses (free pages
+// and the watermarks) from line, split into f; other lines are skipped.
+func (z *zone) parseCount(line string, f []string) error {
+	key := f[0]
+	if key == "pages" && len(f) == 3 && f[1] == "free" { // "pages free     3800"
+		key, f = "nr_free_pages", f[1:]
+	}
+	var dst *uint64
+	switch key {
+	case "nr_free_pages":
+		dst = &z.free
+	case "min":
+		dst = &z.min
+	case "low":
+		dst = &z.low
+	case "high":
+		dst = &z.high
+	case "managed":
+		dst = &z.managed
+	default:
+		return nil
+	}
+	if len(f) != 2 {
+		return fmt.Errorf("zone %s: want \"%s N\", got %s", hostfs.Excerpt(z.name), key, hostfs.Excerpt(line))
+	}
+	v, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("zone %s %s: not an unsigned number: %s", hostfs.Excerpt(z.name), key, hostfs.Excerpt(f[1]))
+	}
+	*dst = v
+	return nil
 }
 
 // maxNodes bounds node numbers read from a copy (the kernel allows 1024).

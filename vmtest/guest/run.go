@@ -79,19 +79,7 @@ func runScenario(name string) (map[string]any, error) {
 	var err error
 	res := map[string]any{"scenario": name, "kernel": release()}
 	if name == "probes" {
-		var stderr bytes.Buffer
-		c := exec.Command(numatrace, "probes", "--json")
-		c.Stderr = &stderr
-		out, err := output(c, 90*time.Second)
-		if err != nil {
-			return nil, fmt.Errorf("numatrace probes: %v: %s", err, stderr.String())
-		}
-		var probes any
-		if err := json.Unmarshal(out, &probes); err != nil {
-			return nil, fmt.Errorf("probes output: %v", err)
-		}
-		res["probes"] = probes
-		return res, nil
+		return runProbes(res)
 	}
 	if setup, ok := setups[name]; ok {
 		undo, err := setup()
@@ -107,28 +95,117 @@ func runScenario(name string) (map[string]any, error) {
 		return nil, err
 	}
 
-	ready := "/tmp/ready"
 	recording := "/tmp/" + name + ".ntr"
+	nt, err := startTracer(name, recording, res)
+	if err != nil {
+		return nil, err
+	}
+	defer nt.out.Close()
+	before := vmstat()
+	work, err := startScenarioWorkload(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := doctorDuringWorkload(name, work, res); err != nil {
+		work.cmd.Process.Kill()
+		nt.cmd.Process.Kill()
+		work.cmd.Wait()
+		nt.cmd.Wait()
+		return nil, fmt.Errorf("doctor on the bind workload: %v: %s", err, work.stderr.String())
+	}
+	if err := runWait(work.cmd, 150*time.Second); err != nil {
+		nt.cmd.Process.Kill()
+		nt.cmd.Wait()
+		return nil, fmt.Errorf("workload: %v: %s", err, work.stderr.String())
+	}
+	res["workload_ms"] = time.Since(work.start).Milliseconds()
+	time.Sleep(300 * time.Millisecond) // let the last events reach the ring buffer
+	after := vmstat()
+	nt.cmd.Process.Signal(syscall.SIGINT)
+	if err := runWait(nt.cmd, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("numatrace: %v: %s", err, nt.stderr.String())
+	}
+	if err := gatherResults(res, work, before, after); err != nil {
+		return nil, err
+	}
+	if wantRecordings() {
+		if err := sendRecording(name, recording); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// sendRecording hands the scenario's recording to the host on the console.
+func sendRecording(name, recording string) error {
+	b, err := os.ReadFile(recording)
+	if err != nil {
+		return err
+	}
+	emit("NTFILE", map[string]string{"scenario": name, "kernel": release(), "b64": base64.StdEncoding.EncodeToString(b)})
+	return nil
+}
+
+// runProbes adds what numatrace probes finds on this kernel to res.
+func runProbes(res map[string]any) (map[string]any, error) {
+	var stderr bytes.Buffer
+	c := exec.Command(numatrace, "probes", "--json")
+	c.Stderr = &stderr
+	out, err := output(c, 90*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("numatrace probes: %v: %s", err, stderr.String())
+	}
+	var probes any
+	if err := json.Unmarshal(out, &probes); err != nil {
+		return nil, fmt.Errorf("probes output: %v", err)
+	}
+	res["probes"] = probes
+	return res, nil
+}
+
+// tracer is numatrace attached for a scenario, its NDJSON in /tmp/nt.json.
+type tracer struct {
+	cmd    *exec.Cmd
+	out    *os.File
+	stderr *bytes.Buffer
+}
+
+// startTracer attaches numatrace, recording to recording, off the CPUs
+// the scenario's workload needs, notes its CPUs in res and waits until it
+// is ready. The caller closes out.
+func startTracer(name, recording string, res map[string]any) (*tracer, error) {
+	ready := "/tmp/ready"
 	os.Remove(ready)
 	ntOut, err := os.Create("/tmp/nt.json")
 	if err != nil {
 		return nil, err
 	}
-	defer ntOut.Close()
-	var ntErr bytes.Buffer
-	nt := exec.Command(numatrace, "attach", "--no-tui", "--json", "--ready-file", ready,
+	nt := &tracer{out: ntOut, stderr: &bytes.Buffer{}}
+	nt.cmd = exec.Command(numatrace, "attach", "--no-tui", "--json", "--ready-file", ready,
 		"--duration", "120s", "--min-event", "mmap_lock=1ms", "--include-self", "--record", recording)
-	nt.Stdout, nt.Stderr = ntOut, &ntErr
-	if err := startUnbalanced(nt, ntCPUs[name]...); err != nil {
+	nt.cmd.Stdout, nt.cmd.Stderr = ntOut, nt.stderr
+	if err := startUnbalanced(nt.cmd, ntCPUs[name]...); err != nil {
+		ntOut.Close()
 		return nil, err
 	}
-	res["numatrace_cpus"] = cpusAllowed(nt.Process.Pid)
+	res["numatrace_cpus"] = cpusAllowed(nt.cmd.Process.Pid)
 	if err := waitFile(ready, 60*time.Second); err != nil {
-		why := stuck(nt.Process.Pid)
-		nt.Process.Kill()
-		return nil, fmt.Errorf("numatrace not ready: %v: %s\nwhere it was:\n%s", err, ntErr.String(), why)
+		why := stuck(nt.cmd.Process.Pid)
+		nt.cmd.Process.Kill()
+		ntOut.Close()
+		return nil, fmt.Errorf("numatrace not ready: %v: %s\nwhere it was:\n%s", err, nt.stderr.String(), why)
 	}
-	before := vmstat()
+	return nt, nil
+}
+
+// scenarioWorkload is the scenario's workload, /init scenario NAME, running.
+type scenarioWorkload struct {
+	cmd            *exec.Cmd
+	stdout, stderr *bytes.Buffer
+	start          time.Time
+}
+
+func startScenarioWorkload(name string) (*scenarioWorkload, error) {
 	work := exec.Command("/init", "scenario", name)
 	if name == "crossnode" {
 		// Its worker is a loop the Go runtime must not preempt: each
@@ -136,68 +213,53 @@ func runScenario(name string) (map[string]any, error) {
 		// threads to hand it back, on node 0, and doctor weighs that.
 		work.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
 	}
-	var workOut, workErr bytes.Buffer
-	work.Stdout, work.Stderr = &workOut, &workErr
-	workStart := time.Now()
+	w := &scenarioWorkload{cmd: work, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	work.Stdout, work.Stderr = w.stdout, w.stderr
+	w.start = time.Now()
 	os.Remove(BindReady)
 	if err := work.Start(); err != nil {
 		return nil, err
 	}
 	os.Remove(CrossReady)
+	return w, nil
+}
+
+// doctorDuringWorkload runs doctor on the bind and crossnode workloads'
+// process while it is in the state doctor must name.
+func doctorDuringWorkload(name string, work *scenarioWorkload, res map[string]any) error {
+	var err error
 	switch name {
 	case "bind":
 		// The process-wide binding doctor must name, while it holds memory.
 		if err = waitFile(BindReady, 60*time.Second); err == nil {
-			res["doctor_pid"], err = runDoctor("--pid", fmt.Sprint(work.Process.Pid))
+			res["doctor_pid"], err = runDoctor("--pid", fmt.Sprint(work.cmd.Process.Pid))
 		}
 	case "crossnode":
 		// While the worker on node 1 reads the memory on node 0; the
 		// CPU time per node is measured over a second.
 		if err = waitFile(CrossReady, 60*time.Second); err == nil {
-			res["doctor_pid"], err = runDoctor("--pid", fmt.Sprint(work.Process.Pid), "--interval", "1s")
-			work.Process.Signal(CrossDone)
+			res["doctor_pid"], err = runDoctor("--pid", fmt.Sprint(work.cmd.Process.Pid), "--interval", "1s")
+			work.cmd.Process.Signal(CrossDone)
 		}
 	}
-	if name == "bind" || name == "crossnode" {
-		if err != nil {
-			work.Process.Kill()
-			nt.Process.Kill()
-			work.Wait()
-			nt.Wait()
-			return nil, fmt.Errorf("doctor on the bind workload: %v: %s", err, workErr.String())
-		}
-	}
-	if err := runWait(work, 150*time.Second); err != nil {
-		nt.Process.Kill()
-		nt.Wait()
-		return nil, fmt.Errorf("workload: %v: %s", err, workErr.String())
-	}
-	res["workload_ms"] = time.Since(workStart).Milliseconds()
-	time.Sleep(300 * time.Millisecond) // let the last events reach the ring buffer
-	after := vmstat()
-	nt.Process.Signal(syscall.SIGINT)
-	if err := runWait(nt, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("numatrace: %v: %s", err, ntErr.String())
-	}
+	return err
+}
+
+// gatherResults adds the workload's report, the vmstat delta and
+// numatrace's digested output to res.
+func gatherResults(res map[string]any, work *scenarioWorkload, before, after map[string]int64) error {
 	var workload any
-	if err := json.Unmarshal(bytes.TrimSpace(workOut.Bytes()), &workload); err != nil {
-		return nil, fmt.Errorf("workload report %q: %v", workOut.String(), err)
+	if err := json.Unmarshal(bytes.TrimSpace(work.stdout.Bytes()), &workload); err != nil {
+		return fmt.Errorf("workload report %q: %v", work.stdout.String(), err)
 	}
 	res["workload"] = workload
 	res["vmstat_delta"] = delta(before, after)
 	stalls, summary, err := digest("/tmp/nt.json")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res["stalls"], res["summary"] = stalls, summary
-	if wantRecordings() {
-		b, err := os.ReadFile(recording)
-		if err != nil {
-			return nil, err
-		}
-		emit("NTFILE", map[string]string{"scenario": name, "kernel": release(), "b64": base64.StdEncoding.EncodeToString(b)})
-	}
-	return res, nil
+	return nil
 }
 
 // wantRecordings reports whether the host asked for the recordings back
@@ -286,26 +348,12 @@ func digest(path string) ([]*stallAgg, any, error) {
 		return nil, nil, err
 	}
 	defer f.Close()
-	aggs := map[string]*stallAgg{}
-	var order []string
+	var aggs stallAggs
 	var summary any
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		var l struct {
-			Type    string `json:"type"`
-			TID     uint32 `json:"tid"`
-			PID     uint32 `json:"pid"`
-			Comm    string `json:"comm"`
-			Cause   string `json:"cause"`
-			DurNs   int64  `json:"dur_ns"`
-			Pages   int64  `json:"pages"`
-			Reason  string `json:"reason"`
-			Move    string `json:"move"`
-			SrcNode int    `json:"src_node"`
-			DstNode int    `json:"dst_node"`
-			Pass    int    `json:"pass"`
-		}
+		var l streamLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return nil, nil, fmt.Errorf("numatrace output: %v", err)
 		}
@@ -313,46 +361,86 @@ func digest(path string) ([]*stallAgg, any, error) {
 		case "summary":
 			json.Unmarshal(sc.Bytes(), &summary)
 		case "stall":
-			key := fmt.Sprintf("%d/%s", l.TID, l.Cause)
-			a := aggs[key]
-			if a == nil {
-				a = &stallAgg{TID: l.TID, PID: l.PID, Comm: l.Comm, Cause: l.Cause}
-				aggs[key] = a
-				order = append(order, key)
-			}
-			// A compaction attempt streams one line per zone pass; it is
-			// one stall, as compact_stall counts it.
-			if l.Cause != "compaction" || l.Pass <= 1 {
-				a.Count++
-			}
-			a.TotalNs += l.DurNs
-			a.Pages += l.Pages
-			if l.Reason != "" {
-				if a.Reasons == nil {
-					a.Reasons = map[string]int64{}
-				}
-				a.Reasons[l.Reason]++
-				if a.ReasonPages == nil {
-					a.ReasonPages = map[string]int64{}
-				}
-				a.ReasonPages[l.Reason] += l.Pages
-			}
-			if l.Move != "" {
-				if a.Moves == nil {
-					a.Moves = map[string]int64{}
-				}
-				a.Moves[fmt.Sprintf("%s %d->%d", l.Move, l.SrcNode, l.DstNode)]++
-			}
+			aggs.of(l).add(l)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, err
 	}
-	out := make([]*stallAgg, 0, len(order))
-	for _, k := range order {
-		out = append(out, aggs[k])
+	return aggs.inOrder(), summary, nil
+}
+
+// streamLine is what digest reads of one line of numatrace's NDJSON.
+type streamLine struct {
+	Type    string `json:"type"`
+	TID     uint32 `json:"tid"`
+	PID     uint32 `json:"pid"`
+	Comm    string `json:"comm"`
+	Cause   string `json:"cause"`
+	DurNs   int64  `json:"dur_ns"`
+	Pages   int64  `json:"pages"`
+	Reason  string `json:"reason"`
+	Move    string `json:"move"`
+	SrcNode int    `json:"src_node"`
+	DstNode int    `json:"dst_node"`
+	Pass    int    `json:"pass"`
+}
+
+// stallAggs are the stall aggregates by thread and cause, in the order
+// their first line came.
+type stallAggs struct {
+	byKey map[string]*stallAgg
+	order []string
+}
+
+// of is the aggregate of l's thread and cause, new if l is its first line.
+func (s *stallAggs) of(l streamLine) *stallAgg {
+	key := fmt.Sprintf("%d/%s", l.TID, l.Cause)
+	a := s.byKey[key]
+	if a == nil {
+		if s.byKey == nil {
+			s.byKey = map[string]*stallAgg{}
+		}
+		a = &stallAgg{TID: l.TID, PID: l.PID, Comm: l.Comm, Cause: l.Cause}
+		s.byKey[key] = a
+		s.order = append(s.order, key)
 	}
-	return out, summary, nil
+	return a
+}
+
+func (s *stallAggs) inOrder() []*stallAgg {
+	out := make([]*stallAgg, 0, len(s.order))
+	for _, k := range s.order {
+		out = append(out, s.byKey[k])
+	}
+	return out
+}
+
+// add counts stall line l.
+func (a *stallAgg) add(l streamLine) {
+	// A compaction attempt streams one line per zone pass; it is
+	// one stall, as compact_stall counts it.
+	if l.Cause != "compaction" || l.Pass <= 1 {
+		a.Count++
+	}
+	a.TotalNs += l.DurNs
+	a.Pages += l.Pages
+	if l.Reason != "" {
+		if a.Reasons == nil {
+			a.Reasons = map[string]int64{}
+		}
+		a.Reasons[l.Reason]++
+		if a.ReasonPages == nil {
+			a.ReasonPages = map[string]int64{}
+		}
+		a.ReasonPages[l.Reason] += l.Pages
+	}
+	if l.Move != "" {
+		if a.Moves == nil {
+			a.Moves = map[string]int64{}
+		}
+		a.Moves[fmt.Sprintf("%s %d->%d", l.Move, l.SrcNode, l.DstNode)]++
+	}
 }
 
 // ntCPUs keeps numatrace off the CPUs a scenario's workload needs to

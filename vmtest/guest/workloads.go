@@ -459,25 +459,54 @@ func mmapLockBoth() (*report, error) {
 		return nil, err
 	}
 	defer out.Close()
-	ready := "/tmp/tp-ready"
-	os.Remove(ready)
-	nt := exec.Command(numatrace, "attach", "--no-tui", "--json", "--mmap-lock-via", "tracepoints", "--causes", "mmap_lock",
-		"--pid", fmt.Sprint(os.Getpid()), "--min-event", "mmap_lock=1ms", "--ready-file", ready, "--duration", "120s")
-	nt.Stdout = out
-	var ntErr strings.Builder
-	nt.Stderr = &ntErr
-	if err := nt.Start(); err != nil {
+	nt, ntErr, err := startTracepointTracer(out)
+	if err != nil {
 		return nil, err
-	}
-	if err := waitFile(ready, 60*time.Second); err != nil {
-		nt.Process.Kill()
-		return nil, fmt.Errorf("numatrace --mmap-lock-via tracepoints: %v: %s", err, ntErr.String())
 	}
 	region, err := unix.Mmap(-1, 0, 64<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, err
 	}
-	stop := make(chan struct{})
+	stopWriter := rewritePTEs(region)
+	pin(1)
+	mapAndUnmap()
+	stopWriter()
+	time.Sleep(300 * time.Millisecond)
+	nt.Process.Signal(unix.SIGINT)
+	if err := nt.Wait(); err != nil {
+		return nil, fmt.Errorf("numatrace --mmap-lock-via tracepoints: %v: %s", err, ntErr.String())
+	}
+	reader := unix.Gettid()
+	waits := mmapLockWaits("/tmp/tp.json", reader)
+	return &report{TIDs: []int{reader}, CPUNode: 1, Extra: map[string]any{"tracepoint_waits": waits}}, nil
+}
+
+// startTracepointTracer starts a numatrace on this process that times
+// mmap_lock waits on the tracepoints, its NDJSON to out, and waits until
+// it is ready.
+func startTracepointTracer(out *os.File) (*exec.Cmd, *strings.Builder, error) {
+	ready := "/tmp/tp-ready"
+	os.Remove(ready)
+	nt := exec.Command(numatrace, "attach", "--no-tui", "--json", "--mmap-lock-via", "tracepoints", "--causes", "mmap_lock",
+		"--pid", fmt.Sprint(os.Getpid()), "--min-event", "mmap_lock=1ms", "--ready-file", ready, "--duration", "120s")
+	nt.Stdout = out
+	ntErr := &strings.Builder{}
+	nt.Stderr = ntErr
+	if err := nt.Start(); err != nil {
+		return nil, nil, err
+	}
+	if err := waitFile(ready, 60*time.Second); err != nil {
+		nt.Process.Kill()
+		return nil, nil, fmt.Errorf("numatrace --mmap-lock-via tracepoints: %v: %s", err, ntErr.String())
+	}
+	return nt, ntErr, nil
+}
+
+// rewritePTEs starts a thread on CPU 0 that rewrites region's PTEs over
+// and over, holding the mmap_lock for writing each time, and returns once
+// it wrote them once; the returned stop ends it.
+func rewritePTEs(region []byte) (stop func()) {
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	writing := make(chan struct{})
 	go func() {
@@ -485,7 +514,7 @@ func mmapLockBoth() (*report, error) {
 		pin(0)
 		for first := true; ; first = false {
 			select {
-			case <-stop:
+			case <-quit:
 				close(done)
 				return
 			default:
@@ -498,35 +527,39 @@ func mmapLockBoth() (*report, error) {
 		}
 	}()
 	<-writing
-	pin(1)
-	// Enough waits of 1 ms or more to compare (about ten in 600 mmaps
-	// with a host thread per vCPU). With both vCPUs on one host thread
-	// they take turns, each for up to about 100 ms, and 600 mmaps can all
-	// fit in one turn of this vCPU's while the writer's waits: a span of
-	// time gives the writer turns to hold the lock while this one waits.
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// mapAndUnmap maps and unmaps a page, each call taking the mmap_lock.
+// Enough waits of 1 ms or more to compare (about ten in 600 mmaps with a
+// host thread per vCPU). With both vCPUs on one host thread they take
+// turns, each for up to about 100 ms, and 600 mmaps can all fit in one
+// turn of this vCPU's while the writer's waits: a span of time gives the
+// writer turns to hold the lock while this one waits.
+func mapAndUnmap() {
 	for i, until := 0, time.Now().Add(4*time.Second); i < 600 || time.Now().Before(until); i++ {
 		if m, err := unix.Mmap(-1, 0, page, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err == nil {
 			unix.Munmap(m)
 		}
 	}
-	close(stop)
-	<-done
-	time.Sleep(300 * time.Millisecond)
-	nt.Process.Signal(unix.SIGINT)
-	if err := nt.Wait(); err != nil {
-		return nil, fmt.Errorf("numatrace --mmap-lock-via tracepoints: %v: %s", err, ntErr.String())
-	}
-	reader := unix.Gettid()
-	data, _ := os.ReadFile("/tmp/tp.json")
+}
+
+// mmapLockWaits counts the mmap_lock stalls of thread tid in the NDJSON
+// at path.
+func mmapLockWaits(path string, tid int) int {
+	data, _ := os.ReadFile(path)
 	waits := 0
 	for _, line := range strings.Split(string(data), "\n") {
 		var l struct {
 			Type, Cause string
 			TID         int
 		}
-		if json.Unmarshal([]byte(line), &l) == nil && l.Type == "stall" && l.Cause == "mmap_lock" && l.TID == reader {
+		if json.Unmarshal([]byte(line), &l) == nil && l.Type == "stall" && l.Cause == "mmap_lock" && l.TID == tid {
 			waits++
 		}
 	}
-	return &report{TIDs: []int{reader}, CPUNode: 1, Extra: map[string]any{"tracepoint_waits": waits}}, nil
+	return waits
 }

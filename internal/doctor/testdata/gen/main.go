@@ -562,15 +562,54 @@ func list(v []int) string {
 // render writes the machine's files; later is the copy a second on.
 func render(m *machine, later bool) map[string]string {
 	t := map[string]string{}
-	grow := func(c counters) map[string]int64 {
-		v := maps.Clone(c.now)
-		if later {
-			for k, g := range c.grow {
-				v[k] += g
-			}
-		}
-		return v
+	renderNodes(t, m, later)
+	t["proc/zoneinfo"] = zoneinfo(m, later)
+	for k, v := range m.sysctl {
+		t["proc/sys/"+k] = v + "\n"
 	}
+	t["sys/kernel/mm/transparent_hugepage/enabled"] = m.thp[0] + "\n"
+	t["sys/kernel/mm/transparent_hugepage/defrag"] = m.thp[1] + "\n"
+	renderMemory(t, m)
+	keys := sortedKeys(m.vmstat.now)
+	t["proc/vmstat"] = pairs(m.vmstat.at(later), keys)
+	up := m.uptime
+	if later {
+		up += 1
+	}
+	t["proc/uptime"] = fmt.Sprintf("%.2f %.2f\n", up, up*60)
+	t["proc/pressure/memory"] = m.psi
+	t["proc/1/comm"] = "systemd\n"
+	t["proc/1/stat"] = stat(1, "systemd", 100, 0, 1)
+	t["proc/1/cgroup"] = "0::/init.scope\n"
+	if m.irqbal {
+		t["proc/77/comm"] = "irqbalance\n"
+		t["proc/77/stat"] = stat(77, "irqbalance", 10, 1, 1)
+	}
+	if m.proc != nil {
+		renderProcess(t, m.proc, later)
+	}
+	renderNICs(t, m.nics)
+	t["sys/fs/cgroup/system.slice/quote-engine.service/memory.pressure"] = "some avg10=0.00 avg60=0.00 avg300=0.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=10\n"
+	for k, v := range m.files {
+		t[k] = v
+	}
+	return t
+}
+
+// at is the counters now, or a second on when later.
+func (c counters) at(later bool) map[string]int64 {
+	v := maps.Clone(c.now)
+	if later {
+		for k, g := range c.grow {
+			v[k] += g
+		}
+	}
+	return v
+}
+
+// renderNodes writes each node's CPUs, memory, huge pages and numastat,
+// and the CPUs online.
+func renderNodes(t map[string]string, m *machine, later bool) {
 	var all []int
 	for n, cs := range m.nodeCPUs {
 		all = append(all, cs...)
@@ -590,16 +629,14 @@ func render(m *machine, later bool) map[string]string {
 		t[dir+"meminfo"] = fmt.Sprintf("Node %d MemTotal:       %d kB\nNode %d MemFree:        %d kB\nNode %d MemUsed:        %d kB\n"+
 			"Node %d HugePages_Total: %5d\nNode %d HugePages_Free:  %5d\nNode %d HugePages_Surp:  %5d\n",
 			n, m.nodeMemKB[n], n, free*4, n, m.nodeMemKB[n]-free*4, n, hugeTotal, n, hugeFree, n, 0)
-		t[dir+"numastat"] = pairs(grow(m.numastat[n]), []string{"numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"})
+		t[dir+"numastat"] = pairs(m.numastat[n].at(later), []string{"numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"})
 	}
 	sort.Ints(all)
 	t["sys/devices/system/cpu/online"] = list(all) + "\n"
-	t["proc/zoneinfo"] = zoneinfo(m, later)
-	for k, v := range m.sysctl {
-		t["proc/sys/"+k] = v + "\n"
-	}
-	t["sys/kernel/mm/transparent_hugepage/enabled"] = m.thp[0] + "\n"
-	t["sys/kernel/mm/transparent_hugepage/defrag"] = m.thp[1] + "\n"
+}
+
+// renderMemory writes the machine's meminfo and its 2 MiB huge-page pool.
+func renderMemory(t map[string]string, m *machine) {
 	var memTotal, free int64
 	for n := range m.nodeCPUs {
 		memTotal += m.nodeMemKB[n]
@@ -615,45 +652,36 @@ func render(m *machine, later bool) map[string]string {
 	t[hp+"free_hugepages"] = fmt.Sprintf("%d\n", m.hugePages.free)
 	t[hp+"resv_hugepages"] = fmt.Sprintf("%d\n", m.hugePages.rsvd)
 	t[hp+"surplus_hugepages"] = "0\n"
-	keys := sortedKeys(m.vmstat.now)
-	t["proc/vmstat"] = pairs(grow(m.vmstat), keys)
-	up := m.uptime
+}
+
+// renderProcess writes the examined process's /proc files.
+func renderProcess(t map[string]string, p *proc, later bool) {
+	dir := fmt.Sprintf("proc/%d/", p.pid)
+	ticks := p.cpuTicks[0]
 	if later {
-		up += 1
+		ticks = p.cpuTicks[1]
 	}
-	t["proc/uptime"] = fmt.Sprintf("%.2f %.2f\n", up, up*60)
-	t["proc/pressure/memory"] = m.psi
-	t["proc/1/comm"] = "systemd\n"
-	t["proc/1/stat"] = stat(1, "systemd", 100, 0, 1)
-	t["proc/1/cgroup"] = "0::/init.scope\n"
-	if m.irqbal {
-		t["proc/77/comm"] = "irqbalance\n"
-		t["proc/77/stat"] = stat(77, "irqbalance", 10, 1, 1)
-	}
-	if p := m.proc; p != nil {
-		dir := fmt.Sprintf("proc/%d/", p.pid)
-		ticks := p.cpuTicks[0]
+	t[dir+"comm"] = p.comm + "\n"
+	t[dir+"stat"] = stat(p.pid, p.comm, ticks, p.threads[0].cpu, len(p.threads))
+	t[dir+"cgroup"] = p.cgroup + "\n"
+	t[dir+"numa_maps"] = strings.Join(p.maps, "\n") + "\n"
+	t[dir+"status"] = fmt.Sprintf("Name:\t%s\nState:\tS (sleeping)\nTgid:\t%d\nPid:\t%d\nPPid:\t1\nThreads:\t%d\nCpus_allowed_list:\t%s\nMems_allowed_list:\t%s\nvoluntary_ctxt_switches:\t100\nnonvoluntary_ctxt_switches:\t10\n",
+		p.comm, p.pid, p.pid, len(p.threads), p.cpus, p.mems)
+	for _, th := range p.threads {
+		if p.noTasks {
+			break
+		}
+		tk := th.ticks
 		if later {
-			ticks = p.cpuTicks[1]
+			tk += th.growTicks
 		}
-		t[dir+"comm"] = p.comm + "\n"
-		t[dir+"stat"] = stat(p.pid, p.comm, ticks, p.threads[0].cpu, len(p.threads))
-		t[dir+"cgroup"] = p.cgroup + "\n"
-		t[dir+"numa_maps"] = strings.Join(p.maps, "\n") + "\n"
-		t[dir+"status"] = fmt.Sprintf("Name:\t%s\nState:\tS (sleeping)\nTgid:\t%d\nPid:\t%d\nPPid:\t1\nThreads:\t%d\nCpus_allowed_list:\t%s\nMems_allowed_list:\t%s\nvoluntary_ctxt_switches:\t100\nnonvoluntary_ctxt_switches:\t10\n",
-			p.comm, p.pid, p.pid, len(p.threads), p.cpus, p.mems)
-		for _, th := range p.threads {
-			if p.noTasks {
-				break
-			}
-			tk := th.ticks
-			if later {
-				tk += th.growTicks
-			}
-			t[fmt.Sprintf("%stask/%d/stat", dir, th.tid)] = stat(th.tid, p.comm, tk, th.cpu, len(p.threads))
-		}
+		t[fmt.Sprintf("%stask/%d/stat", dir, th.tid)] = stat(th.tid, p.comm, tk, th.cpu, len(p.threads))
 	}
-	for _, n := range m.nics {
+}
+
+// renderNICs writes each NIC's node and its MSI interrupts' affinities.
+func renderNICs(t map[string]string, nics []nic) {
+	for _, n := range nics {
 		dev := "sys/class/net/" + n.name + "/device/"
 		t[dev+"numa_node"] = fmt.Sprintf("%d\n", n.node)
 		for _, q := range n.irqs {
@@ -662,11 +690,6 @@ func render(m *machine, later bool) map[string]string {
 			t[fmt.Sprintf("proc/irq/%d/effective_affinity_list", q.num)] = q.effective + "\n"
 		}
 	}
-	t["sys/fs/cgroup/system.slice/quote-engine.service/memory.pressure"] = "some avg10=0.00 avg60=0.00 avg300=0.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=10\n"
-	for k, v := range m.files {
-		t[k] = v
-	}
-	return t
 }
 
 func sortedKeys(m map[string]int64) []string {
