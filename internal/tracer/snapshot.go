@@ -39,7 +39,7 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		hk typesHistKey
 		hv typesHist
 	)
-	it := t.maps["hists"].Iterate()
+	it := t.maps.Hists.Iterate()
 	for it.Next(&hk, &hv) {
 		if hk.Cause >= uint32(stall.NumCauses) {
 			continue
@@ -55,7 +55,7 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 	if err := iterErr(it, "hists"); err != nil {
 		return nil, err
 	}
-	s.HistCapacity = int(t.maps["hists"].MaxEntries())
+	s.HistCapacity = int(t.maps.Hists.MaxEntries())
 	var (
 		tid uint32
 		tc  typesThreadCounts
@@ -73,7 +73,7 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 			}
 		}
 	}
-	it = t.maps["thread_counts_map"].Iterate()
+	it = t.maps.ThreadCountsMap.Iterate()
 	for it.Next(&tid, &tc) {
 		migr := tc.Migrations
 		if t.migrIter != nil {
@@ -121,7 +121,7 @@ func (t *Tracer) causeTotals() (map[stall.Cause]*stall.Hist, error) {
 	m := map[stall.Cause]*stall.Hist{}
 	var perCPU []typesHist
 	for c := stall.Cause(0); c < stall.NumCauses; c++ {
-		if err := t.maps["cause_totals"].Lookup(uint32(c), &perCPU); err != nil {
+		if err := t.maps.CauseTotals.Lookup(uint32(c), &perCPU); err != nil {
 			return nil, fmt.Errorf("read cause_totals: %w", err)
 		}
 		h := &stall.Hist{}
@@ -150,7 +150,7 @@ func (t *Tracer) descendants(c counterValues) (*stall.Descendants, error) {
 		pid     uint32
 		stalled uint8
 	)
-	it := t.maps["watched_tgids"].Iterate()
+	it := t.maps.WatchedTgids.Iterate()
 	for it.Next(&pid, &stalled) {
 		if stalled != 0 {
 			d.Stalled++
@@ -161,7 +161,7 @@ func (t *Tracer) descendants(c counterValues) (*stall.Descendants, error) {
 	}
 	var perCPU []typesChildTotal
 	for c := stall.Cause(0); c < stall.NumCauses; c++ {
-		if err := t.maps["child_totals"].Lookup(uint32(c), &perCPU); err != nil {
+		if err := t.maps.ChildTotals.Lookup(uint32(c), &perCPU); err != nil {
 			return nil, fmt.Errorf("read child_totals: %w", err)
 		}
 		var st stall.StallTime
@@ -216,7 +216,7 @@ func (t *Tracer) counters() (counterValues, error) {
 // counter reads one counter's per-CPU values.
 func (t *Tracer) counter(id typesCounterId) ([]uint64, error) {
 	var vals []uint64
-	if err := t.maps["counters"].Lookup(uint32(id), &vals); err != nil {
+	if err := t.maps.Counters.Lookup(uint32(id), &vals); err != nil {
 		return nil, fmt.Errorf("read counter %d: %w", id, err)
 	}
 	return vals, nil
