@@ -316,6 +316,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	set := map[string]any{
 		"cfg_task_storage":    boolU32(t.taskStorage),
 		"cfg_request_stalls":  boolU32(cfg.RequestStalls),
+		"cfg_not_memory":      notMemoryMask(),
 		"cfg_multi_node":      boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
 		"cfg_target_cgroup":   cfg.CgroupID,
 		"cfg_watch_children":  boolU32(t.watching()),
@@ -339,6 +340,21 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	}
 	return nil
 }
+
+// notMemoryMask is cfg_not_memory: the causes the cause table marks as
+// not memory management's, which a thread's freeze total leaves out.
+func notMemoryMask() uint32 {
+	var m uint32
+	for _, c := range stall.AllCauses() {
+		if c.Desc().NotMemory {
+			m |= 1 << c
+		}
+	}
+	return m
+}
+
+// The mask has a bit per cause.
+var _ [32 - int(stall.NumCauses)]struct{}
 
 // exitPassesGroupDead says whether this kernel's sched_process_exit
 // passes group_dead (6.16+), which thread_exit then reads.

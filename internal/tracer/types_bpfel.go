@@ -217,6 +217,7 @@ const (
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
 	typesVarCfgMinStallNs      = "cfg_min_stall_ns"
 	typesVarCfgMultiNode       = "cfg_multi_node"
+	typesVarCfgNotMemory       = "cfg_not_memory"
 	typesVarCfgRequestStalls   = "cfg_request_stalls"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
 	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
@@ -313,6 +314,7 @@ type typesVariableSpecs struct {
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory       *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls   *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -399,6 +401,7 @@ type typesVariables struct {
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory       *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls   *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
