@@ -28,10 +28,15 @@ type hook struct {
 // probeDef is a unit that loads and attaches on its own: if any of its
 // hooks cannot, the whole probe is reported unavailable and the others go on.
 type probeDef struct {
-	name        string
-	cause       string // the stall cause it feeds, or "" for system-wide counters
-	object      string // the BPF file its programs are in: "reclaim" for bpf/reclaim.bpf.c
-	hooks       []hook
+	name   string
+	cause  string // the stall cause it feeds, or "" for system-wide counters
+	object string // the BPF file its programs are in: "reclaim" for bpf/reclaim.bpf.c
+	hooks  []hook
+	// slots are the pending slots (enum pending_slot, bpf/common.h) its
+	// begin programs open and its end programs close. A probe of a timed
+	// cause with a begin and an end hook needs one of its own:
+	// TestEveryBeginEndProbeHasItsSlot.
+	slots       []typesPendingSlot
 	description string
 	cgroupOnly  bool // attached only when following a cgroup
 	forksOnly   bool // attached only when following (or watching) new processes
@@ -50,30 +55,35 @@ func one(program string, nargs int, names map[int]string) []variant {
 // probeDefs lists every probe numatrace knows, in display order.
 var probeDefs = []probeDef{
 	{name: "direct_reclaim", cause: stall.DirectReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_DIRECT_RECLAIM},
 		description: "global direct reclaim in the allocating thread",
 		hooks: []hook{
 			{"mm_vmscan_direct_reclaim_begin", one(reclaimProgDirectReclaimBegin, 2, nil)},
 			{"mm_vmscan_direct_reclaim_end", one(reclaimProgDirectReclaimEnd, 1, nil)},
 		}},
 	{name: "memcg_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMCG_RECLAIM},
 		description: "reclaim forced by a cgroup memory limit",
 		hooks: []hook{
 			{"mm_vmscan_memcg_reclaim_begin", one(reclaimProgMemcgReclaimBegin, 2, nil)},
 			{"mm_vmscan_memcg_reclaim_end", one(reclaimProgMemcgReclaimEnd, 1, nil)},
 		}},
 	{name: "memcg_softlimit_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMCG_SOFTLIMIT},
 		description: "memcg soft-limit reclaim (counted as memcg_reclaim)",
 		hooks: []hook{
 			{"mm_vmscan_memcg_softlimit_reclaim_begin", one(reclaimProgMemcgSoftlimitBegin, 2, nil)},
 			{"mm_vmscan_memcg_softlimit_reclaim_end", one(reclaimProgMemcgSoftlimitEnd, 1, nil)},
 		}},
 	{name: "node_reclaim", cause: stall.NodeReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_NODE_RECLAIM},
 		description: "node-local reclaim (vm.zone_reclaim_mode != 0)",
 		hooks: []hook{
 			{"mm_vmscan_node_reclaim_begin", one(reclaimProgNodeReclaimBegin, 3, map[int]string{0: "nid", 1: "order"})},
 			{"mm_vmscan_node_reclaim_end", one(reclaimProgNodeReclaimEnd, 1, nil)},
 		}},
 	{name: "compaction", cause: stall.Compaction.String(), object: "compaction",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_COMPACT_ATTEMPT, typesPendingSlotSLOT_COMPACT_PASS},
 		description: "direct compaction in the allocating thread; kcompactd and proactive passes counted system-wide",
 		hooks: []hook{
 			{"mm_compaction_try_to_compact_pages", one(compactionProgCompactAttempt, 3, map[int]string{0: "order", 2: "prio"})},
@@ -84,6 +94,7 @@ var probeDefs = []probeDef{
 			}},
 		}},
 	{name: "numa_migration", cause: stall.NUMAMigration.String(), object: "numa",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MIGRATE},
 		description: "page migration (NUMA balancing, compaction, mbind, ...) in the migrating thread",
 		hooks: []hook{
 			{"mm_migrate_pages_start", one(numaProgMigrateStart, 2, map[int]string{0: "mode", 1: "reason"})},
@@ -105,6 +116,7 @@ var probeDefs = []probeDef{
 			{"sched_migrate_task", one(schedProgTaskMigrate, 2, map[int]string{0: "p", 1: "dest_cpu"})},
 		}},
 	{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MMAP_LOCK},
 		description: "wait to take the process's mmap_lock, from the lock's slow path: only contended acquisitions run a program",
 		hooks: []hook{
 			{"contention_begin", one(mmaplockProgMmapContended, 2, map[int]string{0: "lock", 1: "flags"})},
@@ -112,6 +124,7 @@ var probeDefs = []probeDef{
 		},
 		// 5.12 to 5.18: every acquisition runs two programs.
 		fallback: &probeDef{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
+			slots:       []typesPendingSlot{typesPendingSlotSLOT_MMAP_LOCK},
 			description: "wait to take the process's mmap_lock, from the mmap_lock tracepoints: every acquisition runs two programs (no lock:contention_* here)",
 			hooks: []hook{
 				{"mmap_lock_start_locking", one(mmaplockProgMmapLockStart, 0, nil)},

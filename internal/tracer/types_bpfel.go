@@ -172,6 +172,20 @@ type typesPendingKey struct {
 	Slot uint32
 }
 
+type typesPendingSlot uint32
+
+const (
+	typesPendingSlotSLOT_DIRECT_RECLAIM  typesPendingSlot = 0
+	typesPendingSlotSLOT_MEMCG_RECLAIM   typesPendingSlot = 1
+	typesPendingSlotSLOT_MEMCG_SOFTLIMIT typesPendingSlot = 2
+	typesPendingSlotSLOT_NODE_RECLAIM    typesPendingSlot = 3
+	typesPendingSlotSLOT_COMPACT_ATTEMPT typesPendingSlot = 4
+	typesPendingSlotSLOT_COMPACT_PASS    typesPendingSlot = 5
+	typesPendingSlotSLOT_MIGRATE         typesPendingSlot = 6
+	typesPendingSlotSLOT_MMAP_LOCK       typesPendingSlot = 7
+	typesPendingSlotSLOT_MAX             typesPendingSlot = 8
+)
+
 type typesTaskPendings struct {
 	_    structs.HostLayout
 	Slot [8]typesPending
@@ -236,6 +250,7 @@ const (
 	typesVarUnusedLatFlag      = "unused_lat_flag"
 	typesVarUnusedLatSample    = "unused_lat_sample"
 	typesVarUnusedMigrRec      = "unused_migr_rec"
+	typesVarUnusedSlot         = "unused_slot"
 	typesVarUnusedThreadCounts = "unused_thread_counts"
 )
 
@@ -333,6 +348,7 @@ type typesVariableSpecs struct {
 	UnusedLatFlag      *ebpf.VariableSpec `ebpf:"unused_lat_flag"`
 	UnusedLatSample    *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.VariableSpec `ebpf:"unused_migr_rec"`
+	UnusedSlot         *ebpf.VariableSpec `ebpf:"unused_slot"`
 	UnusedThreadCounts *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
 }
 
@@ -420,6 +436,7 @@ type typesVariables struct {
 	UnusedLatFlag      *ebpf.Variable `ebpf:"unused_lat_flag"`
 	UnusedLatSample    *ebpf.Variable `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.Variable `ebpf:"unused_migr_rec"`
+	UnusedSlot         *ebpf.Variable `ebpf:"unused_slot"`
 	UnusedThreadCounts *ebpf.Variable `ebpf:"unused_thread_counts"`
 }
 
