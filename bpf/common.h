@@ -50,6 +50,10 @@ const volatile __u32 cfg_exit_group_dead = 0;
 const volatile __u64 cfg_wakeup_bytes = 256 << 10;
 /* A request timer runs: keep each traced thread's stall totals for it. */
 const volatile __u32 cfg_request_stalls = 0;
+/* The causes that are not memory management's (1 << cause each), left out
+ * of a thread's freeze total: the loader sets it from the Go cause table
+ * (stall.Descriptor.NotMemory), the one place that says so. */
+const volatile __u32 cfg_not_memory = 0;
 /* Stalls shorter than this are not stalls at all: neither counted nor streamed. */
 const volatile __u64 cfg_min_stall_ns[CAUSE_MAX] = {};
 /* Stalls shorter than this still land in the histograms but are not streamed. */
@@ -422,7 +426,7 @@ static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, b
 			return;
 	}
 	ts->ns[cause] += ns;
-	if (!nested && cause != CAUSE_RUNQ_WAIT) /* the freeze total is memory management's */
+	if (!nested && !(cfg_not_memory & (1u << cause))) /* the freeze total is memory management's */
 		ts->ns[CAUSE_MAX] += ns;
 }
 

@@ -19,3 +19,4 @@ const enum filter_mode *unused_filter __attribute__((unused));
 const struct lat_sample *unused_lat_sample __attribute__((unused));
 const enum lat_flag *unused_lat_flag __attribute__((unused));
 const struct child_total *unused_child_total __attribute__((unused));
+const enum pending_slot *unused_slot __attribute__((unused));

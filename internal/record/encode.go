@@ -101,6 +101,18 @@ func zigzag(v int64) uint64 { return uint64((v << 1) ^ (v >> 63)) }
 
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
+// causeBits is the room an event's first byte has for the cause, below
+// the kind's four bits.
+const causeBits = 4
+
+// causesFitInCauseBits stops the build once stall.NumCauses exceeds
+// 1<<causeBits (an array of negative length): a 17th cause needs a wider
+// encoding (a new record type or format version, docs/FORMAT.md §7.2),
+// not a silently truncated one.
+type causesFitInCauseBits [1<<causeBits - int(stall.NumCauses)]struct{}
+
+var _ causesFitInCauseBits
+
 // event appends one stall or exit. Body: kind<<4|cause byte, uvarint
 // flags, zigzag ts delta, uvarint dur, uvarint tid, uvarint cpu, uvarint
 // field mask, then each present field in mask order.

@@ -105,7 +105,7 @@ func TestWatchChildrenFollowsForksInKernel(t *testing.T) {
 	wl := testutil.StartMemcgWorkload(t, "numatrace-test-watch", false)
 	shell := uint32(wl.PID())
 	var stalled uint8
-	if err := tr.maps["watched_tgids"].Lookup(shell, &stalled); err != nil {
+	if err := tr.maps.WatchedTgids.Lookup(shell, &stalled); err != nil {
 		t.Fatalf("the shell forked after attach is not watched: %v", err)
 	}
 	wl.Release(t)
@@ -127,7 +127,7 @@ func TestWatchChildrenFollowsForksInKernel(t *testing.T) {
 	// Both have exited: neither is watched any more, and cat is counted
 	// as a process that stalled and went.
 	var pid uint32
-	for it := tr.maps["watched_tgids"].Iterate(); it.Next(&pid, &stalled); {
+	for it := tr.maps.WatchedTgids.Iterate(); it.Next(&pid, &stalled); {
 		t.Errorf("exited process %d still watched", pid)
 	}
 	c, err := tr.counters()
@@ -154,9 +154,9 @@ func TestAddDescendantsReturnsOnlyNewOnes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		set := tr.maps["watched_tgids"]
+		set := tr.maps.WatchedTgids
 		if cfg.FollowForks {
-			set = tr.maps["target_tgids"]
+			set = tr.maps.TargetTgids
 		}
 		if added, err := tr.AddDescendants([]uint32{4194305, 4194306}); !reflect.DeepEqual(added, []uint32{4194305, 4194306}) || err != nil {
 			t.Errorf("%+v: first add: %v, %v; want both new", cfg, added, err)

@@ -106,6 +106,7 @@ const (
 	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
 	compactionVarCfgMinStallNs      = "cfg_min_stall_ns"
 	compactionVarCfgMultiNode       = "cfg_multi_node"
+	compactionVarCfgNotMemory       = "cfg_not_memory"
 	compactionVarCfgRequestStalls   = "cfg_request_stalls"
 	compactionVarCfgSelfTgid        = "cfg_self_tgid"
 	compactionVarCfgTargetCgroup    = "cfg_target_cgroup"
@@ -193,6 +194,7 @@ type compactionVariableSpecs struct {
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -266,6 +268,7 @@ type compactionVariables struct {
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`

@@ -489,11 +489,11 @@ func exitForgetsOpenStalls(t *testing.T) {
 	key := reclaimPendingKey{Tid: tid, Slot: 0} // SLOT_DIRECT_RECLAIM
 	var p reclaimPending
 	run(t, tr, "direct_reclaim_begin", 0, gfpKernel)
-	if err := tr.maps["pendings"].Lookup(&key, &p); err != nil {
+	if err := tr.maps.Pendings.Lookup(&key, &p); err != nil {
 		t.Fatalf("the open stall is not in the hash: %v", err)
 	}
 	run(t, tr, "thread_exit", 0, 0) // p (unused: the current thread exits), group_dead
-	if err := tr.maps["pendings"].Lookup(&key, &p); err == nil {
+	if err := tr.maps.Pendings.Lookup(&key, &p); err == nil {
 		t.Fatal("the exited thread's open stall is still in the hash")
 	}
 }

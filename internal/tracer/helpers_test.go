@@ -185,7 +185,7 @@ func loadVariant(t *testing.T, tr *Tracer, obj string, prog string) *ebpf.Progra
 		t.Fatalf("no program %s", prog)
 	}
 	sub.Programs = map[string]*ebpf.ProgramSpec{prog: ps.Copy()}
-	coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{MapReplacements: tr.maps})
+	coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{MapReplacements: tr.shared})
 	if err != nil {
 		t.Fatalf("load %s: %v", prog, err)
 	}

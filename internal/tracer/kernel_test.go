@@ -506,7 +506,7 @@ func TestFollowForksInKernel(t *testing.T) {
 	// Both processes have exited: neither may stay in the target set.
 	for _, pid := range []uint32{shell, child.PID} {
 		var v uint8
-		if err := tr.maps["target_tgids"].Lookup(pid, &v); err == nil {
+		if err := tr.maps.TargetTgids.Lookup(pid, &v); err == nil {
 			t.Errorf("exited process %d still in the target set", pid)
 		}
 	}

@@ -116,6 +116,7 @@ const (
 	latencyVarCfgMinEventNs    = "cfg_min_event_ns"
 	latencyVarCfgMinStallNs    = "cfg_min_stall_ns"
 	latencyVarCfgMultiNode     = "cfg_multi_node"
+	latencyVarCfgNotMemory     = "cfg_not_memory"
 	latencyVarCfgRequestStalls = "cfg_request_stalls"
 	latencyVarCfgSelfTgid      = "cfg_self_tgid"
 	latencyVarCfgTargetCgroup  = "cfg_target_cgroup"
@@ -205,6 +206,7 @@ type latencyVariableSpecs struct {
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -282,6 +284,7 @@ type latencyVariables struct {
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`

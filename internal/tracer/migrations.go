@@ -24,8 +24,8 @@ import (
 // in the task_migration probe's object.
 const (
 	migrationsObject   = "sched"
-	progMigrationsIter = "migrations_dump"
-	progMigrateCount   = "task_migrate_count"
+	progMigrationsIter = schedProgMigrationsDump
+	progMigrateCount   = schedProgTaskMigrateCount
 )
 
 type migrKey struct {

@@ -108,6 +108,7 @@ const (
 	mmaplockVarCfgMinEventNs       = "cfg_min_event_ns"
 	mmaplockVarCfgMinStallNs       = "cfg_min_stall_ns"
 	mmaplockVarCfgMultiNode        = "cfg_multi_node"
+	mmaplockVarCfgNotMemory        = "cfg_not_memory"
 	mmaplockVarCfgRequestStalls    = "cfg_request_stalls"
 	mmaplockVarCfgSelfTgid         = "cfg_self_tgid"
 	mmaplockVarCfgTargetCgroup     = "cfg_target_cgroup"
@@ -197,6 +198,7 @@ type mmaplockVariableSpecs struct {
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -270,6 +272,7 @@ type mmaplockVariables struct {
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`

@@ -108,6 +108,7 @@ const (
 	numaVarCfgMinEventNs    = "cfg_min_event_ns"
 	numaVarCfgMinStallNs    = "cfg_min_stall_ns"
 	numaVarCfgMultiNode     = "cfg_multi_node"
+	numaVarCfgNotMemory     = "cfg_not_memory"
 	numaVarCfgRequestStalls = "cfg_request_stalls"
 	numaVarCfgSelfTgid      = "cfg_self_tgid"
 	numaVarCfgTargetCgroup  = "cfg_target_cgroup"
@@ -197,6 +198,7 @@ type numaVariableSpecs struct {
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -270,6 +272,7 @@ type numaVariables struct {
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`

@@ -28,10 +28,15 @@ type hook struct {
 // probeDef is a unit that loads and attaches on its own: if any of its
 // hooks cannot, the whole probe is reported unavailable and the others go on.
 type probeDef struct {
-	name        string
-	cause       string // the stall cause it feeds, or "" for system-wide counters
-	object      string // the BPF file its programs are in: "reclaim" for bpf/reclaim.bpf.c
-	hooks       []hook
+	name   string
+	cause  string // the stall cause it feeds, or "" for system-wide counters
+	object string // the BPF file its programs are in: "reclaim" for bpf/reclaim.bpf.c
+	hooks  []hook
+	// slots are the pending slots (enum pending_slot, bpf/common.h) its
+	// begin programs open and its end programs close. A probe of a timed
+	// cause with a begin and an end hook needs one of its own:
+	// TestEveryBeginEndProbeHasItsSlot.
+	slots       []typesPendingSlot
 	description string
 	cgroupOnly  bool // attached only when following a cgroup
 	forksOnly   bool // attached only when following (or watching) new processes
@@ -50,74 +55,82 @@ func one(program string, nargs int, names map[int]string) []variant {
 // probeDefs lists every probe numatrace knows, in display order.
 var probeDefs = []probeDef{
 	{name: "direct_reclaim", cause: stall.DirectReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_DIRECT_RECLAIM},
 		description: "global direct reclaim in the allocating thread",
 		hooks: []hook{
-			{"mm_vmscan_direct_reclaim_begin", one("direct_reclaim_begin", 2, nil)},
-			{"mm_vmscan_direct_reclaim_end", one("direct_reclaim_end", 1, nil)},
+			{"mm_vmscan_direct_reclaim_begin", one(reclaimProgDirectReclaimBegin, 2, nil)},
+			{"mm_vmscan_direct_reclaim_end", one(reclaimProgDirectReclaimEnd, 1, nil)},
 		}},
 	{name: "memcg_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMCG_RECLAIM},
 		description: "reclaim forced by a cgroup memory limit",
 		hooks: []hook{
-			{"mm_vmscan_memcg_reclaim_begin", one("memcg_reclaim_begin", 2, nil)},
-			{"mm_vmscan_memcg_reclaim_end", one("memcg_reclaim_end", 1, nil)},
+			{"mm_vmscan_memcg_reclaim_begin", one(reclaimProgMemcgReclaimBegin, 2, nil)},
+			{"mm_vmscan_memcg_reclaim_end", one(reclaimProgMemcgReclaimEnd, 1, nil)},
 		}},
 	{name: "memcg_softlimit_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMCG_SOFTLIMIT},
 		description: "memcg soft-limit reclaim (counted as memcg_reclaim)",
 		hooks: []hook{
-			{"mm_vmscan_memcg_softlimit_reclaim_begin", one("memcg_softlimit_begin", 2, nil)},
-			{"mm_vmscan_memcg_softlimit_reclaim_end", one("memcg_softlimit_end", 1, nil)},
+			{"mm_vmscan_memcg_softlimit_reclaim_begin", one(reclaimProgMemcgSoftlimitBegin, 2, nil)},
+			{"mm_vmscan_memcg_softlimit_reclaim_end", one(reclaimProgMemcgSoftlimitEnd, 1, nil)},
 		}},
 	{name: "node_reclaim", cause: stall.NodeReclaim.String(), object: "reclaim",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_NODE_RECLAIM},
 		description: "node-local reclaim (vm.zone_reclaim_mode != 0)",
 		hooks: []hook{
-			{"mm_vmscan_node_reclaim_begin", one("node_reclaim_begin", 3, map[int]string{0: "nid", 1: "order"})},
-			{"mm_vmscan_node_reclaim_end", one("node_reclaim_end", 1, nil)},
+			{"mm_vmscan_node_reclaim_begin", one(reclaimProgNodeReclaimBegin, 3, map[int]string{0: "nid", 1: "order"})},
+			{"mm_vmscan_node_reclaim_end", one(reclaimProgNodeReclaimEnd, 1, nil)},
 		}},
 	{name: "compaction", cause: stall.Compaction.String(), object: "compaction",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_COMPACT_ATTEMPT, typesPendingSlotSLOT_COMPACT_PASS},
 		description: "direct compaction in the allocating thread; kcompactd and proactive passes counted system-wide",
 		hooks: []hook{
-			{"mm_compaction_try_to_compact_pages", one("compact_attempt", 3, map[int]string{0: "order", 2: "prio"})},
-			{"mm_compaction_begin", one("compact_pass_begin", 0, nil)},
+			{"mm_compaction_try_to_compact_pages", one(compactionProgCompactAttempt, 3, map[int]string{0: "order", 2: "prio"})},
+			{"mm_compaction_begin", one(compactionProgCompactPassBegin, 0, nil)},
 			{"mm_compaction_end", []variant{
-				{program: "compact_pass_end_cc", nargs: 5, names: map[int]string{0: "cc", 4: "status"}},
-				{program: "compact_pass_end_pfn", nargs: 6, names: map[int]string{5: "status"}},
+				{program: compactionProgCompactPassEndCc, nargs: 5, names: map[int]string{0: "cc", 4: "status"}},
+				{program: compactionProgCompactPassEndPfn, nargs: 6, names: map[int]string{5: "status"}},
 			}},
 		}},
 	{name: "numa_migration", cause: stall.NUMAMigration.String(), object: "numa",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MIGRATE},
 		description: "page migration (NUMA balancing, compaction, mbind, ...) in the migrating thread",
 		hooks: []hook{
-			{"mm_migrate_pages_start", one("migrate_start", 2, map[int]string{0: "mode", 1: "reason"})},
+			{"mm_migrate_pages_start", one(numaProgMigrateStart, 2, map[int]string{0: "mode", 1: "reason"})},
 			{"mm_migrate_pages", []variant{
-				{program: "migrate_end_r7", nargs: 8, names: map[int]string{0: "succeeded", 6: "mode", 7: "reason"}},
-				{program: "migrate_end_r6", nargs: 7, names: map[int]string{0: "succeeded", 5: "mode", 6: "reason"}},
+				{program: numaProgMigrateEndR7, nargs: 8, names: map[int]string{0: "succeeded", 6: "mode", 7: "reason"}},
+				{program: numaProgMigrateEndR6, nargs: 7, names: map[int]string{0: "succeeded", 5: "mode", 6: "reason"}},
 			}},
 		}},
 	{name: "numa_task_move", cause: stall.NUMATaskMove.String(), object: "numa",
 		description: "NUMA balancing moved (or swapped, or failed to move) a task between nodes",
 		hooks: []hook{
-			{"sched_move_numa", one("numa_move_task", 3, map[int]string{1: "src_cpu", 2: "dst_cpu"})},
-			{"sched_swap_numa", one("numa_swap_task", 4, nil)},
-			{"sched_stick_numa", one("numa_stick_task", 4, nil)},
+			{"sched_move_numa", one(numaProgNumaMoveTask, 3, map[int]string{1: "src_cpu", 2: "dst_cpu"})},
+			{"sched_swap_numa", one(numaProgNumaSwapTask, 4, nil)},
+			{"sched_stick_numa", one(numaProgNumaStickTask, 4, nil)},
 		}},
 	{name: "task_migration", cause: stall.TaskMigration.String(), object: "sched",
 		description: "a thread changed CPU; counted per thread with the cross-node share",
 		hooks: []hook{
-			{"sched_migrate_task", one("task_migrate", 2, map[int]string{0: "p", 1: "dest_cpu"})},
+			{"sched_migrate_task", one(schedProgTaskMigrate, 2, map[int]string{0: "p", 1: "dest_cpu"})},
 		}},
 	{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MMAP_LOCK},
 		description: "wait to take the process's mmap_lock, from the lock's slow path: only contended acquisitions run a program",
 		hooks: []hook{
-			{"contention_begin", one("mmap_contended", 2, map[int]string{0: "lock", 1: "flags"})},
-			{"contention_end", one("mmap_contention_end", 2, map[int]string{0: "lock", 1: "ret"})},
+			{"contention_begin", one(mmaplockProgMmapContended, 2, map[int]string{0: "lock", 1: "flags"})},
+			{"contention_end", one(mmaplockProgMmapContentionEnd, 2, map[int]string{0: "lock", 1: "ret"})},
 		},
 		// 5.12 to 5.18: every acquisition runs two programs.
 		fallback: &probeDef{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
+			slots:       []typesPendingSlot{typesPendingSlotSLOT_MMAP_LOCK},
 			description: "wait to take the process's mmap_lock, from the mmap_lock tracepoints: every acquisition runs two programs (no lock:contention_* here)",
 			hooks: []hook{
-				{"mmap_lock_start_locking", one("mmap_lock_start", 0, nil)},
+				{"mmap_lock_start_locking", one(mmaplockProgMmapLockStart, 0, nil)},
 				{"mmap_lock_acquire_returned", []variant{
-					{program: "mmap_lock_acquired_w1", nargs: 3, names: map[int]string{1: "write", 2: "success"}},
-					{program: "mmap_lock_acquired_w2", nargs: 4, names: map[int]string{2: "write", 3: "success"}},
+					{program: mmaplockProgMmapLockAcquiredW1, nargs: 3, names: map[int]string{1: "write", 2: "success"}},
+					{program: mmaplockProgMmapLockAcquiredW2, nargs: 4, names: map[int]string{2: "write", 3: "success"}},
 				}},
 			}}},
 	{name: "runq_wait", cause: stall.RunqWait.String(), object: "sched", latencyOnly: true,
@@ -125,23 +138,23 @@ var probeDefs = []probeDef{
 		requires:    schedInfoOn,
 		hooks: []hook{
 			{"sched_switch", []variant{ // prev_state came fourth in 5.18; the program reads the first three
-				{program: "runq_switch", nargs: 4}, {program: "runq_switch", nargs: 3}}},
+				{program: schedProgRunqSwitch, nargs: 4}, {program: schedProgRunqSwitch, nargs: 3}}},
 		}},
 	{name: "kswapd_wakeup", object: "reclaim",
 		description: "kswapd wakeups, system-wide",
-		hooks:       []hook{{"mm_vmscan_wakeup_kswapd", one("kswapd_wakeup", 0, nil)}}},
+		hooks:       []hook{{"mm_vmscan_wakeup_kswapd", one(reclaimProgKswapdWakeup, 0, nil)}}},
 	{name: "khugepaged_collapse", object: "mmap_lock",
 		description: "khugepaged huge-page collapses, system-wide",
-		hooks:       []hook{{"mm_collapse_huge_page", one("khugepaged_collapse", 3, map[int]string{2: "status"})}}},
+		hooks:       []hook{{"mm_collapse_huge_page", one(mmaplockProgKhugepagedCollapse, 3, map[int]string{2: "status"})}}},
 	{name: "thread_exit", object: "sched",
 		description: "thread exits: keeps names and notices the target exiting",
-		hooks:       []hook{{"sched_process_exit", one("thread_exit", 0, nil)}}},
+		hooks:       []hook{{"sched_process_exit", one(schedProgThreadExit, 0, nil)}}},
 	{name: "follow_forks", object: "sched", forksOnly: true,
 		description: "follows new processes of a --cgroup or --children target as they fork; with --pid alone, watches the target's descendants",
-		hooks:       []hook{{"sched_process_fork", one("follow_fork", 2, nil)}}},
+		hooks:       []hook{{"sched_process_fork", one(schedProgFollowFork, 2, nil)}}},
 	{name: "cgroup_moves", object: "sched", cgroupOnly: true,
 		description: "follows processes moved into a --cgroup target",
-		hooks:       []hook{{"cgroup_attach_task", one("follow_attach", 4, map[int]string{0: "dst_cgrp", 2: "task"})}}},
+		hooks:       []hook{{"cgroup_attach_task", one(schedProgFollowAttach, 4, map[int]string{0: "dst_cgrp", 2: "task"})}}},
 }
 
 // infrastructure probes keep the others working: never skipped.

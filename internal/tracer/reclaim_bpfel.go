@@ -111,6 +111,7 @@ const (
 	reclaimVarCfgMinEventNs        = "cfg_min_event_ns"
 	reclaimVarCfgMinStallNs        = "cfg_min_stall_ns"
 	reclaimVarCfgMultiNode         = "cfg_multi_node"
+	reclaimVarCfgNotMemory         = "cfg_not_memory"
 	reclaimVarCfgRequestStalls     = "cfg_request_stalls"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
 	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -203,6 +204,7 @@ type reclaimVariableSpecs struct {
 	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -276,6 +278,7 @@ type reclaimVariables struct {
 	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`

@@ -35,11 +35,25 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 			return nil, err
 		}
 	}
+	if err := t.readHists(s); err != nil {
+		return nil, err
+	}
+	if err := t.readMigrationCounts(s); err != nil {
+		return nil, err
+	}
+	refreshComms(s, "/proc")
+	addCounters(s, c)
+	return s, nil
+}
+
+// readHists copies every thread's histograms by cause, and how full
+// their map is.
+func (t *Tracer) readHists(s *stall.Snapshot) error {
 	var (
 		hk typesHistKey
 		hv typesHist
 	)
-	it := t.maps["hists"].Iterate()
+	it := t.maps.Hists.Iterate()
 	for it.Next(&hk, &hv) {
 		if hk.Cause >= uint32(stall.NumCauses) {
 			continue
@@ -53,31 +67,32 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		th.Hists[stall.Cause(hk.Cause)] = h
 	}
 	if err := iterErr(it, "hists"); err != nil {
-		return nil, err
+		return err
 	}
-	s.HistCapacity = int(t.maps["hists"].MaxEntries())
+	s.HistCapacity = int(t.maps.Hists.MaxEntries())
+	return nil
+}
+
+// readMigrationCounts gives each thread its migrations since attach and its
+// cross-node ones: live threads' from the iterator where it runs, the
+// rest (and the cross-node counts) from thread_counts_map.
+func (t *Tracer) readMigrationCounts(s *stall.Snapshot) error {
+	live := map[uint32]bool{}
+	if t.migrIter != nil {
+		var err error
+		if live, err = t.liveMigrations(s); err != nil {
+			return err
+		}
+	}
 	var (
 		tid uint32
 		tc  typesThreadCounts
 	)
-	live := map[uint32]bool{}
-	if t.migrIter != nil {
-		recs, err := t.readMigrations()
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			live[r.Tid] = true
-			if n := t.sinceAttach(r.Tid, r.StartNs, r.NrMigrations); n > 0 {
-				s.Thread(r.Pid, r.Tid, cString(r.Comm[:])).Migrations = n
-			}
-		}
-	}
-	it = t.maps["thread_counts_map"].Iterate()
+	it := t.maps.ThreadCountsMap.Iterate()
 	for it.Next(&tid, &tc) {
 		migr := tc.Migrations
 		if t.migrIter != nil {
-			// The count an exited thread left; a live one's is above.
+			// The count an exited thread left; a live one's is the iterator's.
 			migr = 0
 			if !live[tid] {
 				migr = t.sinceAttach(tid, tc.StartNs, tc.Migrations)
@@ -92,10 +107,29 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 		}
 		th.CrossNodeMigrations = tc.CrossNode
 	}
-	if err := iterErr(it, "thread_counts"); err != nil {
+	return iterErr(it, "thread_counts")
+}
+
+// liveMigrations runs the migrations iterator: every live traced thread's
+// migrations since attach, and which threads it saw.
+func (t *Tracer) liveMigrations(s *stall.Snapshot) (map[uint32]bool, error) {
+	recs, err := t.readMigrations()
+	if err != nil {
 		return nil, err
 	}
-	refreshComms(s, "/proc")
+	live := map[uint32]bool{}
+	for _, r := range recs {
+		live[r.Tid] = true
+		if n := t.sinceAttach(r.Tid, r.StartNs, r.NrMigrations); n > 0 {
+			s.Thread(r.Pid, r.Tid, cString(r.Comm[:])).Migrations = n
+		}
+	}
+	return live, nil
+}
+
+// addCounters fills in what the system-wide counters say: lost records,
+// the kernel threads' work, and the histograms the LRU evicted.
+func addCounters(s *stall.Snapshot, c counterValues) {
 	s.LostPerCPU = c.perCPU[typesCounterIdCOUNTER_LOST_EVENTS]
 	s.LostEvents = c.sum(typesCounterIdCOUNTER_LOST_EVENTS)
 	s.System = stall.SystemStats{
@@ -113,7 +147,6 @@ func (t *Tracer) Snapshot() (*stall.Snapshot, error) {
 	if made := c.sum(typesCounterIdCOUNTER_HIST_NEW); made > uint64(s.HistEntries) {
 		s.HistEvicted = made - uint64(s.HistEntries)
 	}
-	return s, nil
 }
 
 // causeTotals adds up the exact per-cause totals over CPUs.
@@ -121,7 +154,7 @@ func (t *Tracer) causeTotals() (map[stall.Cause]*stall.Hist, error) {
 	m := map[stall.Cause]*stall.Hist{}
 	var perCPU []typesHist
 	for c := stall.Cause(0); c < stall.NumCauses; c++ {
-		if err := t.maps["cause_totals"].Lookup(uint32(c), &perCPU); err != nil {
+		if err := t.maps.CauseTotals.Lookup(uint32(c), &perCPU); err != nil {
 			return nil, fmt.Errorf("read cause_totals: %w", err)
 		}
 		h := &stall.Hist{}
@@ -150,7 +183,7 @@ func (t *Tracer) descendants(c counterValues) (*stall.Descendants, error) {
 		pid     uint32
 		stalled uint8
 	)
-	it := t.maps["watched_tgids"].Iterate()
+	it := t.maps.WatchedTgids.Iterate()
 	for it.Next(&pid, &stalled) {
 		if stalled != 0 {
 			d.Stalled++
@@ -161,7 +194,7 @@ func (t *Tracer) descendants(c counterValues) (*stall.Descendants, error) {
 	}
 	var perCPU []typesChildTotal
 	for c := stall.Cause(0); c < stall.NumCauses; c++ {
-		if err := t.maps["child_totals"].Lookup(uint32(c), &perCPU); err != nil {
+		if err := t.maps.ChildTotals.Lookup(uint32(c), &perCPU); err != nil {
 			return nil, fmt.Errorf("read child_totals: %w", err)
 		}
 		var st stall.StallTime
@@ -216,7 +249,7 @@ func (t *Tracer) counters() (counterValues, error) {
 // counter reads one counter's per-CPU values.
 func (t *Tracer) counter(id typesCounterId) ([]uint64, error) {
 	var vals []uint64
-	if err := t.maps["counters"].Lookup(uint32(id), &vals); err != nil {
+	if err := t.maps.Counters.Lookup(uint32(id), &vals); err != nil {
 		return nil, fmt.Errorf("read counter %d: %w", id, err)
 	}
 	return vals, nil

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -101,7 +100,8 @@ const (
 
 // Tracer owns every BPF object numatrace loaded. Close releases them.
 type Tracer struct {
-	maps    map[string]*ebpf.Map
+	maps    typesMaps            // the maps every object shares (sharedmaps.go)
+	shared  map[string]*ebpf.Map // the same, by name, for the loader
 	colls   []*ebpf.Collection
 	links   []link.Link
 	probes  []stall.ProbeStatus
@@ -126,9 +126,6 @@ var ErrNoBTF = errors.New("kernel BTF not found at /sys/kernel/btf/vmlinux (numa
 
 // ErrPermission means the process may not load BPF programs.
 var ErrPermission = errors.New("permission denied loading BPF: numatrace needs CAP_BPF and CAP_PERFMON (or root)")
-
-// sharedMaps are created once and handed to every object.
-var sharedMaps = []string{"events", "hists", "cause_totals", "thread_counts_map", "thread_stalls", "runq_delay", "pendings", "task_pendings", "cpu_node", "target_tgids", "watched_tgids", "child_totals", "counters"}
 
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	if path == "" {
@@ -199,13 +196,13 @@ func Open(cfg Config) (*Tracer, error) {
 	// on older ones, and an error here is not fatal on newer ones.
 	_ = rlimit.RemoveMemlock()
 
-	t := &Tracer{maps: map[string]*ebpf.Map{}, decoder: NewDecoder(kspec), cfg: cfg, kspec: kspec}
+	t := &Tracer{decoder: NewDecoder(kspec), cfg: cfg, kspec: kspec}
 	if err := t.load(cfg, kspec); err != nil {
 		t.Close()
 		return nil, err
 	}
 	// The reader exists before anyone streams, so Stop can always flush it.
-	rd, err := ringbuf.NewReader(t.maps["events"])
+	rd, err := ringbuf.NewReader(t.maps.Events)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
@@ -284,17 +281,17 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 func (t *Tracer) sharedMap(name string, ms *ebpf.MapSpec) *ebpf.MapSpec {
 	ms = ms.Copy()
 	switch {
-	case name == "task_pendings" && !t.taskStorage:
+	case name == typesMapTaskPendings && !t.taskStorage:
 		// A one-entry hash the verifier never sees used: cfg_task_storage
 		// = 0 leaves every use of it dead code.
 		ms.Type, ms.Flags, ms.MaxEntries = ebpf.Hash, 0, 1
-	case name == "pendings" && t.taskStorage:
+	case name == typesMapPendings && t.taskStorage:
 		ms.MaxEntries = 1 // never used: open stalls are in task storage
-	case name == "events" && t.cfg.RingBufBytes > 0:
+	case name == typesMapEvents && t.cfg.RingBufBytes > 0:
 		ms.MaxEntries = uint32(t.cfg.RingBufBytes)
-	case name == "thread_stalls" && !t.cfg.RequestStalls:
+	case name == typesMapThreadStalls && !t.cfg.RequestStalls:
 		ms.MaxEntries = 1 // never written: no request timer reads it
-	case name == "watched_tgids" && !t.watching():
+	case name == typesMapWatchedTgids && !t.watching():
 		ms.MaxEntries = 1 // never used: no descendants are watched
 	}
 	return ms
@@ -303,7 +300,7 @@ func (t *Tracer) sharedMap(name string, ms *ebpf.MapSpec) *ebpf.MapSpec {
 // configure readies an object for the maps createMaps made, and sets the
 // load-time constants the verifier will see.
 func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
-	for _, name := range sharedMaps {
+	for _, name := range sharedMapNames {
 		if ms, ok := spec.Maps[name]; ok {
 			spec.Maps[name] = t.sharedMap(name, ms)
 		}
@@ -319,10 +316,11 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	set := map[string]any{
 		"cfg_task_storage":    boolU32(t.taskStorage),
 		"cfg_request_stalls":  boolU32(cfg.RequestStalls),
+		"cfg_not_memory":      notMemoryMask(),
 		"cfg_multi_node":      boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
 		"cfg_target_cgroup":   cfg.CgroupID,
 		"cfg_watch_children":  boolU32(t.watching()),
-		"cfg_wakeup_bytes":    uint64(spec.Maps["events"].MaxEntries / 8),
+		"cfg_wakeup_bytes":    uint64(spec.Maps[typesMapEvents].MaxEntries / 8),
 		"cfg_filter_mode":     uint32(mode),
 		"cfg_filter_tid":      cfg.TID,
 		"cfg_filter_tgid":     singleTgid(cfg),
@@ -342,6 +340,21 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	}
 	return nil
 }
+
+// notMemoryMask is cfg_not_memory: the causes the cause table marks as
+// not memory management's, which a thread's freeze total leaves out.
+func notMemoryMask() uint32 {
+	var m uint32
+	for _, c := range stall.AllCauses() {
+		if c.Desc().NotMemory {
+			m |= 1 << c
+		}
+	}
+	return m
+}
+
+// The mask has a bit per cause.
+var _ [32 - int(stall.NumCauses)]struct{}
 
 // exitPassesGroupDead says whether this kernel's sched_process_exit
 // passes group_dead (6.16+), which thread_exit then reads.
@@ -365,16 +378,8 @@ func (t *Tracer) createMaps(cfg Config) error {
 		return err
 	}
 	t.taskStorage = !cfg.noTaskStorage && haveTaskStorage() == nil
-	for _, name := range sharedMaps {
-		ms, ok := spec.Maps[name]
-		if !ok {
-			return fmt.Errorf("map %s missing from BPF object", name)
-		}
-		m, err := ebpf.NewMap(t.sharedMap(name, ms))
-		if err != nil {
-			return wrapLoadErr(fmt.Errorf("create map %s: %w", name, err))
-		}
-		t.maps[name] = m
+	if err := t.createSharedMaps(spec); err != nil {
+		return err
 	}
 	if err := t.fillCPUNodes(cfg.Topology); err != nil {
 		return err
@@ -386,7 +391,7 @@ func (t *Tracer) fillCPUNodes(topo *topology.Topology) error {
 	if topo == nil {
 		return nil
 	}
-	m := t.maps["cpu_node"]
+	m := t.maps.CpuNode
 	for cpu, node := range topo.CPUNode {
 		if cpu >= int(m.MaxEntries()) {
 			continue
@@ -416,9 +421,9 @@ func (t *Tracer) watching() bool { return t.cfg.WatchChildren && singleTgid(t.cf
 func (t *Tracer) treeSet() (*ebpf.Map, uint8, error) {
 	switch {
 	case t.cfg.FollowForks:
-		return t.maps["target_tgids"], 1, nil
+		return t.maps.TargetTgids, 1, nil
 	case t.watching():
-		return t.maps["watched_tgids"], 0, nil
+		return t.maps.WatchedTgids, 0, nil
 	}
 	return nil, 0, errors.New("the tracer follows no forks")
 }
@@ -468,16 +473,16 @@ func (t *Tracer) TargetPIDs() ([]uint32, error) {
 		pid uint32
 		v   uint8
 	)
-	it := t.maps["target_tgids"].Iterate()
+	it := t.maps.TargetTgids.Iterate()
 	for it.Next(&pid, &v) {
 		out = append(out, pid)
 	}
-	return out, iterErr(it, "target_tgids")
+	return out, iterErr(it, typesMapTargetTgids)
 }
 
 // AddPIDs adds processes to the kernel-side target set (FilterPIDs).
 func (t *Tracer) AddPIDs(pids []uint32) error {
-	m := t.maps["target_tgids"]
+	m := t.maps.TargetTgids
 	for _, pid := range pids {
 		if one := singleTgid(t.cfg); one != 0 && pid != one {
 			return fmt.Errorf("add target pid %d: the target is process %d alone (its filter has no set to grow)", pid, one)
@@ -603,7 +608,7 @@ func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, kspec *btf.Spec, names 
 		sub.Programs[name] = ps
 	}
 	return ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
-		MapReplacements: t.maps,
+		MapReplacements: t.shared,
 		Programs:        ebpf.ProgramOptions{KernelTypes: kspec},
 	})
 }
@@ -667,15 +672,8 @@ func (t *Tracer) Close() error {
 		c.Close()
 	}
 	t.colls = nil
-	names := make([]string, 0, len(t.maps))
-	for n := range t.maps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		errs = append(errs, t.maps[n].Close())
-	}
-	t.maps = map[string]*ebpf.Map{}
+	errs = append(errs, t.maps.Close())
+	t.maps, t.shared = typesMaps{}, nil
 	return errors.Join(errs...)
 }
 

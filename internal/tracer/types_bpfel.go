@@ -172,6 +172,20 @@ type typesPendingKey struct {
 	Slot uint32
 }
 
+type typesPendingSlot uint32
+
+const (
+	typesPendingSlotSLOT_DIRECT_RECLAIM  typesPendingSlot = 0
+	typesPendingSlotSLOT_MEMCG_RECLAIM   typesPendingSlot = 1
+	typesPendingSlotSLOT_MEMCG_SOFTLIMIT typesPendingSlot = 2
+	typesPendingSlotSLOT_NODE_RECLAIM    typesPendingSlot = 3
+	typesPendingSlotSLOT_COMPACT_ATTEMPT typesPendingSlot = 4
+	typesPendingSlotSLOT_COMPACT_PASS    typesPendingSlot = 5
+	typesPendingSlotSLOT_MIGRATE         typesPendingSlot = 6
+	typesPendingSlotSLOT_MMAP_LOCK       typesPendingSlot = 7
+	typesPendingSlotSLOT_MAX             typesPendingSlot = 8
+)
+
 type typesTaskPendings struct {
 	_    structs.HostLayout
 	Slot [8]typesPending
@@ -217,6 +231,7 @@ const (
 	typesVarCfgMinEventNs      = "cfg_min_event_ns"
 	typesVarCfgMinStallNs      = "cfg_min_stall_ns"
 	typesVarCfgMultiNode       = "cfg_multi_node"
+	typesVarCfgNotMemory       = "cfg_not_memory"
 	typesVarCfgRequestStalls   = "cfg_request_stalls"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
 	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
@@ -235,6 +250,7 @@ const (
 	typesVarUnusedLatFlag      = "unused_lat_flag"
 	typesVarUnusedLatSample    = "unused_lat_sample"
 	typesVarUnusedMigrRec      = "unused_migr_rec"
+	typesVarUnusedSlot         = "unused_slot"
 	typesVarUnusedThreadCounts = "unused_thread_counts"
 )
 
@@ -313,6 +329,7 @@ type typesVariableSpecs struct {
 	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory       *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls   *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -331,6 +348,7 @@ type typesVariableSpecs struct {
 	UnusedLatFlag      *ebpf.VariableSpec `ebpf:"unused_lat_flag"`
 	UnusedLatSample    *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.VariableSpec `ebpf:"unused_migr_rec"`
+	UnusedSlot         *ebpf.VariableSpec `ebpf:"unused_slot"`
 	UnusedThreadCounts *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
 }
 
@@ -399,6 +417,7 @@ type typesVariables struct {
 	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
 	CfgMinStallNs      *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
 	CfgMultiNode       *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory       *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls   *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -417,6 +436,7 @@ type typesVariables struct {
 	UnusedLatFlag      *ebpf.Variable `ebpf:"unused_lat_flag"`
 	UnusedLatSample    *ebpf.Variable `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.Variable `ebpf:"unused_migr_rec"`
+	UnusedSlot         *ebpf.Variable `ebpf:"unused_slot"`
 	UnusedThreadCounts *ebpf.Variable `ebpf:"unused_thread_counts"`
 }
 

@@ -64,9 +64,9 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (_ *LatencyProbe,
 	defer f.Close()
 	// Only the pair this binary needs: the Go pair reads a register only
 	// amd64 has.
-	progs := []string{"request_enter", "request_exit"}
+	progs := []string{latencyProgRequestEnter, latencyProgRequestExit}
 	if isGo(f) {
-		progs = []string{"request_enter_go", "request_exit_go"}
+		progs = []string{latencyProgRequestEnterGo, latencyProgRequestExitGo}
 	}
 	if lp.coll, err = t.loadPrograms(spec, t.kspec, progs...); err != nil {
 		return nil, wrapLoadErr(fmt.Errorf("load latency probe: %w", err))
@@ -78,7 +78,7 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (_ *LatencyProbe,
 	if err := lp.attach(ex, f, binary, symbol, pid, progs); err != nil {
 		return nil, err
 	}
-	if lp.rd, err = ringbuf.NewReader(lp.coll.Maps["lat_events"]); err != nil {
+	if lp.rd, err = ringbuf.NewReader(lp.coll.Maps[latencyMapLatEvents]); err != nil {
 		return nil, fmt.Errorf("open latency ring buffer: %w", err)
 	}
 	t.closers = append(t.closers, lp.Close)
