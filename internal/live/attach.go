@@ -21,7 +21,7 @@ import (
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/kubecg"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/latency/source"
 	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/sanitize"
@@ -277,7 +277,7 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 // sessionOptions wires the target and the latency source (nil when none:
 // the caller closes it) into a session.
 func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
-	fe *frontEnd) (session.Options, latency.Source, error) {
+	fe *frontEnd) (session.Options, source.Source, error) {
 	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
 	if tgt.Children {
 		opt.Gone = tgt.WaitTreeGone(ctx, tr.TargetPIDs)
@@ -285,7 +285,7 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
-	env := latency.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}}
+	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}}
 	if tgt.Kind == target.Process {
 		env.PID = int(tgt.ID)
 	}
@@ -335,7 +335,7 @@ func (a *Attach) header(probes []stall.ProbeStatus, tgt *target.Target, topo *to
 		if a.SpikeOn != string(correlate.P99) {
 			h.SpikeOn = a.SpikeOn
 		}
-		if _, sym, err := latency.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
+		if _, sym, err := source.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
 			h.LatencyFunction = sym
 		}
 	}
@@ -349,7 +349,7 @@ func (a *Attach) header(probes []stall.ProbeStatus, tgt *target.Target, topo *to
 // tracer, which knows nothing of latency.
 type timers struct{ tr *tracer.Tracer }
 
-func (t timers) TimeRequests(binary, symbol string, pid int) (latency.RequestTimer, error) {
+func (t timers) TimeRequests(binary, symbol string, pid int) (source.RequestTimer, error) {
 	lp, err := t.tr.AttachLatency(binary, symbol, pid)
 	if err != nil { // not lp: a nil *LatencyProbe is a non-nil RequestTimer
 		var bad *tracer.UprobeTargetError
