@@ -135,24 +135,25 @@ func (a *Account) Problems() []Problem {
 // skipText says what a source skipped.
 func skipText(s Skip) string {
 	switch s.Kind {
-	case skipMalformed:
+	case SkipMalformed:
 		return Count(s.N, "malformed line") + " of the latency file were skipped"
-	case skipScrapes:
+	case SkipScrapes:
 		return Count(s.N, "scrape") + " of the latency endpoint failed"
-	case skipResets:
+	case SkipResets:
 		return Count(s.N, "counter reset") + " of the latency histogram (the service restarted?)"
-	case skipLayouts:
+	case SkipLayouts:
 		return Count(s.N, "change") + " of the latency histogram's buckets"
 	}
 	return "the latency source skipped " + group(s.N) + " " + s.Kind
 }
 
-// The kinds of input the sources skip.
+// The kinds of input the sources skip (Skip.Kind): internal/latency/source
+// counts them, skipText words them.
 const (
-	skipMalformed = "malformed lines"
-	skipScrapes   = "failed scrapes"
-	skipResets    = "counter resets"
-	skipLayouts   = "bucket layout changes"
+	SkipMalformed = "malformed lines"
+	SkipScrapes   = "failed scrapes"
+	SkipResets    = "counter resets"
+	SkipLayouts   = "bucket layout changes"
 )
 
 func (a *Account) outsideText() string {

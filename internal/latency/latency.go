@@ -1,7 +1,7 @@
 // Package latency turns a service's request latencies into per-window
-// statistics. Sources: a file or stream of samples (a load generator's
-// log), a uprobe pair on the request handler, or a Prometheus histogram
-// (source.go).
+// statistics and accounts for what it could not use. The sources that
+// acquire them are in internal/latency/source, apart, so that nothing
+// built on these statistics imports net/http.
 package latency
 
 import (

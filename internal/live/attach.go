@@ -21,7 +21,7 @@ import (
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/kubecg"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/latency/source"
 	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
@@ -281,7 +281,7 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 // sessionOptions wires the target and the latency source (nil when none:
 // the caller closes it) into a session.
 func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
-	fe *frontEnd) (session.Options, latency.Source, error) {
+	fe *frontEnd) (session.Options, source.Source, error) {
 	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
 	if tgt.Children {
 		opt.Gone = tgt.WaitTreeGone(ctx, tr.TargetPIDs)
@@ -289,7 +289,7 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
-	env := latency.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}}
+	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}}
 	if tgt.Kind == target.Process {
 		env.PID = int(tgt.ID)
 	}
@@ -324,7 +324,7 @@ func (a *Attach) describe(probes []stall.ProbeStatus, tgt *target.Target, starte
 		if a.SpikeOn != string(correlate.P99) {
 			d.Spikes.On = a.SpikeOn
 		}
-		if _, sym, err := latency.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
+		if _, sym, err := source.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
 			d.LatencyFunction = sym
 		}
 	}
@@ -350,7 +350,7 @@ func (a *Attach) header(d run.Description, topo *topology.Topology, doc *doctor.
 // tracer, which knows nothing of latency.
 type timers struct{ tr *tracer.Tracer }
 
-func (t timers) TimeRequests(binary, symbol string, pid int) (latency.RequestTimer, error) {
+func (t timers) TimeRequests(binary, symbol string, pid int) (source.RequestTimer, error) {
 	lp, err := t.tr.AttachLatency(binary, symbol, pid)
 	if err != nil { // not lp: a nil *LatencyProbe is a non-nil RequestTimer
 		var bad *tracer.UprobeTargetError

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/correlate"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/latency/source"
 	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tracer"
@@ -131,7 +131,7 @@ type Attach struct {
 	Top         int  // threads in the text report
 	Quiet       bool // record: no report, one line at the end
 
-	Latency    latency.Config
+	Latency    source.Config
 	SpikeK     float64
 	SpikeFloor time.Duration
 	SLO        time.Duration // a window over it is a spike; 0: judged against the recent normal windows

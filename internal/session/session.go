@@ -13,6 +13,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/latency/source"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
@@ -50,7 +51,7 @@ type Options struct {
 	// Now reads CLOCK_MONOTONIC in ns, the clock of the kernel's timestamps.
 	Now func() uint64
 	// Latency, if set, is the service's latency source.
-	Latency latency.Source
+	Latency source.Source
 	// Warn hears about problems that do not stop tracing (a failed scrape).
 	Warn func(error)
 	// Rescan, if set, lists processes to add to the target set; it runs

@@ -58,7 +58,7 @@ func (t *Tracer) AttachLatency(binary, symbol string, pid int) (_ *LatencyProbe,
 		}
 	}()
 	f, err := elf.Open(binary)
-	if err != nil { // latency.ParseUprobeTarget says why, as flags are checked
+	if err != nil { // source.ParseUprobeTarget says why, as flags are checked
 		return nil, badTarget("%s: %v", binary, err)
 	}
 	defer f.Close()

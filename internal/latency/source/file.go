@@ -1,4 +1,4 @@
-package latency
+package source
 
 import (
 	"context"
@@ -8,29 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/numatrace/numatrace/internal/latency"
 )
-
-// Clock maps a sample's timestamp to CLOCK_MONOTONIC. Timestamps above
-// 10^17 ns (after 1973) are Unix-epoch times, as load generators and
-// access logs write them; smaller ones are taken as CLOCK_MONOTONIC.
-type Clock struct {
-	WallNs int64 // a Unix time...
-	MonoNs int64 // ...and CLOCK_MONOTONIC at the same moment
-}
-
-const epochThreshold = 1e17
-
-// Mono converts ts to CLOCK_MONOTONIC ns.
-func (c Clock) Mono(ts uint64) uint64 {
-	if ts < epochThreshold {
-		return ts
-	}
-	m := int64(ts) - c.WallNs + c.MonoNs
-	if m < 0 {
-		return 0
-	}
-	return uint64(m)
-}
 
 // ParseLine reads one sample: NDJSON {"ts_ns":..,"latency_ns":..}, or two
 // numbers (ts_ns latency_ns) separated by spaces, a tab or a comma.
@@ -70,7 +50,7 @@ func ParseLine(line string) (ts, lat uint64, err error) {
 // # are skipped; bad lines go to bad and reading goes on. Opening a FIFO
 // does not wait for a writer, and a read that blocks (standard input, a
 // FIFO) never holds up the return when ctx ends.
-func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad, notice func(error)) error {
+func Follow(ctx context.Context, path string, clk latency.Clock, emit func(latency.Sample), bad, notice func(error)) error {
 	fl := &follower{path: path, notice: notice}
 	if path == "-" {
 		fl.in, fl.stream = os.Stdin, true
@@ -111,7 +91,7 @@ func Follow(ctx context.Context, path string, clk Clock, emit func(Sample), bad,
 				}
 				continue
 			}
-			emit(Sample{TsNs: clk.Mono(ts), LatencyNs: lat})
+			emit(latency.Sample{TsNs: clk.Mono(ts), LatencyNs: lat})
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package latency
+package source
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/latency"
 )
 
 // promText renders a request histogram in seconds, split over two label
@@ -63,7 +65,7 @@ func TestScrapeWindowsFromAServer(t *testing.T) {
 		fmt.Fprint(w, promText(counts))
 	}))
 	defer srv.Close()
-	out := make(chan Stats, 8)
+	out := make(chan latency.Stats, 8)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go ScrapeWindows(ctx, srv.URL, "http_request_duration_seconds", time.Now(), 100*time.Millisecond, out, func(_ string, err error) { t.Error(err) })
@@ -129,7 +131,7 @@ func TestDeadEndpointIsSaidOnce(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	var warned []error
-	src.Run(ctx, make(chan Reading, 10), func(err error) { mu.Lock(); warned = append(warned, err); mu.Unlock() })
+	src.Run(ctx, make(chan latency.Reading, 10), func(err error) { mu.Lock(); warned = append(warned, err); mu.Unlock() })
 	mu.Lock()
 	defer mu.Unlock()
 	var n uint64

@@ -1,4 +1,4 @@
-package latency
+package source
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/numatrace/numatrace/internal/latency"
 )
 
 // Histogram is a cumulative Prometheus histogram summed over its series:
@@ -114,8 +116,8 @@ var (
 // highest bucket that gained requests (the lower bound for +Inf). A
 // counter reset or a change of buckets between the scrapes is an error:
 // the window cannot be told.
-func Delta(index uint64, prev, cur *Histogram, metric string) (*Stats, error) {
-	st := &Stats{Index: index}
+func Delta(index uint64, prev, cur *Histogram, metric string) (*latency.Stats, error) {
+	st := &latency.Stats{Index: index}
 	if len(prev.Bounds) != len(cur.Bounds) {
 		return nil, ErrLayoutChanged
 	}
@@ -178,7 +180,7 @@ func Delta(index uint64, prev, cur *Histogram, metric string) (*Stats, error) {
 	return st, nil
 }
 
-// Why a scraped window is skipped (Stats.Skipped).
+// Why a scraped window is skipped (latency.Stats.Skipped).
 const (
 	skipWhyFailed = "scrape failed"
 	skipWhyNoBase = "no scrape at its start"
@@ -193,11 +195,11 @@ const (
 // so that it counts neither as normal nor as one in which nothing
 // completed; skip hears why, by kind.
 func ScrapeWindows(ctx context.Context, url, metric string, start time.Time, window time.Duration,
-	out chan<- Stats, skip func(kind string, err error)) {
+	out chan<- latency.Stats, skip func(kind string, err error)) {
 	client := &http.Client{Timeout: window / 2}
 	prev, err := Scrape(ctx, client, url, metric)
 	if err != nil && skip != nil {
-		skip(skipScrapes, err)
+		skip(latency.SkipScrapes, err)
 	}
 	for i := uint64(0); ; i++ {
 		select {
@@ -206,28 +208,28 @@ func ScrapeWindows(ctx context.Context, url, metric string, start time.Time, win
 		case <-time.After(time.Until(start.Add(time.Duration(i+1) * window))):
 		}
 		cur, err := Scrape(ctx, client, url, metric)
-		var st *Stats
+		var st *latency.Stats
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
 			if skip != nil {
-				skip(skipScrapes, err)
+				skip(latency.SkipScrapes, err)
 			}
-			st = &Stats{Index: i, Skipped: skipWhyFailed}
+			st = &latency.Stats{Index: i, Skipped: skipWhyFailed}
 		case prev == nil:
-			st = &Stats{Index: i, Skipped: skipWhyNoBase}
+			st = &latency.Stats{Index: i, Skipped: skipWhyNoBase}
 		default:
 			if st, err = Delta(i, prev, cur, metric); err != nil {
-				why, kind := skipWhyReset, skipResets
+				why, kind := skipWhyReset, latency.SkipResets
 				if errors.Is(err, ErrLayoutChanged) {
-					why, kind = skipWhyLayout, skipLayouts
+					why, kind = skipWhyLayout, latency.SkipLayouts
 				}
 				if skip != nil {
 					skip(kind, fmt.Errorf("window %d: %w", i, err))
 				}
-				st = &Stats{Index: i, Skipped: why}
+				st = &latency.Stats{Index: i, Skipped: why}
 			}
 		}
 		prev = cur // nil after a failure: the next window has no base either

@@ -1,4 +1,10 @@
-package latency
+// Package source acquires a service's request latencies: a file or stream
+// of samples followed as it grows (a load generator's log), a uprobe pair
+// on the request handler, or a Prometheus histogram scraped once per
+// window. It is apart from internal/latency, which keeps the per-window
+// statistics, so that the core (engine, aggregate, correlate, the formats)
+// never links net/http or the Prometheus parser.
+package source
 
 import (
 	"context"
@@ -13,27 +19,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
-
-// Reading is what a source reports: one request, or the statistics of a
-// whole window (a scraped histogram already summarises one).
-type Reading struct {
-	Sample Sample
-	Window *Stats // set for a whole window's statistics
-}
 
 // Source is where a service's request latencies come from. It reads on
 // its own goroutine and sends readings until ctx ends; warn hears about
 // readings it had to skip. Run returns an error only when the source
 // cannot go on.
 type Source interface {
-	Run(ctx context.Context, out chan<- Reading, warn func(error)) error
+	Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error
 	// Close releases what opening the source took.
 	Close() error
 	// Skipped says what the source had to skip, by kind, with counts
 	// (412 malformed lines); nil when nothing.
-	Skipped() []Skip
+	Skipped() []latency.Skip
 }
 
 // Env is what opening a source needs from the run.
@@ -126,7 +126,7 @@ func (c Config) Check() error {
 func (c Config) Open(env Env) (Source, error) {
 	switch {
 	case c.File != "":
-		return &fileSource{path: c.File, clk: Clock{WallNs: env.Start.UnixNano(), MonoNs: int64(env.StartNs)}}, nil
+		return &fileSource{path: c.File, clk: latency.Clock{WallNs: env.Start.UnixNano(), MonoNs: int64(env.StartNs)}}, nil
 	case c.PromURL != "":
 		return &promSource{url: c.PromURL, metric: c.PromMetric, start: env.Start, window: env.Window}, nil
 	case c.Uprobe != "":
@@ -172,18 +172,18 @@ func (k *skips) add(kind, source string, err error, warn func(error)) {
 }
 
 // Skipped is what was skipped, by kind in the order first seen.
-func (k *skips) Skipped() []Skip {
+func (k *skips) Skipped() []latency.Skip {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []Skip
+	var out []latency.Skip
 	for _, kind := range k.kinds {
-		out = append(out, Skip{Kind: kind, N: k.n[kind]})
+		out = append(out, latency.Skip{Kind: kind, N: k.n[kind]})
 	}
 	return out
 }
 
 // send delivers one reading unless ctx ends first.
-func send(ctx context.Context, out chan<- Reading, r Reading) {
+func send(ctx context.Context, out chan<- latency.Reading, r latency.Reading) {
 	select {
 	case out <- r:
 	case <-ctx.Done():
@@ -193,10 +193,10 @@ func send(ctx context.Context, out chan<- Reading, r Reading) {
 type fileSource struct {
 	skips
 	path string
-	clk  Clock
+	clk  latency.Clock
 }
 
-func (s *fileSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
+func (s *fileSource) Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error {
 	// A rotation or truncation loses nothing: it is said the first time,
 	// not every time (logrotate every hour).
 	said := map[string]bool{}
@@ -211,8 +211,8 @@ func (s *fileSource) Run(ctx context.Context, out chan<- Reading, warn func(erro
 			warn(fmt.Errorf("latency file %w", err))
 		}
 	}
-	return Follow(ctx, s.path, s.clk, func(smp Sample) { send(ctx, out, Reading{Sample: smp}) },
-		func(err error) { s.skips.add(skipMalformed, "latency file", err, warn) }, notice)
+	return Follow(ctx, s.path, s.clk, func(smp latency.Sample) { send(ctx, out, latency.Reading{Sample: smp}) },
+		func(err error) { s.skips.add(latency.SkipMalformed, "latency file", err, warn) }, notice)
 }
 
 func (s *fileSource) Close() error { return nil }
@@ -224,15 +224,15 @@ type promSource struct {
 	window      time.Duration
 }
 
-func (s *promSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
-	stats := make(chan Stats)
+func (s *promSource) Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error {
+	stats := make(chan latency.Stats)
 	go func() {
 		ScrapeWindows(ctx, s.url, s.metric, s.start, s.window, stats,
 			func(kind string, err error) { s.skips.add(kind, "latency endpoint", err, warn) })
 		close(stats)
 	}()
 	for st := range stats {
-		send(ctx, out, Reading{Window: &st})
+		send(ctx, out, latency.Reading{Window: &st})
 	}
 	return nil
 }
@@ -241,14 +241,14 @@ func (s *promSource) Close() error { return nil }
 
 type uprobeSource struct{ timer RequestTimer }
 
-func (s *uprobeSource) Skipped() []Skip { return nil }
+func (s *uprobeSource) Skipped() []latency.Skip { return nil }
 
-func (s *uprobeSource) Run(ctx context.Context, out chan<- Reading, warn func(error)) error {
+func (s *uprobeSource) Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		s.timer.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
-			send(ctx, out, Reading{Sample: Sample{TsNs: end, LatencyNs: lat, TID: tid, Stall: st}})
+			send(ctx, out, latency.Reading{Sample: latency.Sample{TsNs: end, LatencyNs: lat, TID: tid, Stall: st}})
 		})
 	}()
 	<-ctx.Done()

@@ -1,4 +1,4 @@
-package latency
+package source
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/latency"
 )
 
 // scripted serves one response per scrape, in order; past the end, the
@@ -49,9 +51,9 @@ var bounds3 = []string{"0.001", "0.01", "0.1"}
 
 // scrapeN runs ScrapeWindows for n windows of 200 ms and returns them with
 // what it skipped, by kind.
-func scrapeN(t *testing.T, url string, n int) ([]Stats, map[string][]string) {
+func scrapeN(t *testing.T, url string, n int) ([]latency.Stats, map[string][]string) {
 	t.Helper()
-	out := make(chan Stats, n)
+	out := make(chan latency.Stats, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -66,7 +68,7 @@ func scrapeN(t *testing.T, url string, n int) ([]Stats, map[string][]string) {
 				mu.Unlock()
 			})
 	}()
-	var got []Stats
+	var got []latency.Stats
 	for len(got) < n {
 		select {
 		case st := <-out:
@@ -94,7 +96,7 @@ func TestScrapeWindowsSkipsACounterReset(t *testing.T) {
 		histText(bounds3, []int{30, 0, 0, 0}), // restarted
 		histText(bounds3, []int{130, 0, 0, 0}))
 	got, skipped := scrapeN(t, srv.URL, 4)
-	for i, want := range []Stats{{Index: 0, Count: 100}, {Index: 1, Count: 100}, {Index: 2, Skipped: "counter reset"}, {Index: 3, Count: 100}} {
+	for i, want := range []latency.Stats{{Index: 0, Count: 100}, {Index: 1, Count: 100}, {Index: 2, Skipped: "counter reset"}, {Index: 3, Count: 100}} {
 		if got[i].Index != want.Index || got[i].Count != want.Count || got[i].Skipped != want.Skipped {
 			t.Errorf("window %d: %+v, want %+v", i, got[i], want)
 		}
@@ -134,7 +136,7 @@ func TestScrapeWindowsSkipsAFailedScrapeAndTheNext(t *testing.T) {
 		histText(bounds3, []int{300, 0, 0, 0}),
 		histText(bounds3, []int{400, 0, 0, 0}))
 	got, skipped := scrapeN(t, srv.URL, 4)
-	for i, want := range []Stats{{Index: 0, Count: 100}, {Index: 1, Skipped: "scrape failed"}, {Index: 2, Skipped: "no scrape at its start"}, {Index: 3, Count: 100}} {
+	for i, want := range []latency.Stats{{Index: 0, Count: 100}, {Index: 1, Skipped: "scrape failed"}, {Index: 2, Skipped: "no scrape at its start"}, {Index: 3, Count: 100}} {
 		if got[i].Index != want.Index || got[i].Count != want.Count || got[i].Skipped != want.Skipped {
 			t.Errorf("window %d: %+v, want %+v", i, got[i], want)
 		}
@@ -192,14 +194,14 @@ func TestPromFaultsAreBoundedWithOneWarning(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			out := make(chan Reading, 100)
+			out := make(chan latency.Reading, 100)
 			var mu sync.Mutex
 			var warned []string
 			done := make(chan error, 1)
 			go func() {
 				done <- src.Run(ctx, out, func(err error) { mu.Lock(); warned = append(warned, err.Error()); mu.Unlock() })
 			}()
-			var windows []Stats
+			var windows []latency.Stats
 			for len(windows) < 3 {
 				select {
 				case r := <-out:

@@ -1,4 +1,4 @@
-package latency
+package source
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/latency"
 )
 
 // follow runs Follow on path in the background and collects what it
 // reads, what it finds bad and what it notices.
 type follow struct {
 	mu      sync.Mutex
-	got     []Sample
+	got     []latency.Sample
 	bad     []error
 	notices []error
 	cancel  context.CancelFunc
@@ -28,8 +30,8 @@ func startFollow(t *testing.T, path string) *follow {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &follow{cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		f.done <- Follow(ctx, path, Clock{},
-			func(s Sample) { f.mu.Lock(); f.got = append(f.got, s); f.mu.Unlock() },
+		f.done <- Follow(ctx, path, latency.Clock{},
+			func(s latency.Sample) { f.mu.Lock(); f.got = append(f.got, s); f.mu.Unlock() },
 			func(err error) { f.mu.Lock(); f.bad = append(f.bad, err); f.mu.Unlock() },
 			func(err error) { f.mu.Lock(); f.notices = append(f.notices, err); f.mu.Unlock() })
 	}()
@@ -109,7 +111,7 @@ func TestFollowAFIFOWithoutAWriter(t *testing.T) {
 		}
 	}
 	f.stop(t)
-	if f.got[1] != (Sample{TsNs: 11, LatencyNs: 5}) || len(f.bad) != 0 || len(f.notices) != 0 {
+	if f.got[1] != (latency.Sample{TsNs: 11, LatencyNs: 5}) || len(f.bad) != 0 || len(f.notices) != 0 {
 		t.Fatalf("samples %v, bad %v, notices %v", f.got, f.bad, f.notices)
 	}
 }
@@ -183,7 +185,7 @@ func TestFileSourceSaysRotationOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan Reading, 100)
+	out := make(chan latency.Reading, 100)
 	var mu sync.Mutex
 	var warned []string
 	done := make(chan error, 1)
