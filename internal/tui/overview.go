@@ -38,6 +38,14 @@ func (o *overviewScreen) SetSize(int, int) {}
 
 func (o *overviewScreen) reset() { o.selected = 0 }
 
+func (o *overviewScreen) Help() []key.Binding {
+	return []key.Binding{
+		join("s / S", "sort by the next / previous column", table.Sort, table.SortBack),
+		join("g", "group threads by process", table.Group),
+		join("/", "filter by comm, pid or tid", table.Filter),
+	}
+}
+
 // focusOn shows the threads of window idx (a spike's).
 func (o *overviewScreen) focusOn(idx uint64) {
 	o.focus = &idx
