@@ -291,7 +291,7 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		Children: SummarizeChildren(snap.Descendants)}
 	procs := map[uint32]*ProcessSummary{}
 	procHists := map[uint32]map[stall.Cause]*stall.Hist{}
-	commTID := map[uint32]uint32{}
+	names := map[uint32]*ProcessName{}
 	for tid, th := range snap.Threads {
 		ts := ThreadSummary{PID: th.PID, TID: tid, Comm: th.Comm, Exited: a.Exited(tid),
 			Stalls:     map[string]CauseSummary{},
@@ -325,12 +325,11 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		p.StallNs += ts.StallNs
 		p.Migrations.Total += th.Migrations
 		p.Migrations.CrossNode += th.CrossNodeMigrations
-		// Name the process after its main thread, else its lowest tid, so
-		// the name does not depend on map order.
-		if tid == th.PID || p.Comm == "" || (commTID[th.PID] != th.PID && tid < commTID[th.PID]) {
-			p.Comm = ts.Comm
-			commTID[th.PID] = tid
+		if names[th.PID] == nil {
+			names[th.PID] = &ProcessName{}
 		}
+		names[th.PID].Offer(th.PID, tid, ts.Comm)
+		p.Comm = names[th.PID].String()
 	}
 	// What the tables hold, by cause: the processes' histograms merged.
 	listed := map[stall.Cause]*stall.Hist{}

@@ -179,9 +179,8 @@ func Summarize(w *aggregate.Window) Window {
 // hits finds who stalled on cause c in w, and which process suffered most.
 func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 	type proc struct {
-		ns      uint64
-		comm    string
-		commTID uint32
+		ns   uint64
+		name aggregate.ProcessName
 	}
 	h := Hits{Cause: c}
 	procs := map[uint32]*proc{}
@@ -197,10 +196,7 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 			procs[t.PID] = p
 		}
 		p.ns += ns
-		// Name a process after its main thread, else its lowest tid.
-		if p.comm == "" || t.TID == t.PID || (p.commTID != t.PID && t.TID < p.commTID) {
-			p.comm, p.commTID = t.Comm, t.TID
-		}
+		p.name.Offer(t.PID, t.TID, t.Comm)
 		if ns > h.WorstNs || (ns == h.WorstNs && t.TID < h.WorstTID) {
 			h.WorstNs, h.WorstTID = ns, t.TID
 		}
@@ -215,7 +211,7 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 			top, topPID = p, pid
 		}
 	}
-	h.Process = top.comm
+	h.Process = top.name.String()
 	return h, true
 }
 
