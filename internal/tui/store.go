@@ -341,18 +341,20 @@ func (s *Store) Detail(tid uint32) (*Detail, bool) {
 	return d, true
 }
 
-// Processes merges thread rows by process.
+// Processes merges thread rows by process, named as
+// aggregate.ProcessName names it.
 func Processes(rows []Row) []Row {
 	by := map[uint32]*Row{}
+	names := map[uint32]*aggregate.ProcessName{}
 	for _, r := range rows {
 		p := by[r.PID]
 		if p == nil {
-			p = &Row{PID: r.PID, Comm: r.Comm, Node: r.Node}
+			p = &Row{PID: r.PID, Node: r.Node}
 			by[r.PID] = p
+			names[r.PID] = &aggregate.ProcessName{}
 		}
-		if r.TID == r.PID {
-			p.Comm = r.Comm
-		}
+		names[r.PID].Offer(r.PID, r.TID, r.Comm)
+		p.Comm = names[r.PID].String()
 		if p.Node != r.Node {
 			p.Node = -2 // spread over nodes
 		}

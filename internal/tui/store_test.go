@@ -192,3 +192,23 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+// A process with no main-thread row is named after its lowest tid on
+// every refresh, not after whichever thread the store's map yields first.
+func TestProcessRowKeepsItsNameAcrossRefreshes(t *testing.T) {
+	s := NewStore(Info{}, 0)
+	w := &aggregate.Window{Threads: map[uint32]*aggregate.ThreadWindow{}}
+	for tid, comm := range map[uint32]string{11: "bg", 12: "worker", 13: "io"} {
+		w.Threads[tid] = &aggregate.ThreadWindow{PID: 10, TID: tid, Comm: comm, TotalNs: 1}
+	}
+	s.Window(w)
+	for i := 0; i < 100; i++ {
+		procs := Processes(s.Frame().Rows)
+		if len(procs) != 1 {
+			t.Fatalf("%d processes, want 1", len(procs))
+		}
+		if procs[0].Comm != "bg" {
+			t.Fatalf("refresh %d: process named %q, want bg (tid 11)", i, procs[0].Comm)
+		}
+	}
+}
