@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -138,7 +139,7 @@ func (o *overviewScreen) rows() []Row {
 		rows = windowRows(o.frame, *o.focus)
 	}
 	if o.byProcess {
-		rows = Processes(rows)
+		rows = aggregate.Processes(rows)
 	}
 	rows = FilterRows(rows, o.filter.Value())
 	out := append([]Row(nil), rows...)

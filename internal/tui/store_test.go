@@ -141,7 +141,7 @@ func TestSortFilterAndGroup(t *testing.T) {
 	if got := FilterRows(rows, "10"); len(got) != 1 || got[0].TID != 11 {
 		t.Errorf("filter by pid 10: %+v", got)
 	}
-	procs := Processes(rows)
+	procs := aggregate.Processes(rows)
 	if len(procs) != 2 {
 		t.Fatalf("%d processes, want 2", len(procs))
 	}
@@ -203,7 +203,7 @@ func TestProcessRowKeepsItsNameAcrossRefreshes(t *testing.T) {
 	}
 	s.Window(w)
 	for i := 0; i < 100; i++ {
-		procs := Processes(s.Frame().Rows)
+		procs := aggregate.Processes(s.Frame().Rows)
 		if len(procs) != 1 {
 			t.Fatalf("%d processes, want 1", len(procs))
 		}
