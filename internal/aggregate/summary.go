@@ -180,13 +180,13 @@ func (ps *processes) add(ts *ThreadSummary, th *stall.ThreadStats) {
 	p := ps.by[th.PID]
 	if p == nil {
 		p = &ProcessSummary{PID: th.PID}
-		ps.by[th.PID], ps.hists[th.PID], ps.names[th.PID] = p, map[stall.Cause]*stall.Hist{}, &ProcessName{PID: th.PID}
+		ps.by[th.PID], ps.hists[th.PID], ps.names[th.PID] = p, map[stall.Cause]*stall.Hist{}, &ProcessName{}
 	}
 	p.Threads++
 	p.StallNs += ts.StallNs
 	p.Migrations.Total += th.Migrations
 	p.Migrations.CrossNode += th.CrossNodeMigrations
-	ps.names[th.PID].Offer(ts.TID, ts.Comm)
+	ps.names[th.PID].Offer(th.PID, ts.TID, ts.Comm)
 	for c, h := range th.Hists {
 		mergeInto(ps.hists[th.PID], c, h)
 	}
@@ -203,7 +203,7 @@ func mergeInto(m map[stall.Cause]*stall.Hist, c stall.Cause, h *stall.Hist) {
 func (ps *processes) summaries() []ProcessSummary {
 	var out []ProcessSummary
 	for pid, p := range ps.by {
-		p.Comm = ps.names[pid].Name()
+		p.Comm = ps.names[pid].String()
 		for c, h := range ps.hists[pid] {
 			p.Stalls[c] = summarize(h)
 			mergeInto(ps.listed, c, h)

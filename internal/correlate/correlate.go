@@ -192,11 +192,11 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 		h.Threads++
 		p := procs[t.PID]
 		if p == nil {
-			p = &proc{name: aggregate.ProcessName{PID: t.PID}}
+			p = &proc{}
 			procs[t.PID] = p
 		}
 		p.ns += ns
-		p.name.Offer(t.TID, t.Comm)
+		p.name.Offer(t.PID, t.TID, t.Comm)
 		if ns > h.WorstNs || (ns == h.WorstNs && t.TID < h.WorstTID) {
 			h.WorstNs, h.WorstTID = ns, t.TID
 		}
@@ -211,7 +211,7 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 			top, topPID = p, pid
 		}
 	}
-	h.Process = top.name.Name()
+	h.Process = top.name.String()
 	return h, true
 }
 

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -78,7 +79,7 @@ func Export(r *record.Reader, w io.Writer, opts Options) (Stats, error) {
 		windowNs: opts.WindowNs,
 		bw:       bufio.NewWriterSize(w, 64<<10),
 		windows:  map[int64]*[stall.NumCauses]uint64{},
-		procName: map[uint32]string{},
+		procName: map[uint32]*aggregate.ProcessName{},
 		named:    map[nameKey]bool{},
 		threads:  map[[2]uint32]bool{},
 	}
@@ -152,8 +153,8 @@ type exporter struct {
 	minW, maxW int64
 	anyWindow  bool
 
-	procName map[uint32]string // the process name last emitted
-	named    map[nameKey]bool  // process and thread names emitted
+	procName map[uint32]*aggregate.ProcessName // by pid, from the threads seen so far
+	named    map[nameKey]bool                  // process and thread names emitted
 	threads  map[[2]uint32]bool
 	end      *run.End
 
@@ -290,19 +291,22 @@ func (x *exporter) event(ev *stall.Event) {
 }
 
 // names emits the process and thread names an event brings, once per
-// distinct name. A process is named after its main thread (tid == pid)
-// when that is seen, else after the first of its threads met.
+// distinct name. A process is named as aggregate.ProcessName names it
+// from the threads seen so far.
 func (x *exporter) names(ev *stall.Event) {
 	x.threads[[2]uint32{ev.PID, ev.TID}] = true
 	if ev.Comm == "" {
 		return
 	}
 	if ev.PID != WindowsPID {
-		cur, ok := x.procName[ev.PID]
+		pn := x.procName[ev.PID]
+		if pn == nil {
+			pn = &aggregate.ProcessName{}
+			x.procName[ev.PID] = pn
+		}
 		k := nameKey{process: true, pid: ev.PID, name: ev.Comm}
-		if !ok || (ev.TID == ev.PID && cur != ev.Comm && !x.named[k]) {
+		if pn.Offer(ev.PID, ev.TID, ev.Comm) && !x.named[k] {
 			x.named[k] = true
-			x.procName[ev.PID] = ev.Comm
 			x.emit(traceEvent{Name: "process_name", Ph: "M", Pid: ev.PID, Args: nameArgs{ev.Comm}})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
@@ -98,7 +99,7 @@ type Feeder struct {
 	end   *run.End
 	// fallback holds histograms rebuilt from the events, for a recording
 	// cut short before any kernel snapshot; dropped at the first snapshot.
-	fallback  *stall.Snapshot
+	fallback  *aggregate.EventHists
 	firstEvNs uint64
 	// lastNs is the newest time any record carries: where a recording
 	// killed before its end record, or before any event, stopped.
@@ -164,7 +165,10 @@ func (f *Feeder) event(ev *stall.Event) {
 	}
 	f.eng.EventRef(ev)
 	if f.final == nil {
-		f.rebuild(ev)
+		if f.fallback == nil {
+			f.fallback = &aggregate.EventHists{}
+		}
+		f.fallback.Add(ev)
 	}
 	if !f.h.ClosesAtLost() && ev.TsNs > uint64(engine.Grace) {
 		f.eng.Close(ev.TsNs - uint64(engine.Grace))
@@ -224,28 +228,11 @@ func (f *Feeder) Finish(blocks int) *output.Report {
 	return output.NewReport(f.eng.Run(), end, f.eng.Summary(snap), f.eng.Analysis(), f.opt.TopThreads)
 }
 
-// rebuild adds ev to the histograms rebuilt from the recorded events.
-func (f *Feeder) rebuild(ev *stall.Event) {
-	if ev.Kind != stall.KindStall || !ev.Counts() {
-		return
-	}
-	if f.fallback == nil {
-		f.fallback = &stall.Snapshot{}
-	}
-	th := f.fallback.Thread(ev.PID, ev.TID, ev.Comm)
-	h := th.Hists[ev.Cause]
-	if h == nil {
-		h = &stall.Hist{}
-		th.Hists[ev.Cause] = h
-	}
-	h.Add(ev.LongestNs())
-}
-
 // fromEvents is the rebuilt snapshot, with the last lost count.
 func (f *Feeder) fromEvents() *stall.Snapshot {
-	s := f.fallback
-	if s == nil {
-		s = &stall.Snapshot{}
+	s := &stall.Snapshot{}
+	if f.fallback != nil {
+		s = f.fallback.Snapshot()
 	}
 	s.LostEvents = f.eng.Lost()
 	return s

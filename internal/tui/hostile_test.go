@@ -53,17 +53,20 @@ func hostileStore(name func(i int) string) *Store {
 }
 
 // screens renders every screen of a view of s after tracing stopped for
-// why: the overview, by process, spikes, system and a thread's drill-down.
-func screens(s *Store, why string) []string {
+// why, by name: the model's list (the drill-down on the top thread) and
+// the overview by process.
+func screens(s *Store, why string) map[string]string {
 	m := NewLive(s, Options{NoTicks: true, Now: func() uint64 { return 2e9 }})
 	m.Update(tea.WindowSizeMsg{Width: 200, Height: 50})
 	m.Update(EndedMsg{Why: why})
-	var out []string
-	for _, keys := range [][]tea.Msg{nil, {runes("g")}, {runes("g"), keyTab}, {keyTab}, {keyTab, keyEnter}} {
-		for _, k := range keys {
-			m.Update(k)
-		}
-		out = append(out, m.View())
+	out := map[string]string{}
+	m.Update(runes("g"))
+	out["by process"] = m.View()
+	m.Update(runes("g"))
+	m.Update(keyEnter)
+	for _, sc := range m.screens {
+		m.screen = sc
+		out[m.name()] = m.View()
 	}
 	return out
 }
@@ -74,34 +77,35 @@ func screens(s *Store, why string) []string {
 func TestViewEscapesHostileNames(t *testing.T) {
 	raw := screens(hostileStore(func(i int) string { return hostileNames[i].raw }), "read /proc/"+hostileNames[0].raw)
 	shown := screens(hostileStore(func(i int) string { return hostileNames[i].shown }), "read /proc/"+hostileNames[0].shown)
-	names := []string{"overview", "by process", "spikes", "system", "thread"}
-	for i, v := range raw {
+	for name, v := range raw {
 		if !utf8.ValidString(v) {
-			t.Errorf("%s screen is not valid UTF-8: %q", names[i], v)
+			t.Errorf("%s screen is not valid UTF-8: %q", name, v)
 		}
 		for _, line := range strings.Split(v, "\n") {
 			if !sanitize.Safe(line) {
-				t.Errorf("%s screen has a line a terminal acts on: %q", names[i], line)
+				t.Errorf("%s screen has a line a terminal acts on: %q", name, line)
 			}
 		}
-		if v != shown[i] {
-			t.Errorf("%s screen of hostile names differs from that of their escaped spellings:\n--- got\n%s\n--- want\n%s", names[i], v, shown[i])
+		if v != shown[name] {
+			t.Errorf("%s screen of hostile names differs from that of their escaped spellings:\n--- got\n%s\n--- want\n%s", name, v, shown[name])
 		}
 		if !strings.HasPrefix(v, `numatrace STOPPED: read /proc/\x1b]0;pwned\x07`) {
-			t.Errorf("%s screen's header: %q", names[i], strings.SplitN(v, "\n", 2)[0])
+			t.Errorf("%s screen's header: %q", name, strings.SplitN(v, "\n", 2)[0])
 		}
 	}
 	for _, want := range []struct {
-		screen int
+		screen string
 		text   string
 	}{
-		{0, `\x1b[2Jwipe`}, {0, `new\x0aline`}, {0, `bad\xffutf8`}, {0, `evil\u202egnp`}, {0, `\x1b]0;pwned\x`}, // COMM is 15 wide
-		{2, `compaction 11% · evil\u202egnp`}, {2, `across 1 thread of evil\u202egnp`},
-		{3, `latency file /tmp/new\x0aline: no such file`}, {3, `memory pressure in /sys/fs/cgroup/bad\xffutf8`},
-		{4, `tid 104 (evil\u202egnp) of pid 104`}, {4, `evil\u202egnp, evil\u202egnp`},
+		{"Overview", `\x1b[2Jwipe`}, {"Overview", `new\x0aline`}, {"Overview", `bad\xffutf8`}, {"Overview", `evil\u202egnp`},
+		{"Overview", `\x1b]0;pwned\x`}, // COMM is 15 wide
+		{"by process", `evil\u202egnp`},
+		{"Spikes", `compaction 11% · evil\u202egnp`}, {"Spikes", `across 1 thread of evil\u202egnp`},
+		{"System", `latency file /tmp/new\x0aline: no such file`}, {"System", `memory pressure in /sys/fs/cgroup/bad\xffutf8`},
+		{"drill-down", `tid 104 (evil\u202egnp) of pid 104`}, {"drill-down", `evil\u202egnp, evil\u202egnp`},
 	} {
 		if !strings.Contains(raw[want.screen], want.text) {
-			t.Errorf("%s screen lacks %q:\n%s", names[want.screen], want.text, raw[want.screen])
+			t.Errorf("%s screen lacks %q:\n%s", want.screen, want.text, raw[want.screen])
 		}
 	}
 	// The status line's warning.

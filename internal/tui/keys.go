@@ -86,26 +86,29 @@ func join(keys, desc string, bs ...key.Binding) key.Binding {
 	return key.NewBinding(key.WithKeys(all...), key.WithHelp(keys, desc))
 }
 
-// helpKeys is the help screen's key map: every key, one line each.
-type helpKeys struct{}
+// helpKeys is the help screen's key map: every key, one line each; the
+// screens' own keys come after the ones every screen shares.
+type helpKeys struct{ screens []screen }
 
 func (helpKeys) ShortHelp() []key.Binding { return nil }
 
-func (helpKeys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{
+func (h helpKeys) FullHelp() [][]key.Binding {
+	keys := []key.Binding{
 		join("↑/↓ or k/j", "move (pgup/pgdown: by 10)", list.Up, list.Down, list.PageUp, list.PageDown),
 		join("enter / esc", "drill down into a thread or spike / back", list.Enter, list.Esc),
-		join("tab", "next screen: Overview, Spikes, System", global.Next, global.Prev),
-		join("s / S", "sort by the next / previous column", table.Sort, table.SortBack),
-		join("g", "group threads by process", table.Group),
-		join("/", "filter by comm, pid or tid", table.Filter),
+		join("tab", "next screen: "+strings.Join(tabNames(), ", "), global.Next, global.Prev),
+	}
+	for _, s := range h.screens {
+		keys = append(keys, s.Help()...)
+	}
+	return [][]key.Binding{append(keys,
 		join("p", "pause the live view (tracing goes on)", global.Pause),
 		join("space", "replay: play / pause", global.Play),
 		join("←/→", "replay: one window back / on (shift: ten)", global.Back, global.On, global.BackTen, global.OnTen),
 		join("home / end", "replay: start / end", global.Start, global.End),
 		join("?", "this help", global.Help),
 		join("q", "quit", global.Quit),
-	}}
+	)}
 }
 
 // helpModel renders key maps in the view's plain style: two spaces in,

@@ -23,18 +23,6 @@ const Tick = 250 * time.Millisecond
 // System screen keeps the latest ones.
 const warningShown = 10 * time.Second
 
-type screenID int
-
-const (
-	screenOverview screenID = iota
-	screenSpikes
-	screenSystem
-	numScreens
-	screenThread // the drill-down, entered from the overview
-)
-
-var screenNames = [numScreens]string{"Overview", "Spikes", "System"}
-
 // Options configure a Model.
 type Options struct {
 	// Now reads CLOCK_MONOTONIC ns for the live elapsed time; tests pass a
@@ -48,20 +36,6 @@ type Options struct {
 	// ReadProcfs, if set, is polled every ProcfsEvery for the System
 	// screen (live only; a recording carries its own readings).
 	ReadProcfs func() (record.Procfs, error)
-}
-
-// screen is one page of the view. The root routes the keys it does not
-// take itself to the screen on show.
-type screen interface {
-	Update(tea.KeyMsg) tea.Cmd
-	// View is the screen's body: the lines between the tabs and the
-	// status line.
-	View() []string
-	SetSize(width, height int)
-	// Hints are the screen's state and own keys, for the status line.
-	Hints() []string
-	// reset is called when the screen comes on show from another.
-	reset()
 }
 
 // shared is what every screen reads: the frame on show, the terminal's
@@ -98,14 +72,15 @@ func (s *shared) windowClock(idx uint64) string {
 // keys; the screens do the rest.
 type Model struct {
 	*shared
+	screens []screen // screenDefs', in order
+	// over and thread are also in screens: the root sends the user to
+	// them (a spike's window, a thread's drill-down).
 	over   *overviewScreen
-	spikes *spikesScreen
-	system *systemScreen
 	thread *threadScreen
 	helpM  help.Model
 
-	screen screenID
-	prev   screenID
+	screen screen // on show
+	prev   screen // the one the drill-down was entered from
 	help   bool
 
 	paused  bool // live: the frame is frozen
@@ -140,10 +115,13 @@ func newModel(opt Options) *Model {
 	}
 	sh := &shared{opt: opt, width: 80, height: 24}
 	m := &Model{shared: sh, helpM: helpModel()}
-	m.over, m.spikes, m.system, m.thread = newOverview(sh), newSpikes(sh), newSystem(sh, &m.procErr), newThread(sh)
+	for _, d := range screenDefs {
+		m.screens = append(m.screens, d.new(m))
+	}
+	m.screen = m.over
 	sh.showThread = func(tid uint32) {
 		m.thread.tid = tid
-		m.prev, m.screen = m.screen, screenThread
+		m.prev, m.screen = m.screen, m.thread
 		m.thread.reset()
 	}
 	m.thread.close = func() {
@@ -152,23 +130,13 @@ func newModel(opt Options) *Model {
 	}
 	sh.focusWindow = func(idx uint64) {
 		m.over.focusOn(idx)
-		m.screen = screenOverview
+		m.screen = m.over
 	}
 	return m
 }
 
 // active is the screen on show.
-func (m *Model) active() screen {
-	switch m.screen {
-	case screenSpikes:
-		return m.spikes
-	case screenSystem:
-		return m.system
-	case screenThread:
-		return m.thread
-	}
-	return m.over
-}
+func (m *Model) active() screen { return m.screen }
 
 // rows is the overview table as shown.
 func (m *Model) rows() []Row { return m.over.rows() }
@@ -193,7 +161,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
-		for _, s := range []screen{m.over, m.spikes, m.system, m.thread} {
+		for _, s := range m.screens {
 			s.SetSize(msg.Width, msg.Height)
 		}
 		return m, nil
@@ -248,7 +216,7 @@ func (m *Model) onTick() {
 
 // onKey takes the global keys and hands the rest to the screen on show.
 func (m *Model) onKey(k tea.KeyMsg) tea.Cmd {
-	if m.screen == screenOverview && m.over.filtering {
+	if m.screen == m.over && m.over.filtering {
 		return m.over.Update(k) // the filter takes every key
 	}
 	if m.help {
@@ -277,20 +245,6 @@ func (m *Model) onKey(k tea.KeyMsg) tea.Cmd {
 		return m.active().Update(k)
 	}
 	return nil
-}
-
-// cycle goes to the next (or previous) screen; from the drill-down, the
-// screen it was entered from counts as the current one.
-func (m *Model) cycle(next bool) {
-	if m.screen == screenThread {
-		m.screen = m.prev
-	}
-	if next {
-		m.screen = (m.screen + 1) % numScreens
-	} else {
-		m.screen = (m.screen + numScreens - 1) % numScreens
-	}
-	m.active().reset()
 }
 
 func (m *Model) playPause() {
@@ -428,23 +382,24 @@ func (m *Model) header() string {
 
 func (m *Model) tabs() string {
 	var b []string
-	for i, n := range screenNames {
-		cur := screenID(i) == m.screen || (m.screen == screenThread && screenID(i) == m.prev)
-		if cur {
-			b = append(b, styleTab.Render(" "+n+" "))
-		} else {
-			b = append(b, " "+n+" ")
+	for i, d := range screenDefs {
+		switch {
+		case d.tab == "":
+		case m.screens[i] == m.tabOf():
+			b = append(b, styleTab.Render(" "+d.tab+" "))
+		default:
+			b = append(b, " "+d.tab+" ")
 		}
 	}
 	s := strings.Join(b, "")
-	if m.screen == screenThread {
+	if m.screen == m.thread {
 		s += " › thread " + itoa(m.thread.tid)
 	}
 	return s
 }
 
 func (m *Model) status() string {
-	if m.screen == screenOverview && m.over.filtering {
+	if m.screen == m.over && m.over.filtering {
 		return m.over.filter.View()
 	}
 	if w := m.frame.Warnings; len(w) > 0 && time.Since(w[len(w)-1].At) < warningShown {
@@ -462,6 +417,6 @@ func (m *Model) status() string {
 
 func (m *Model) helpView() []string {
 	lines := []string{"", styleHead.Render("KEYS")}
-	lines = append(lines, fullHelp(m.helpM, helpKeys{})...)
+	lines = append(lines, fullHelp(m.helpM, helpKeys{m.screens})...)
 	return append(lines, "", styleDim.Render("any key closes this help"))
 }

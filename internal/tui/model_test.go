@@ -3,7 +3,13 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -113,25 +119,89 @@ func TestGoldenLive(t *testing.T) {
 	golden.RequireEqual(t, []byte(m.View()))
 }
 
+// Every screen in the model's list, and the help, fills the terminal and
+// no more.
 func TestEveryScreenFitsTheTerminal(t *testing.T) {
 	p := loadPlayer(t, "redis-memcg-hog.ntr")
 	for _, size := range [][2]int{{80, 24}, {200, 50}, {40, 10}, {120, 30}} {
 		m := NewReplay(p, Options{})
 		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
-		for _, keys := range [][]tea.Msg{nil, {keyTab}, {keyTab}, {keyTab, keyEnter}, {runes("?")}} {
-			for _, k := range keys {
-				m.Update(k)
+		m.Update(keyEnter) // the drill-down shows the top thread
+		for i := 0; i <= len(m.screens); i++ {
+			if i < len(m.screens) {
+				m.screen = m.screens[i]
+			} else {
+				m.Update(runes("?"))
 			}
-			lines := strings.Split(m.View(), "\n")
-			if len(lines) != size[1] {
-				t.Errorf("%dx%d screen %d: %d lines", size[0], size[1], m.screen, len(lines))
+			t.Run(fmt.Sprintf("%dx%d/%s", size[0], size[1], m.name()), func(t *testing.T) {
+				fits(t, m.View(), size[0], size[1])
+			})
+		}
+	}
+}
+
+func fits(t *testing.T, view string, w, h int) {
+	lines := strings.Split(view, "\n")
+	if len(lines) != h {
+		t.Errorf("%d lines", len(lines))
+	}
+	for _, l := range lines {
+		if n := ansi.StringWidth(l); n > w {
+			t.Errorf("line of %d cells: %q", n, l)
+		}
+	}
+}
+
+// sizeSpy is a screen that counts the sizes it is given.
+type sizeSpy struct {
+	screen
+	w, h int
+}
+
+func (s *sizeSpy) SetSize(w, h int) { s.w, s.h = w, h }
+
+// A resize reaches every screen in the model's list.
+func TestEveryScreenGetsItsSize(t *testing.T) {
+	m := NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{})
+	spies := make([]*sizeSpy, len(m.screens))
+	for i, s := range m.screens {
+		spies[i] = &sizeSpy{screen: s}
+		m.screens[i] = spies[i]
+	}
+	m.Update(tea.WindowSizeMsg{Width: 123, Height: 45})
+	for i, s := range spies {
+		if s.w != 123 || s.h != 45 {
+			t.Errorf("screen %d (%T) got size %dx%d, want 123x45", i, s.screen, s.w, s.h)
+		}
+	}
+}
+
+// Every type in this package with a screen's SetSize is in the model's
+// screen list: a screen left out of screenDefs would never be shown,
+// sized or helped.
+func TestEveryScreenIsInTheModelsList(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, s := range NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{}).screens {
+		listed[reflect.TypeOf(s).Elem().Name()] = true
+	}
+	for _, f := range pkgs["tui"].Files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || fn.Name.Name != "SetSize" {
+				continue
 			}
-			for _, l := range lines {
-				if w := ansi.StringWidth(l); w > size[0] {
-					t.Errorf("%dx%d screen %d: line of %d cells: %q", size[0], size[1], m.screen, w, l)
-				}
+			star, ok := fn.Recv.List[0].Type.(*ast.StarExpr)
+			if !ok {
+				continue
 			}
-			m.Update(keyEsc)
+			if name := star.X.(*ast.Ident).Name; !listed[name] {
+				t.Errorf("%s has SetSize but is not in screenDefs", name)
+			}
 		}
 	}
 }
@@ -206,8 +276,8 @@ func TestFilterSortAndDrillDown(t *testing.T) {
 	}
 	m.Update(runes("S"))
 	m.Update(keyEnter)
-	if m.screen != screenThread || m.thread.tid != m.rows()[0].TID {
-		t.Fatalf("enter: screen %d tid %d", m.screen, m.thread.tid)
+	if m.screen != m.thread || m.thread.tid != m.rows()[0].TID {
+		t.Fatalf("enter: screen %s tid %d", m.name(), m.thread.tid)
 	}
 	v := m.View()
 	for _, want := range []string{"HISTOGRAMS", "memcg_reclaim:", "TIMELINE", "RECENT STALLS", "reclaimed"} {
@@ -216,8 +286,8 @@ func TestFilterSortAndDrillDown(t *testing.T) {
 		}
 	}
 	m.Update(keyEsc)
-	if m.screen != screenOverview {
-		t.Errorf("esc: screen %d", m.screen)
+	if m.screen != m.over {
+		t.Errorf("esc: screen %s", m.name())
 	}
 }
 
@@ -250,8 +320,8 @@ func TestSpikeJumpShowsThatWindowsThreads(t *testing.T) {
 	sp := m.frame.Analysis.Spikes[0]
 	m.Update(keyEnter)
 	rows := m.rows()
-	if m.screen != screenOverview || m.over.focus == nil || *m.over.focus != sp.Index || len(rows) == 0 {
-		t.Fatalf("jump: screen %d focus %v rows %d", m.screen, m.over.focus, len(rows))
+	if m.screen != m.over || m.over.focus == nil || *m.over.focus != sp.Index || len(rows) == 0 {
+		t.Fatalf("jump: screen %s focus %v rows %d", m.name(), m.over.focus, len(rows))
 	}
 	if rows[0].StallNs != sp.Causes[0].WorstNs {
 		t.Errorf("the window's worst thread stalled %d ns; the spike says %d", rows[0].StallNs, sp.Causes[0].WorstNs)
@@ -353,4 +423,15 @@ func TestHeaderSaysEvictedHistograms(t *testing.T) {
 	if !strings.Contains(m.View(), "evicted 19712") {
 		t.Errorf("the header does not say 19712 histograms were evicted:\n%s", m.View())
 	}
+}
+
+// name is the screen on show's, for tests and messages.
+func (m *Model) name() string {
+	if m.help {
+		return "help"
+	}
+	if n := screenDefs[m.index(m.screen)].tab; n != "" {
+		return n
+	}
+	return "drill-down"
 }

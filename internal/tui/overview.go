@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -37,6 +38,14 @@ func newOverview(sh *shared) *overviewScreen {
 func (o *overviewScreen) SetSize(int, int) {}
 
 func (o *overviewScreen) reset() { o.selected = 0 }
+
+func (o *overviewScreen) Help() []key.Binding {
+	return []key.Binding{
+		join("s / S", "sort by the next / previous column", table.Sort, table.SortBack),
+		join("g", "group threads by process", table.Group),
+		join("/", "filter by comm, pid or tid", table.Filter),
+	}
+}
 
 // focusOn shows the threads of window idx (a spike's).
 func (o *overviewScreen) focusOn(idx uint64) {
@@ -130,7 +139,7 @@ func (o *overviewScreen) rows() []Row {
 		rows = windowRows(o.frame, *o.focus)
 	}
 	if o.byProcess {
-		rows = Processes(rows)
+		rows = aggregate.Processes(rows)
 	}
 	rows = FilterRows(rows, o.filter.Value())
 	out := append([]Row(nil), rows...)

@@ -30,6 +30,9 @@ func (s *spikesScreen) SetSize(int, int) {}
 
 func (s *spikesScreen) reset() { s.selected = 0 }
 
+// Help is empty: enter is on the help screen already.
+func (s *spikesScreen) Help() []key.Binding { return nil }
+
 func (s *spikesScreen) spikes() int {
 	if a := s.analysis(); a != nil {
 		return len(a.Spikes)

@@ -1,7 +1,9 @@
 // Package tui is numatrace's interactive front end: a Bubble Tea program
-// over a Store that the live session or a replay feeds. The Store does the
-// aggregation, so a slow screen never costs an event, and the screen
-// reads a copy of it on its own tick.
+// over a Store that the live session or a replay feeds. The Store keeps
+// the run's totals (aggregate.RunTotals, fed by the engine's stalls,
+// windows and the kernel's snapshots) behind a lock, so a slow screen
+// never costs an event, and the screen reads a copy of them on its own
+// tick.
 package tui
 
 import (
@@ -39,49 +41,19 @@ const recentEvents = 32
 // kept.
 const timelineWindows = 1024
 
-// Thread is everything the screens show of one thread.
-type Thread struct {
-	PID, TID  uint32
-	Comm      string
-	CPU       int32 // of its latest stall, -1 if none seen
-	StallNs   uint64
-	ByCause   [stall.NumCauses]aggregate.CauseTotal
-	Migr      uint64 // task migrations, from the kernel's counts
-	CrossNode uint64
-	// hists are built from the streamed events; exact are the kernel's
-	// own (every stall, also those under the stream threshold).
-	hists    [stall.NumCauses]stall.Hist
-	exact    map[stall.Cause]*stall.Hist
-	recent   []stall.Event // ring of the latest stalls
-	next     int
-	timeline []point // (window, stall ns), oldest first
-}
-
-type point struct {
-	Index uint64
-	Ns    uint64
-}
-
-// Store accumulates what the screens show. Every method is safe to call
+// Store is what the screens show: the run's totals, which the engine's
+// output feeds, and the view's own state. Every method is safe to call
 // from the feeding goroutine while the screen reads.
 type Store struct {
-	mu      sync.Mutex
-	info    Info
-	threads map[uint32]*Thread
-	windows []*aggregate.Window
-	maxWin  int // windows kept (0: all); the oldest go first
-	events  uint64
-	lost    uint64
-	evicted uint64 // thread histograms the kernel's full map evicted
-	lastNs  uint64
-	first   *record.Procfs
-	last    *record.Procfs
+	mu     sync.Mutex
+	info   Info
+	totals *aggregate.RunTotals
+	first  *record.Procfs
+	last   *record.Procfs
 	// analysis is the engine's spike analysis, as of the newest window.
 	analysis *correlate.Result
 	// warnings that did not stop tracing, newest last, the latest few.
 	warnings []Warning
-	// children are what a --pid target's untraced descendants stalled.
-	children *aggregate.ChildStalls
 }
 
 // Warning is a problem that did not stop tracing (a failed scrape, a
@@ -97,40 +69,15 @@ const warningsKept = 8
 // NewStore starts an empty store. maxWindows bounds the windows kept for
 // the timeline and a spike window's threads (0 keeps all, as replay does).
 func NewStore(info Info, maxWindows int) *Store {
-	return &Store{info: info, threads: map[uint32]*Thread{}, maxWin: maxWindows}
-}
-
-func (s *Store) thread(pid, tid uint32, comm string) *Thread {
-	t := s.threads[tid]
-	if t == nil {
-		t = &Thread{PID: pid, TID: tid, Comm: comm, CPU: -1}
-		s.threads[tid] = t
-	}
-	if comm != "" {
-		t.Comm = comm
-	}
-	return t
+	return &Store{info: info, totals: aggregate.NewTotals(aggregate.TotalsLimits{
+		Windows: maxWindows, Recent: recentEvents, Timeline: timelineWindows})}
 }
 
 // Stall takes one streamed stall.
 func (s *Store) Stall(ev *stall.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.events++
-	if ev.TsNs > s.lastNs {
-		s.lastNs = ev.TsNs
-	}
-	t := s.thread(ev.PID, ev.TID, ev.Comm)
-	t.CPU = int32(ev.CPU)
-	if ev.Counts() {
-		t.hists[ev.Cause].Add(ev.LongestNs())
-	}
-	if len(t.recent) < recentEvents {
-		t.recent = append(t.recent, *ev)
-	} else {
-		t.recent[t.next] = *ev
-		t.next = (t.next + 1) % recentEvents
-	}
+	s.totals.Stall(ev)
 	return nil
 }
 
@@ -138,27 +85,7 @@ func (s *Store) Stall(ev *stall.Event) error {
 func (s *Store) Window(w *aggregate.Window) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows = append(s.windows, w)
-	if s.maxWin > 0 && len(s.windows) > s.maxWin {
-		s.windows = s.windows[len(s.windows)-s.maxWin:]
-	}
-	s.lost += w.LostEvents
-	if w.EndNs > s.lastNs {
-		s.lastNs = w.EndNs
-	}
-	for _, tw := range w.Threads {
-		t := s.thread(tw.PID, tw.TID, tw.Comm)
-		t.StallNs += tw.TotalNs
-		for c := range tw.ByCause {
-			t.ByCause[c].Merge(tw.ByCause[c])
-		}
-		if tw.TotalNs > 0 {
-			t.timeline = append(t.timeline, point{w.Index, tw.TotalNs})
-			if len(t.timeline) > timelineWindows {
-				t.timeline = t.timeline[len(t.timeline)-timelineWindows:]
-			}
-		}
-	}
+	s.totals.Window(w)
 	return nil
 }
 
@@ -193,26 +120,9 @@ func (s *Store) Analysis(a *correlate.Result) {
 // Snapshot takes the kernel's exact aggregates: migrations and the
 // histograms of every stall, streamed or not.
 func (s *Store) Snapshot(snap *stall.Snapshot) {
-	if snap == nil {
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for tid, th := range snap.Threads {
-		// The kernel keeps the name a thread had at its first stall; the
-		// events carry the newest (after an exec).
-		t := s.thread(th.PID, tid, "")
-		if t.Comm == "" {
-			t.Comm = th.Comm
-		}
-		t.Migr, t.CrossNode = th.Migrations, th.CrossNodeMigrations
-		t.exact = th.Hists
-	}
-	if snap.LostEvents > s.lost {
-		s.lost = snap.LostEvents
-	}
-	s.evicted = snap.HistEvicted // of the whole run so far
-	s.children = aggregate.SummarizeChildren(snap.Descendants)
+	s.totals.Snapshot(snap)
 }
 
 // Procfs takes a reading of the kernel's memory counters.
@@ -233,16 +143,7 @@ func (s *Store) SetFindings(f []string) {
 }
 
 // Row is one line of the thread or process table.
-type Row struct {
-	PID, TID  uint32 // TID 0 for a process row
-	Comm      string
-	Node      int // -1 unknown
-	Threads   int
-	StallNs   uint64
-	ByCause   [stall.NumCauses]aggregate.CauseTotal
-	Migr      uint64
-	CrossNode uint64
-}
+type Row = aggregate.Row
 
 // WindowSummary is one window of the timeline.
 type WindowSummary struct {
@@ -277,15 +178,14 @@ type Frame struct {
 func (s *Store) Frame() *Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := &Frame{Info: s.info, Events: s.events, Lost: s.lost, Evicted: s.evicted, NowNs: s.lastNs, First: s.first, Last: s.last, Analysis: s.analysis,
-		Children: s.children,
+	t := s.totals
+	f := &Frame{Info: s.info, Events: t.Events, Lost: t.Lost, Evicted: t.Evicted, NowNs: t.LastNs, First: s.first, Last: s.last,
+		Analysis: s.analysis, Children: t.Children,
 		Warnings: append([]Warning(nil), s.warnings...),
-		Rows:     make([]Row, 0, len(s.threads)), win: append([]*aggregate.Window(nil), s.windows...)}
-	for _, t := range s.threads {
-		f.Rows = append(f.Rows, s.row(t))
-	}
-	f.Windows = make([]WindowSummary, len(s.windows))
-	for i, w := range s.windows {
+		Rows:     make([]Row, 0, t.Len()), win: append([]*aggregate.Window(nil), t.Windows()...)}
+	t.Threads(func(th *aggregate.ThreadTotals) { f.Rows = append(f.Rows, th.Row(s.info.CPUNode)) })
+	f.Windows = make([]WindowSummary, len(f.win))
+	for i, w := range f.win {
 		ws := WindowSummary{Index: w.Index, StartNs: w.StartNs}
 		for c := range w.Causes {
 			ws.CauseNs[c] = w.Causes[c].TotalNs
@@ -298,77 +198,26 @@ func (s *Store) Frame() *Frame {
 	return f
 }
 
-func (s *Store) row(t *Thread) Row {
-	r := Row{PID: t.PID, TID: t.TID, Comm: t.Comm, Node: -1, Threads: 1, StallNs: t.StallNs,
-		ByCause: t.ByCause, Migr: t.Migr, CrossNode: t.CrossNode}
-	if n, ok := s.info.CPUNode[int(t.CPU)]; ok && t.CPU >= 0 {
-		r.Node = n
-	}
-	r.ByCause[stall.TaskMigration].Count = max(r.ByCause[stall.TaskMigration].Count, t.Migr)
-	return r
-}
-
 // Detail is one thread's drill-down.
 type Detail struct {
 	Row
 	Hists    [stall.NumCauses]stall.Hist
 	Exact    bool          // Hists are the kernel's, not rebuilt from streamed events
 	Recent   []stall.Event // newest first
-	Timeline []point
+	Timeline []aggregate.StallPoint
 }
 
 // Detail returns tid's drill-down, or false if the thread is unknown.
 func (s *Store) Detail(tid uint32) (*Detail, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.threads[tid]
+	t := s.totals.Thread(tid)
 	if t == nil {
 		return nil, false
 	}
-	d := &Detail{Row: s.row(t), Hists: t.hists, Timeline: append([]point(nil), t.timeline...)}
-	if len(t.exact) > 0 {
-		d.Exact = true
-		d.Hists = [stall.NumCauses]stall.Hist{}
-		for c, h := range t.exact {
-			d.Hists[c] = *h
-		}
-	}
-	for i := 0; i < len(t.recent); i++ {
-		// t.next is the oldest once the ring is full.
-		j := (t.next + len(t.recent) - 1 - i) % len(t.recent)
-		d.Recent = append(d.Recent, t.recent[j])
-	}
+	d := &Detail{Row: t.Row(s.info.CPUNode), Recent: t.Recent(), Timeline: t.Timeline()}
+	d.Hists, d.Exact = s.totals.Hists(tid)
 	return d, true
-}
-
-// Processes merges thread rows by process.
-func Processes(rows []Row) []Row {
-	by := map[uint32]*Row{}
-	for _, r := range rows {
-		p := by[r.PID]
-		if p == nil {
-			p = &Row{PID: r.PID, Comm: r.Comm, Node: r.Node}
-			by[r.PID] = p
-		}
-		if r.TID == r.PID {
-			p.Comm = r.Comm
-		}
-		if p.Node != r.Node {
-			p.Node = -2 // spread over nodes
-		}
-		p.Threads++
-		p.StallNs += r.StallNs
-		p.Migr += r.Migr
-		p.CrossNode += r.CrossNode
-		for c := range r.ByCause {
-			p.ByCause[c].Merge(r.ByCause[c])
-		}
-	}
-	out := make([]Row, 0, len(by))
-	for _, p := range by {
-		out = append(out, *p)
-	}
-	return out
 }
 
 // SortKey orders the table: by total stall, by one cause, or by

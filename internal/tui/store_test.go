@@ -141,7 +141,7 @@ func TestSortFilterAndGroup(t *testing.T) {
 	if got := FilterRows(rows, "10"); len(got) != 1 || got[0].TID != 11 {
 		t.Errorf("filter by pid 10: %+v", got)
 	}
-	procs := Processes(rows)
+	procs := aggregate.Processes(rows)
 	if len(procs) != 2 {
 		t.Fatalf("%d processes, want 2", len(procs))
 	}
@@ -191,4 +191,24 @@ func equal(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// A process with no main-thread row is named after its lowest tid on
+// every refresh, not after whichever thread the store's map yields first.
+func TestProcessRowKeepsItsNameAcrossRefreshes(t *testing.T) {
+	s := NewStore(Info{}, 0)
+	w := &aggregate.Window{Threads: map[uint32]*aggregate.ThreadWindow{}}
+	for tid, comm := range map[uint32]string{11: "bg", 12: "worker", 13: "io"} {
+		w.Threads[tid] = &aggregate.ThreadWindow{PID: 10, TID: tid, Comm: comm, TotalNs: 1}
+	}
+	s.Window(w)
+	for i := 0; i < 100; i++ {
+		procs := aggregate.Processes(s.Frame().Rows)
+		if len(procs) != 1 {
+			t.Fatalf("%d processes, want 1", len(procs))
+		}
+		if procs[0].Comm != "bg" {
+			t.Fatalf("refresh %d: process named %q, want bg (tid 11)", i, procs[0].Comm)
+		}
+	}
 }

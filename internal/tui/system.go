@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/numatrace/numatrace/internal/sanitize"
@@ -26,6 +27,8 @@ func newSystem(sh *shared, procErr *error) *systemScreen {
 func (s *systemScreen) SetSize(_, height int) { s.page.setHeight(height) }
 
 func (s *systemScreen) reset() { s.page.top() }
+
+func (s *systemScreen) Help() []key.Binding { return nil }
 
 func (s *systemScreen) Hints() []string { return nil }
 

@@ -32,6 +32,9 @@ func (t *threadScreen) SetSize(_, height int) { t.page.setHeight(height) }
 
 func (t *threadScreen) reset() { t.page.top() }
 
+// Help is empty: esc is on the help screen already.
+func (t *threadScreen) Help() []key.Binding { return nil }
+
 func (t *threadScreen) Hints() []string { return []string{hint(t.keys.Back)} }
 
 func (t *threadScreen) Update(k tea.KeyMsg) tea.Cmd {
