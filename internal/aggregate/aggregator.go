@@ -5,15 +5,15 @@ import (
 
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tidmap"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // Aggregator assigns events to fixed windows and remembers thread names
 // and exits. It is not safe for concurrent use: one goroutine feeds it.
 type Aggregator struct {
-	startNs  uint64
-	windowNs uint64
-	open     map[uint64]*Window
-	next     uint64 // index of the oldest window not yet closed
+	grid window.Grid
+	open map[uint64]*Window
+	next uint64 // index of the oldest window not yet closed
 	// last is the window the previous event went to: events come in
 	// time order, so most go to the same one.
 	last        *Window
@@ -43,17 +43,13 @@ func New(startNs, windowNs uint64) *Aggregator {
 		windowNs = 1e9
 	}
 	return &Aggregator{
-		startNs:  startNs,
-		windowNs: windowNs,
-		open:     map[uint64]*Window{},
+		grid: window.Grid{StartNs: startNs, LenNs: windowNs},
+		open: map[uint64]*Window{},
 	}
 }
 
 func (a *Aggregator) index(ts uint64) uint64 {
-	if ts < a.startNs {
-		return 0
-	}
-	return (ts - a.startNs) / a.windowNs
+	return a.grid.Index(ts)
 }
 
 func (a *Aggregator) window(i uint64) *Window {
@@ -64,7 +60,7 @@ func (a *Aggregator) window(i uint64) *Window {
 	if w == nil {
 		// Sized for as many threads as the last window that had any:
 		// windows next to each other see much the same threads.
-		w = &Window{Index: i, StartNs: a.startNs + i*a.windowNs, EndNs: a.startNs + (i+1)*a.windowNs,
+		w = &Window{Index: i, StartNs: a.grid.Start(i), EndNs: a.grid.End(i),
 			Threads: make(map[uint32]*ThreadWindow, a.lastThreads)}
 		a.open[i] = w
 	}
@@ -76,7 +72,7 @@ func (a *Aggregator) window(i uint64) *Window {
 func (a *Aggregator) take() *Window {
 	w := a.open[a.next]
 	if w == nil { // nothing happened in it: no room for threads
-		w = &Window{Index: a.next, StartNs: a.startNs + a.next*a.windowNs, EndNs: a.startNs + (a.next+1)*a.windowNs,
+		w = &Window{Index: a.next, StartNs: a.grid.Start(a.next), EndNs: a.grid.End(a.next),
 			Threads: map[uint32]*ThreadWindow{}}
 	}
 	if n := len(w.Threads); n > 0 {
@@ -140,7 +136,7 @@ func (a *Aggregator) Close(nowNs uint64) []*Window { return a.CloseBatch(nowNs, 
 // rest. A replay can meet a quiet stretch of millions of windows.
 func (a *Aggregator) CloseBatch(nowNs uint64, limit int) []*Window {
 	var out []*Window
-	for len(out) < limit && a.startNs+(a.next+1)*a.windowNs <= nowNs {
+	for len(out) < limit && a.grid.End(a.next) <= nowNs {
 		out = append(out, a.take())
 	}
 	return out

@@ -26,8 +26,8 @@ func indexes(ws []*Window) []uint64 {
 
 func TestNewDefaultsWindow(t *testing.T) {
 	a := New(0, 0)
-	if a.windowNs != 1e9 {
-		t.Fatalf("windowNs = %d, want 1e9 when 0 is given", a.windowNs)
+	if a.grid.LenNs != 1e9 {
+		t.Fatalf("windowNs = %d, want 1e9 when 0 is given", a.grid.LenNs)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // Sample is one request: when it finished (CLOCK_MONOTONIC ns, the clock
@@ -63,11 +64,11 @@ type Requests struct {
 // windows (same start, same length), and accounts for every reading it
 // cannot use (Account).
 type Windows struct {
-	startNs, windowNs uint64
-	sloNs             uint64 // requests over it are slow; 0: the window's p99
-	bins              map[uint64][]Sample
-	taken             map[uint64]bool
-	next              uint64 // one past the newest window taken: windows are taken in order
+	grid  window.Grid
+	sloNs uint64 // requests over it are slow; 0: the window's p99
+	bins  map[uint64][]Sample
+	taken map[uint64]bool
+	next  uint64 // one past the newest window taken: windows are taken in order
 	// ready holds statistics computed elsewhere (a Prometheus histogram).
 	ready map[uint64]Stats
 	acct  Account
@@ -82,23 +83,23 @@ const aheadNs = 60 * uint64(time.Second)
 // NewWindows starts windows of windowNs at startNs; a request over sloNs
 // (if not zero) is slow.
 func NewWindows(startNs, windowNs, sloNs uint64) *Windows {
-	return &Windows{startNs: startNs, windowNs: windowNs, sloNs: sloNs, bins: map[uint64][]Sample{},
+	return &Windows{grid: window.Grid{StartNs: startNs, LenNs: windowNs}, sloNs: sloNs, bins: map[uint64][]Sample{},
 		taken: map[uint64]bool{}, ready: map[uint64]Stats{}}
 }
 
 // Add files one sample under its window. One from before the start, too
 // far ahead, or for a window already taken is counted and dropped.
 func (w *Windows) Add(s Sample) {
-	if s.TsNs < w.startNs {
+	if s.TsNs < w.grid.StartNs { // counted, not folded into the first window
 		w.acct.outside(s.TsNs, false)
 		return
 	}
-	i := (s.TsNs - w.startNs) / w.windowNs
+	i := w.grid.Index(s.TsNs)
 	if i < w.next || w.taken[i] {
 		w.acct.Late++
 		return
 	}
-	if s.TsNs-w.startNs-w.next*w.windowNs >= aheadNs+2*w.windowNs {
+	if s.TsNs-w.grid.Start(w.next) >= aheadNs+2*w.grid.LenNs {
 		w.acct.outside(s.TsNs, true)
 		return
 	}

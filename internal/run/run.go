@@ -11,6 +11,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // Description is a run's settings, fixed when it starts.
@@ -45,7 +46,7 @@ type Spikes struct {
 }
 
 // Windows are the run's windows.
-func (d Description) Windows() Windows { return Windows{StartNs: d.StartNs, LenNs: d.WindowNs} }
+func (d Description) Windows() window.Grid { return window.Grid{StartNs: d.StartNs, LenNs: d.WindowNs} }
 
 // Correlates says whether the run looks for latency spikes: it had a
 // latency source.
