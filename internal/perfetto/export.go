@@ -26,9 +26,11 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // WindowsPID is the pseudo-process holding the counter tracks. Its
@@ -94,6 +96,7 @@ func Export(r *record.Reader, w io.Writer, opts Options) (Stats, error) {
 	}
 	x.enc = json.NewEncoder(&x.buf)
 	x.enc.SetEscapeHTML(false)
+	x.grid = window.Grid{StartNs: h.StartNs, LenNs: x.windowNs}
 
 	x.raw(`{"traceEvents":[`)
 
@@ -109,8 +112,16 @@ func Export(r *record.Reader, w io.Writer, opts Options) (Stats, error) {
 		}
 		switch it.Kind {
 		case record.ItemEvent:
+			x.applyClose()
 			x.event(&it.Event)
+			if !h.ClosesAtLost() && it.Event.TsNs > uint64(engine.Grace) {
+				x.closeWindows(it.Event.TsNs - uint64(engine.Grace))
+			}
 		case record.ItemLost:
+			x.applyClose()
+			if h.ClosesAtLost() {
+				x.closeAt, x.hasCloseAt = it.Lost.MonoNs, true
+			}
 			x.lost(it.Lost)
 		case record.ItemEnd:
 			x.end = it.End
@@ -146,8 +157,14 @@ type exporter struct {
 	err      error
 	stats    Stats
 
-	// Per-window stall ns by cause, keyed by window index (which may be
-	// negative for an event before the header's start).
+	// Per-window stall ns by cause, keyed by window index. A stall is
+	// filed as the report's windows file it: in the window its end falls
+	// in (one before the start in the first), and a late one, whose window
+	// the live run had closed, in the oldest still open.
+	grid       window.Grid
+	open       uint64 // the oldest window still open
+	closeAt    uint64 // a lost record's close, applied before the next event
+	hasCloseAt bool
 	windows    map[int64]*[stall.NumCauses]uint64
 	seen       [stall.NumCauses]bool // timed causes met anywhere
 	minW, maxW int64
@@ -286,7 +303,7 @@ func (x *exporter) event(ev *stall.Event) {
 	}
 	x.emit(te)
 	if ev.Kind == stall.KindStall && ev.Cause.Timed() && ev.Cause < stall.NumCauses {
-		x.addToWindow(ts, ev)
+		x.addToWindow(ev)
 	}
 }
 
@@ -317,17 +334,26 @@ func (x *exporter) names(ev *stall.Event) {
 	}
 }
 
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
+// closeWindows closes the windows that ended at or before ns, as the
+// engine does where the live run closed them (at a lost record, or by
+// event time in recordings before format 1.3).
+func (x *exporter) closeWindows(ns uint64) {
+	if ns >= x.grid.StartNs {
+		x.open = max(x.open, (ns-x.grid.StartNs)/x.grid.LenNs)
 	}
-	return q
 }
 
-// addToWindow counts a stall in the window its end falls in.
-func (x *exporter) addToWindow(relEnd int64, ev *stall.Event) {
-	idx := floorDiv(relEnd, int64(x.windowNs))
+// applyClose closes the windows a lost record said the live run closed.
+func (x *exporter) applyClose() {
+	if x.hasCloseAt {
+		x.closeWindows(x.closeAt)
+		x.hasCloseAt = false
+	}
+}
+
+// addToWindow counts a stall in its window.
+func (x *exporter) addToWindow(ev *stall.Event) {
+	idx := int64(max(x.grid.Index(ev.TsNs), x.open))
 	t := x.windows[idx]
 	if t == nil {
 		t = new([stall.NumCauses]uint64)
@@ -393,7 +419,7 @@ func (x *exporter) windowCounters() {
 		x.window(0)
 	}
 	if x.end != nil && x.end.EndNs > x.h.StartNs {
-		x.window(floorDiv(x.rel(x.end.EndNs-1), int64(x.windowNs)))
+		x.window(int64(x.grid.Index(x.end.EndNs - 1)))
 	}
 	sample := func(idx int64, t *[stall.NumCauses]uint64) {
 		args := make(counterArgs, len(causes))
