@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/numatrace/numatrace/internal/testutil"
@@ -96,18 +97,28 @@ func TestPickRejectsUnknownSignatures(t *testing.T) {
 }
 
 // Every probe's programs exist in the compiled objects, and every program
-// in the objects is used by some probe: a renamed C function cannot slip by.
+// in every object (a new BPF file's too, which no probe may name yet) is
+// used by some probe: a renamed C function cannot slip by, nor a cause's
+// programs that no probe attaches.
 func TestProbeDefsMatchObjects(t *testing.T) {
-	specs, err := objectSpecs()
-	if err != nil {
-		t.Fatal(err)
+	specs := map[string]*ebpf.CollectionSpec{}
+	for name, load := range objectLoaders {
+		spec, err := load()
+		if err != nil {
+			t.Fatalf("parse BPF object %s: %v", name, err)
+		}
+		specs[name] = spec
 	}
-	used := map[string]bool{progMigrationsIter: true, progMigrateCount: true}
+	// Programs outside probeDefs: the migrations iterator and the request
+	// timer's uprobes (uprobe.go).
+	used := map[string]bool{progMigrationsIter: true, progMigrateCount: true,
+		latencyProgRequestEnter: true, latencyProgRequestExit: true,
+		latencyProgRequestEnterGo: true, latencyProgRequestExitGo: true}
 	for _, top := range probeDefs {
 		for d := &top; d != nil; d = d.fallback {
 			for _, h := range d.hooks {
 				for _, v := range h.variants {
-					if _, ok := specs[d.object].Programs[v.program]; !ok {
+					if spec, ok := specs[d.object]; !ok || spec.Programs[v.program] == nil {
 						t.Errorf("probe %s: program %s not in its object", d.name, v.program)
 					}
 					used[v.program] = true
