@@ -230,7 +230,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	// Migration totals from the task iterator where it loads; the hook
 	// then only counts cross-node moves (see migrations.go).
 	if !cfg.noMigrIter && !cfg.Skip["task_migration"] && t.openMigrationsIter(specs[migrationsObject], kspec) == nil {
-		if err := specs[migrationsObject].Variables["cfg_migr_iter"].Set(uint32(1)); err != nil {
+		if err := specs[migrationsObject].Variables[typesVarCfgMigrIter].Set(uint32(1)); err != nil {
 			return err
 		}
 	}
@@ -314,20 +314,20 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		mode = typesFilterModeFILTER_TID
 	}
 	set := map[string]any{
-		"cfg_task_storage":    boolU32(t.taskStorage),
-		"cfg_request_stalls":  boolU32(cfg.RequestStalls),
-		"cfg_not_memory":      notMemoryMask(),
-		"cfg_multi_node":      boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
-		"cfg_target_cgroup":   cfg.CgroupID,
-		"cfg_watch_children":  boolU32(t.watching()),
-		"cfg_wakeup_bytes":    uint64(spec.Maps[typesMapEvents].MaxEntries / 8),
-		"cfg_filter_mode":     uint32(mode),
-		"cfg_filter_tid":      cfg.TID,
-		"cfg_filter_tgid":     singleTgid(cfg),
-		"cfg_self_tgid":       selfTgid(cfg),
-		"cfg_min_event_ns":    cfg.MinEventNs,
-		"cfg_min_stall_ns":    cfg.MinStallNs,
-		"cfg_exit_group_dead": boolU32(t.exitGroupDead),
+		typesVarCfgTaskStorage:   boolU32(t.taskStorage),
+		typesVarCfgRequestStalls: boolU32(cfg.RequestStalls),
+		typesVarCfgNotMemory:     notMemoryMask(),
+		typesVarCfgMultiNode:     boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
+		typesVarCfgTargetCgroup:  cfg.CgroupID,
+		typesVarCfgWatchChildren: boolU32(t.watching()),
+		typesVarCfgWakeupBytes:   uint64(spec.Maps[typesMapEvents].MaxEntries / 8),
+		typesVarCfgFilterMode:    uint32(mode),
+		typesVarCfgFilterTid:     cfg.TID,
+		typesVarCfgFilterTgid:    singleTgid(cfg),
+		typesVarCfgSelfTgid:      selfTgid(cfg),
+		typesVarCfgMinEventNs:    cfg.MinEventNs,
+		typesVarCfgMinStallNs:    cfg.MinStallNs,
+		typesVarCfgExitGroupDead: boolU32(t.exitGroupDead),
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]
