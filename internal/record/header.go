@@ -79,11 +79,11 @@ func (h Header) ClosesAtLost() bool {
 }
 
 // Snapshot is the kernel's exact aggregates at MonoNs; Final marks the one
-// taken when tracing stopped.
+// taken when tracing stopped. The format writes it as snapshotRecord.
 type Snapshot struct {
-	MonoNs uint64          `json:"mono_ns"`
-	Final  bool            `json:"final,omitempty"`
-	Data   *stall.Snapshot `json:"data"`
+	MonoNs uint64
+	Final  bool
+	Data   *stall.Snapshot
 }
 
 // Procfs is a reading of the kernel's own counters at MonoNs.
