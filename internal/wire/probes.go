@@ -14,7 +14,7 @@ type ProbeStatus struct {
 	Tracepoints []string `json:"tracepoints,omitempty"`
 	Programs    []string `json:"programs,omitempty"` // the program variants chosen for this kernel
 	Attached    bool     `json:"attached"`
-	Skipped     bool     `json:"skipped,omitempty"`
+	Skipped     bool     `json:"skipped,omitempty"` // left out on purpose, not a failure
 	Error       string   `json:"error,omitempty"`
 }
 
