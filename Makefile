@@ -95,9 +95,9 @@ FUZZ := ./scripts/in-memcg.sh $(FUZZMEM) $(GO) test -run '^$$' -parallel $(FUZZW
 fuzz:
 	$(FUZZ) -fuzz '^FuzzReader$$' ./internal/record
 	$(FUZZ) -fuzz '^FuzzBlock$$' ./internal/record
-	$(FUZZ) -fuzz '^FuzzHistJSON$$' ./internal/stall
-	$(FUZZ) -fuzz '^FuzzThreadJSON$$' ./internal/stall
-	$(FUZZ) -fuzz '^FuzzSnapshotJSON$$' ./internal/stall
+	$(FUZZ) -fuzz '^FuzzHistJSON$$' ./internal/record
+	$(FUZZ) -fuzz '^FuzzThreadJSON$$' ./internal/record
+	$(FUZZ) -fuzz '^FuzzSnapshotJSON$$' ./internal/record
 	$(FUZZ) -fuzz '^FuzzSnapshotRecord$$' ./internal/record
 	$(FUZZ) -fuzz '^FuzzReplay$$' ./internal/replay
 

@@ -12,6 +12,7 @@ import (
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/topology"
 	"github.com/numatrace/numatrace/internal/tracer"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // Probes loads every probe once, including those only a cgroup target or
@@ -38,7 +39,7 @@ func Probes(btfPath, mmapLockVia string, asJSON bool, stdout io.Writer) error {
 	probes, features := tr.Probes(), tr.Features()
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]any{
-			"kernel": KernelRelease(), "probes": probes, "features": features})
+			"kernel": KernelRelease(), "probes": wire.NewProbes(probes), "features": features})
 	}
 	fmt.Fprintf(stdout, "kernel %s: %d of %d probes attach\n\n", KernelRelease(), stall.Attached(probes), len(probes))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)

@@ -11,6 +11,7 @@ import (
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // Report is everything the final summary shows.
@@ -49,9 +50,9 @@ func NewReport(d run.Description, end run.End, sum aggregate.Summary, c *correla
 }
 
 type probesJSON struct {
-	Attached []string            `json:"attached"`
-	Failed   []stall.ProbeStatus `json:"failed"`
-	Skipped  []string            `json:"skipped,omitempty"` // left out by --causes / --no-causes
+	Attached []string           `json:"attached"`
+	Failed   []wire.ProbeStatus `json:"failed"`
+	Skipped  []string           `json:"skipped,omitempty"` // left out by --causes / --no-causes
 }
 
 type systemJSON struct {
@@ -149,7 +150,7 @@ func (r *Report) summaryLine() summaryJSON {
 		Processes: processesJSON(r.Summary.Processes), Note: r.Note, HistMapFull: r.Summary.HistMapFull,
 		HistEvicted: r.Summary.HistEvicted, Causes: causeSummariesJSON(&r.Summary.Causes),
 		Unlisted:   stallCountsJSON(&r.Summary.Unlisted),
-		Probes:     probesJSON{Attached: []string{}, Failed: []stall.ProbeStatus{}},
+		Probes:     probesJSON{Attached: []string{}, Failed: []wire.ProbeStatus{}},
 		BadRecords: r.BadRecords, LatencyInput: latencyInput(r.Latency)}
 	if c := r.Correlation; c != nil {
 		s.Spikes = spikesJSON(c.Spikes)
@@ -177,7 +178,7 @@ func (r *Report) summaryLine() summaryJSON {
 		case p.Attached:
 			s.Probes.Attached = append(s.Probes.Attached, p.Name)
 		default:
-			s.Probes.Failed = append(s.Probes.Failed, p)
+			s.Probes.Failed = append(s.Probes.Failed, wire.ProbeStatus(p))
 		}
 	}
 	sys := r.Summary.System

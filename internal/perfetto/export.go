@@ -31,6 +31,7 @@ import (
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/window"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // WindowsPID is the pseudo-process holding the counter tracks. Its
@@ -456,21 +457,21 @@ func (x *exporter) windowCounters() {
 }
 
 type metadata struct {
-	Source         string              `json:"source"`
-	Numatrace      string              `json:"numatrace,omitempty"`
-	Format         string              `json:"format_version"`
-	Started        string              `json:"started,omitempty"`
-	Clock          string              `json:"clock"`
-	StartNs        uint64              `json:"start_ns"`
-	WindowNs       uint64              `json:"window_ns"`
-	Target         string              `json:"target,omitempty"`
-	Host           record.Host         `json:"host"`
-	Probes         []stall.ProbeStatus `json:"probes,omitempty"`
-	FlightRecorder bool                `json:"flight_recorder,omitempty"`
-	End            *record.EndRecord   `json:"end,omitempty"`
-	Complete       bool                `json:"complete"`
-	Truncated      bool                `json:"truncated,omitempty"`
-	Warnings       []string            `json:"warnings,omitempty"`
+	Source         string             `json:"source"`
+	Numatrace      string             `json:"numatrace,omitempty"`
+	Format         string             `json:"format_version"`
+	Started        string             `json:"started,omitempty"`
+	Clock          string             `json:"clock"`
+	StartNs        uint64             `json:"start_ns"`
+	WindowNs       uint64             `json:"window_ns"`
+	Target         string             `json:"target,omitempty"`
+	Host           record.Host        `json:"host"`
+	Probes         []wire.ProbeStatus `json:"probes,omitempty"`
+	FlightRecorder bool               `json:"flight_recorder,omitempty"`
+	End            *record.EndRecord  `json:"end,omitempty"`
+	Complete       bool               `json:"complete"`
+	Truncated      bool               `json:"truncated,omitempty"`
+	Warnings       []string           `json:"warnings,omitempty"`
 }
 
 func (x *exporter) metadata(r *record.Reader) metadata {

@@ -16,12 +16,12 @@ type Header struct {
 		Major int `json:"major"`
 		Minor int `json:"minor"`
 	} `json:"version"`
-	Numatrace string              `json:"numatrace"` // numatrace's version
-	Started   time.Time           `json:"started"`   // wall clock at the start
-	StartNs   uint64              `json:"start_ns"`  // CLOCK_MONOTONIC at the start: event times are on this clock
-	WindowNs  uint64              `json:"window_ns"`
-	Target    string              `json:"target"`
-	Probes    []stall.ProbeStatus `json:"probes"`
+	Numatrace string             `json:"numatrace"` // numatrace's version
+	Started   time.Time          `json:"started"`   // wall clock at the start
+	StartNs   uint64             `json:"start_ns"`  // CLOCK_MONOTONIC at the start: event times are on this clock
+	WindowNs  uint64             `json:"window_ns"`
+	Target    string             `json:"target"`
+	Probes    []wire.ProbeStatus `json:"probes"`
 	// MinEventNs are the per-cause stream thresholds (cause → ns).
 	MinEventNs map[string]uint64 `json:"min_event_ns"`
 	// MinStallNs are the per-cause thresholds below which the kernel did
@@ -56,7 +56,7 @@ type Host struct {
 // version on host, with doctor's reading of the machine (nil if none).
 func NewHeader(d run.Description, host Host, version string, doctor json.RawMessage) Header {
 	h := Header{Numatrace: version, Started: d.Started, StartNs: d.StartNs, WindowNs: d.WindowNs, Target: d.Target,
-		Probes: d.Probes, MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
+		Probes: wire.NewProbes(d.Probes), MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
 		Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: d.Spikes.On,
 		LatencyFunction: d.LatencyFunction, FlightRecorder: d.FlightRecorder, Doctor: doctor}
 	h.Host.Kernel = d.Kernel
@@ -66,7 +66,7 @@ func NewHeader(d run.Description, host Host, version string, doctor json.RawMess
 // Run is the run the recording describes, for the engine.
 func (h Header) Run() run.Description {
 	return run.Description{Target: h.Target, Kernel: h.Host.Kernel, Started: h.Started, StartNs: h.StartNs,
-		WindowNs: h.WindowNs, Probes: h.Probes, MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
+		WindowNs: h.WindowNs, Probes: wire.ProbeStatuses(h.Probes), MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
 		Spikes:          run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: h.SpikeOn},
 		LatencyFunction: h.LatencyFunction, FlightRecorder: h.FlightRecorder}
 }
@@ -79,11 +79,11 @@ func (h Header) ClosesAtLost() bool {
 }
 
 // Snapshot is the kernel's exact aggregates at MonoNs; Final marks the one
-// taken when tracing stopped.
+// taken when tracing stopped. The format writes it as snapshotRecord.
 type Snapshot struct {
-	MonoNs uint64          `json:"mono_ns"`
-	Final  bool            `json:"final,omitempty"`
-	Data   *stall.Snapshot `json:"data"`
+	MonoNs uint64
+	Final  bool
+	Data   *stall.Snapshot
 }
 
 // Procfs is a reading of the kernel's own counters at MonoNs.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/numatrace/numatrace/internal/jsonfast"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -341,35 +340,6 @@ func (d *blockDecoder) decode(typ byte, body []byte, it *Item) (ok bool, err err
 		return set(Item{Kind: ItemEnd, End: e.end()}, nil)
 	}
 	return false, nil // a record type from a newer minor version
-}
-
-// decodeSnapshot decodes a snapshot record: by hand when it is as
-// numatrace writes it (a final snapshot holds a histogram per thread and
-// cause, and this is replay's largest record), else with encoding/json.
-func decodeSnapshot(body []byte) (*Snapshot, error) {
-	if s, ok := readSnapshot(body); ok {
-		return s, nil
-	}
-	return decodeJSON[Snapshot](body, "snapshot")
-}
-
-// readSnapshot decodes a snapshot record as numatrace writes it, or says
-// it is not in that shape.
-func readSnapshot(body []byte) (*Snapshot, bool) {
-	var s Snapshot
-	p := jsonfast.New(body)
-	ok := p.Object(func(key string) (ok bool) {
-		switch key {
-		case "mono_ns":
-			s.MonoNs, ok = p.Uint(64)
-		case "final":
-			s.Final, ok = p.Bool()
-		case "data":
-			s.Data, ok = stall.ReadSnapshot(p)
-		}
-		return ok
-	})
-	return &s, ok && p.End()
 }
 
 // decodeJSON decodes one JSON record, or says it is corrupt.

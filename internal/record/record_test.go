@@ -16,11 +16,12 @@ import (
 
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 func testHeader() Header {
 	return Header{Numatrace: "test", StartNs: 1000, WindowNs: 1e9, Target: "pid 1 (x)",
-		Probes: []stall.ProbeStatus{{Name: "memcg_reclaim", Attached: true}},
+		Probes: []wire.ProbeStatus{{Name: "memcg_reclaim", Attached: true}},
 		Host:   Host{Hostname: "h", Kernel: "6.18", CPUs: 2, CPUNode: map[int]int{0: 0, 1: 1}}}
 }
 

@@ -107,6 +107,8 @@ func recordJSON(typ byte, v any) ([]byte, error) {
 		v = NewEndRecord(d)
 	case latency.Stats:
 		v = wire.NewStats(d)
+	case Snapshot:
+		v = newSnapshotRecord(d)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -7,18 +7,15 @@ import "math/bits"
 const HistSlots = 40
 
 // Hist is an exact count/total/max plus a log2 histogram of durations.
-//
-// Recordings store it as JSON with these exact keys (docs/FORMAT.md §8.1):
-// rename a field, never its tag.
 type Hist struct {
-	Count   uint64 `json:"Count"`
-	TotalNs uint64 `json:"TotalNs"`
-	MaxNs   uint64 `json:"MaxNs"`
+	Count   uint64
+	TotalNs uint64
+	MaxNs   uint64
 	// NestedNs is the part of TotalNs spent inside another cause's stall
 	// (soft-limit reclaim inside direct reclaim, migration inside
 	// compaction): left out of a thread's total freeze time.
-	NestedNs uint64            `json:"NestedNs"`
-	Slots    [HistSlots]uint64 `json:"Slots"`
+	NestedNs uint64
+	Slots    [HistSlots]uint64
 }
 
 // SlotOf returns the bucket a duration falls in.

@@ -2,17 +2,18 @@ package stall
 
 // ProbeStatus says whether one probe attached on this kernel, and if not,
 // why. The tracer reports it, recordings keep it in their header, and the
-// reports, the view and the exporter show it.
+// reports, the view and the exporter show it; the formats write it as
+// wire.ProbeStatus.
 type ProbeStatus struct {
-	Name        string   `json:"name"`
-	Cause       string   `json:"cause,omitempty"` // the cause it feeds; "" for system-wide counters
-	Description string   `json:"description,omitempty"`
-	Tracepoints []string `json:"tracepoints,omitempty"`
-	Programs    []string `json:"programs,omitempty"` // the program variants chosen for this kernel
-	Attached    bool     `json:"attached"`
+	Name        string
+	Cause       string // the cause it feeds; "" for system-wide counters
+	Description string
+	Tracepoints []string
+	Programs    []string // the program variants chosen for this kernel
+	Attached    bool
 	// Skipped: left out on purpose (--causes, --no-causes), not a failure.
-	Skipped bool   `json:"skipped,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Skipped bool
+	Error   string
 }
 
 // Untraced marks the causes no attached probe fed. Probes that do not name

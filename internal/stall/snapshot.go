@@ -1,52 +1,52 @@
 package stall
 
-// The snapshot types are stored in recordings as JSON with these exact
-// keys (docs/FORMAT.md §8.1): rename a field, never its tag.
+// Recordings store the snapshot types in the shapes internal/record
+// declares (docs/FORMAT.md §8.1), which convert to these.
 
 // ThreadStats is everything the kernel keeps exactly for one thread: a
 // histogram per timed cause, NUMA task-move counts and task migrations.
 type ThreadStats struct {
-	PID   uint32          `json:"PID"`
-	TID   uint32          `json:"TID"`
-	Comm  string          `json:"Comm"`
-	Hists map[Cause]*Hist `json:"Hists"`
+	PID   uint32
+	TID   uint32
+	Comm  string
+	Hists map[Cause]*Hist
 
-	Migrations          uint64 `json:"Migrations"`          // task_migration: CPU changes
-	CrossNodeMigrations uint64 `json:"CrossNodeMigrations"` // of which the new CPU is on another node
+	Migrations          uint64 // task_migration: CPU changes
+	CrossNodeMigrations uint64 // of which the new CPU is on another node
 }
 
 // SystemStats are system-wide counts that are never charged to a thread.
 type SystemStats struct {
-	KswapdWakeups         uint64 `json:"KswapdWakeups"`
-	KhugepagedCollapses   uint64 `json:"KhugepagedCollapses"`
-	KhugepagedCollapsedOK uint64 `json:"KhugepagedCollapsedOK"`
-	KcompactdPasses       uint64 `json:"KcompactdPasses"`
-	KcompactdNs           uint64 `json:"KcompactdNs"`
-	ProactivePasses       uint64 `json:"ProactivePasses"` // compaction outside any allocation: sysctl or proactive
-	ProactiveNs           uint64 `json:"ProactiveNs"`
-	DirectCompactAttempts uint64 `json:"DirectCompactAttempts"` // try_to_compact_pages, every task
-	TargetsFull           uint64 `json:"TargetsFull"`           // processes --cgroup or --children could not follow: the target set was full
+	KswapdWakeups         uint64
+	KhugepagedCollapses   uint64
+	KhugepagedCollapsedOK uint64
+	KcompactdPasses       uint64
+	KcompactdNs           uint64
+	ProactivePasses       uint64 // compaction outside any allocation: sysctl or proactive
+	ProactiveNs           uint64
+	DirectCompactAttempts uint64 // try_to_compact_pages, every task
+	TargetsFull           uint64 // processes --cgroup or --children could not follow: the target set was full
 }
 
 // Snapshot is a point-in-time copy of the kernel-side aggregates.
 type Snapshot struct {
-	Threads    map[uint32]*ThreadStats `json:"Threads"` // by TID
-	System     SystemStats             `json:"System"`
-	LostEvents uint64                  `json:"LostEvents"`
-	LostPerCPU []uint64                `json:"LostPerCPU"`
+	Threads    map[uint32]*ThreadStats // by TID
+	System     SystemStats
+	LostEvents uint64
+	LostPerCPU []uint64
 	// HistEntries of HistCapacity thread×cause histograms are in use; when
 	// full, the kernel evicts the least recently used.
-	HistEntries  int `json:"HistEntries"`
-	HistCapacity int `json:"HistCapacity"`
+	HistEntries  int
+	HistCapacity int
 	// HistEvicted thread×cause histograms were evicted from the full map.
-	HistEvicted uint64 `json:"HistEvicted,omitempty"`
+	HistEvicted uint64
 	// CauseTotals hold every stall by cause, evicted threads' too.
 	// Recordings made before they were kept have none.
-	CauseTotals map[Cause]*Hist `json:"CauseTotals,omitempty"`
+	CauseTotals map[Cause]*Hist
 	// Descendants are what a --pid target's descendants stalled while
 	// they were watched but not traced (no --children); nil when they
 	// were not watched.
-	Descendants *Descendants `json:"Descendants,omitempty"`
+	Descendants *Descendants
 }
 
 // Descendants are the stalls of a process target's descendants, which
@@ -54,21 +54,21 @@ type Snapshot struct {
 // work is in the children (a server that forks a process per connection).
 type Descendants struct {
 	// Stalled is how many descendant processes stalled at least once.
-	Stalled uint64 `json:"Stalled"`
+	Stalled uint64
 	// Causes are their stalls by cause: timed memory causes only.
-	Causes map[Cause]StallTime `json:"Causes,omitempty"`
+	Causes map[Cause]StallTime
 	// NotWatched descendants were forked when the kernel's set of them
 	// was full: their stalls are not in Causes.
-	NotWatched uint64 `json:"NotWatched,omitempty"`
+	NotWatched uint64
 }
 
 // StallTime is a number of stalls and their time, without a histogram.
 type StallTime struct {
-	Count   uint64 `json:"Count"`
-	TotalNs uint64 `json:"TotalNs"`
+	Count   uint64
+	TotalNs uint64
 	// NestedNs is the part of TotalNs inside another stall of the same
 	// thread.
-	NestedNs uint64 `json:"NestedNs,omitempty"`
+	NestedNs uint64
 }
 
 // FreezeNs is the time the descendants' threads were frozen: every

@@ -10,6 +10,7 @@ import (
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // item is one thing the engine handed on while the recording replayed,
@@ -75,9 +76,10 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 // InfoFromHeader is the header line's information from a recording's
 // header; the live view builds the same header for its recording.
 func InfoFromHeader(h record.Header) Info {
+	probes := wire.ProbeStatuses(h.Probes)
 	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Started: h.Started,
-		ProbesAttached: stall.Attached(h.Probes), ProbesTotal: stall.Asked(h.Probes)}
+		ProbesAttached: stall.Attached(probes), ProbesTotal: stall.Asked(probes)}
 	if len(h.Doctor) > 0 {
 		var rep doctor.Report
 		if err := json.Unmarshal(h.Doctor, &rep); err == nil {
