@@ -37,13 +37,13 @@ type threadState struct {
 	tw  *ThreadWindow
 }
 
-// New starts windows of windowNs at startNs (CLOCK_MONOTONIC).
-func New(startNs, windowNs uint64) *Aggregator {
-	if windowNs == 0 {
-		windowNs = 1e9
+// New starts the windows of grid (of a second when it gives no length).
+func New(grid window.Grid) *Aggregator {
+	if grid.LenNs == 0 {
+		grid.LenNs = 1e9
 	}
 	return &Aggregator{
-		grid: window.Grid{StartNs: startNs, LenNs: windowNs},
+		grid: grid,
 		open: map[uint64]*Window{},
 	}
 }

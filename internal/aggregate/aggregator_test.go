@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 const (
@@ -25,14 +26,14 @@ func indexes(ws []*Window) []uint64 {
 }
 
 func TestNewDefaultsWindow(t *testing.T) {
-	a := New(0, 0)
+	a := New(window.Grid{StartNs: 0, LenNs: 0})
 	if a.grid.LenNs != 1e9 {
 		t.Fatalf("windowNs = %d, want 1e9 when 0 is given", a.grid.LenNs)
 	}
 }
 
 func TestEventsLandInTheirWindow(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	a.Add(stallEv(start, 1, stall.DirectReclaim, 5))       // window 0, first ns
 	a.Add(stallEv(start+win-1, 1, stall.DirectReclaim, 7)) // window 0, last ns
 	a.Add(stallEv(start+win, 1, stall.Compaction, 11))     // window 1, first ns
@@ -77,7 +78,7 @@ func TestEventsLandInTheirWindow(t *testing.T) {
 }
 
 func TestCloseIsGapFreeAndIncremental(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	if ws := a.Close(start - 1); len(ws) != 0 {
 		t.Fatalf("Close before start returned %d windows", len(ws))
 	}
@@ -110,7 +111,7 @@ func TestCloseIsGapFreeAndIncremental(t *testing.T) {
 }
 
 func TestLateEventsFoldIntoOldestOpenWindow(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	a.Add(stallEv(start+10, 1, stall.DirectReclaim, 1))
 	if ws := a.Close(start + 2*win); len(ws) != 2 {
 		t.Fatalf("closed %d windows, want 2", len(ws))
@@ -144,7 +145,7 @@ func TestLateEventsFoldIntoOldestOpenWindow(t *testing.T) {
 }
 
 func TestCloseAll(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	a.Add(stallEv(start+10, 1, stall.DirectReclaim, 1))
 	a.Add(stallEv(start+2*win+50, 1, stall.DirectReclaim, 2))
 	// now is inside window 2: windows 0..2 close, 2 although it has not ended.
@@ -166,7 +167,7 @@ func TestCloseAll(t *testing.T) {
 func TestCloseAllIncludesWindowsAfterNow(t *testing.T) {
 	// An event stamped after "now" (it raced the final clock read) still
 	// gets its window, and the series stays gap-free.
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	a.Add(stallEv(start+4*win+1, 7, stall.Compaction, 9))
 	ws := a.CloseAll(start + win + 1)
 	if got, want := indexes(ws), []uint64{0, 1, 2, 3, 4}; !reflect.DeepEqual(got, want) {
@@ -178,7 +179,7 @@ func TestCloseAllIncludesWindowsAfterNow(t *testing.T) {
 }
 
 func TestCloseAllBeforeStart(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	ws := a.CloseAll(start - 1)
 	if got, want := indexes(ws), []uint64{0}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("CloseAll before start = %v, want %v", got, want)
@@ -186,7 +187,7 @@ func TestCloseAllBeforeStart(t *testing.T) {
 }
 
 func TestExitEventsAndNames(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	a.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start + 1, DurNs: 5, PID: 1, TID: 2, Comm: "old"})
 	a.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start + 2, DurNs: 5, PID: 1, TID: 2, Comm: "new"})
 	a.Add(&stall.Event{Kind: stall.KindExit, TsNs: start + 3, PID: 1, TID: 3, Comm: "gone"})
@@ -223,7 +224,7 @@ func TestExitEventsAndNames(t *testing.T) {
 }
 
 func TestTopThreads(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	a.Add(stallEv(start+1, 5, stall.DirectReclaim, 10))
 	a.Add(stallEv(start+1, 3, stall.DirectReclaim, 30))
 	a.Add(stallEv(start+1, 4, stall.DirectReclaim, 10))
@@ -281,7 +282,7 @@ func snapshot() *stall.Snapshot {
 }
 
 func TestSummarizeThreads(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	a.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.DirectReclaim, TsNs: start, TID: 101, PID: 100, Comm: "renamed"})
 	a.Add(&stall.Event{Kind: stall.KindExit, TsNs: start, TID: 302, PID: 300, Comm: "idle2"})
 	s := a.Summarize(snapshot())
@@ -343,7 +344,7 @@ func TestSummarizeThreads(t *testing.T) {
 }
 
 func TestSummarizeProcesses(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	s := a.Summarize(snapshot())
 	var order []uint32
 	for _, p := range s.Processes {
@@ -392,7 +393,7 @@ func TestSummarizeProcessNamedAfterMainThread(t *testing.T) {
 			s.Thread(500, tid, "worker")
 		}
 		s.Thread(500, 500, "leader")
-		sum := New(0, 1).Summarize(s)
+		sum := New(window.Grid{StartNs: 0, LenNs: 1}).Summarize(s)
 		if len(sum.Processes) != 1 || sum.Processes[0].Comm != "leader" || sum.Processes[0].Threads != 9 {
 			t.Fatalf("process = %+v, want comm leader with 9 threads", sum.Processes)
 		}
@@ -400,20 +401,20 @@ func TestSummarizeProcessNamedAfterMainThread(t *testing.T) {
 	// Without a main thread, some thread's name is used rather than none.
 	s := &stall.Snapshot{}
 	s.Thread(600, 601, "w")
-	if sum := New(0, 1).Summarize(s); sum.Processes[0].Comm != "w" {
+	if sum := New(window.Grid{StartNs: 0, LenNs: 1}).Summarize(s); sum.Processes[0].Comm != "w" {
 		t.Errorf("process without main thread comm = %q", sum.Processes[0].Comm)
 	}
 }
 
 func TestSummarizeEmpty(t *testing.T) {
-	s := New(0, 1).Summarize(&stall.Snapshot{})
+	s := New(window.Grid{StartNs: 0, LenNs: 1}).Summarize(&stall.Snapshot{})
 	if len(s.Threads) != 0 || len(s.Processes) != 0 {
 		t.Errorf("empty snapshot gave %d threads, %d processes", len(s.Threads), len(s.Processes))
 	}
 }
 
 func TestCloseAllMarksOnlyTheCutWindowPartial(t *testing.T) {
-	a := New(1000, 100)
+	a := New(window.Grid{StartNs: 1000, LenNs: 100})
 	ws := a.CloseAll(1250) // windows [1000,1100) [1100,1200) [1200,1300)
 	if len(ws) != 3 {
 		t.Fatalf("%d windows", len(ws))
@@ -428,7 +429,7 @@ func TestCloseAllMarksOnlyTheCutWindowPartial(t *testing.T) {
 // keeps one row per thread, holding exactly that window's events, the
 // same as summing the events by window and thread independently.
 func TestThreadRowsAcrossOpenWindows(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	type key struct {
 		w   uint64
 		tid uint32
@@ -460,7 +461,7 @@ func TestThreadRowsAcrossOpenWindows(t *testing.T) {
 // Closed windows' rows are the consumers': no thread's state keeps one
 // (and with it the window's slab) once its window has closed.
 func TestClosedRowsAreNotKept(t *testing.T) {
-	a := New(start, win)
+	a := New(window.Grid{StartNs: start, LenNs: win})
 	for tid := uint32(1); tid <= 50; tid++ {
 		a.Add(stallEv(start+1, tid, stall.MmapLock, 3))
 	}

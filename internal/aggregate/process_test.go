@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 type offer struct {
@@ -78,7 +79,7 @@ func TestSummarizeNamesAProcessWhateverTheMapOrder(t *testing.T) {
 		snap.Threads[tid] = &stall.ThreadStats{PID: 10, TID: tid, Comm: comm, Hists: map[stall.Cause]*stall.Hist{}}
 	}
 	for i := 0; i < 200; i++ {
-		s := New(0, 1e9).Summarize(snap)
+		s := New(window.Grid{StartNs: 0, LenNs: 1e9}).Summarize(snap)
 		if len(s.Processes) != 1 || s.Processes[0].Comm != "bg" {
 			t.Fatalf("run %d: process named %q, want bg (the lowest tid with a name)", i, s.Processes[0].Comm)
 		}

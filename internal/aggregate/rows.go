@@ -27,6 +27,11 @@ func (t *ThreadTotals) Row(cpuNode map[int]int) Row {
 	return r
 }
 
+// Row is the thread's line in its window's table, on node.
+func (t *ThreadWindow) Row(node int) Row {
+	return Row{PID: t.PID, TID: t.TID, Comm: t.Comm, Node: node, Threads: 1, StallNs: t.TotalNs, ByCause: t.ByCause}
+}
+
 // Processes merges thread rows by process, named as ProcessName names it.
 func Processes(rows []Row) []Row {
 	by := map[uint32]*Row{}

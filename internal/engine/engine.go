@@ -99,7 +99,7 @@ func New(d run.Description, opt Options) *Engine {
 	if d.WindowNs == 0 {
 		d.WindowNs = uint64(time.Second)
 	}
-	e := &Engine{run: d, agg: aggregate.New(d.StartNs, d.WindowNs), spikeCfg: spikeConfig(d, opt.Spikes),
+	e := &Engine{run: d, agg: aggregate.New(d.Windows()), spikeCfg: spikeConfig(d, opt.Spikes),
 		sinks: opt.Sinks, maxWindows: opt.MaxWindows, lateLatency: opt.LateLatency}
 	if e.maxWindows <= 0 {
 		e.maxWindows = DefaultMaxWindows
@@ -147,7 +147,7 @@ func spikeConfig(d run.Description, cfg correlate.Config) correlate.Config {
 func (e *Engine) correlate() {
 	if e.lat == nil {
 		e.before = e.windows
-		e.lat = latency.NewWindows(e.run.StartNs, e.run.WindowNs, e.spikeCfg.SLONs)
+		e.lat = latency.NewWindows(e.run.Windows(), e.spikeCfg.SLONs)
 		e.det = correlate.NewDetector(e.spikeCfg)
 		e.stale = true
 	}

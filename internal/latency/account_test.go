@@ -3,6 +3,8 @@ package latency
 import (
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 const sec = uint64(time.Second)
@@ -18,7 +20,7 @@ var (
 // would give them, through traceClock) in windows of the trace, closes
 // them all and returns the account with its guess.
 func outsideAccount(ts ...uint64) Account {
-	w := NewWindows(traceStart, sec, 0)
+	w := NewWindows(window.Grid{StartNs: traceStart, LenNs: sec}, 0)
 	for _, t := range ts {
 		w.Add(Sample{TsNs: traceClock.Mono(t), LatencyNs: 1000})
 	}
@@ -92,7 +94,7 @@ func TestOutsideSamplesSayTheirLikelyClock(t *testing.T) {
 // A sample far ahead of the clock is counted at once, not held to the
 // end: a source in another clock would otherwise fill memory.
 func TestWindowsDoNotHoldSamplesFarAhead(t *testing.T) {
-	w := NewWindows(traceStart, sec, 0)
+	w := NewWindows(window.Grid{StartNs: traceStart, LenNs: sec}, 0)
 	w.Add(Sample{TsNs: traceStart + 3600*sec, LatencyNs: 1})
 	w.Add(Sample{TsNs: traceStart + 30*sec, LatencyNs: 1}) // near enough: held for its window
 	if a := w.Account(); a.After != 1 || len(w.bins) != 1 {

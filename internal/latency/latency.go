@@ -80,10 +80,10 @@ type Windows struct {
 // the end would let such a source fill memory.
 const aheadNs = 60 * uint64(time.Second)
 
-// NewWindows starts windows of windowNs at startNs; a request over sloNs
+// NewWindows starts the windows of grid; a request over sloNs
 // (if not zero) is slow.
-func NewWindows(startNs, windowNs, sloNs uint64) *Windows {
-	return &Windows{grid: window.Grid{StartNs: startNs, LenNs: windowNs}, sloNs: sloNs, bins: map[uint64][]Sample{},
+func NewWindows(grid window.Grid, sloNs uint64) *Windows {
+	return &Windows{grid: grid, sloNs: sloNs, bins: map[uint64][]Sample{},
 		taken: map[uint64]bool{}, ready: map[uint64]Stats{}}
 }
 

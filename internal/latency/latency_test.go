@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 func TestSummarizeNearestRank(t *testing.T) {
@@ -21,7 +22,7 @@ func TestSummarizeNearestRank(t *testing.T) {
 }
 
 func TestWindows(t *testing.T) {
-	w := NewWindows(1000, 100, 0)
+	w := NewWindows(window.Grid{StartNs: 1000, LenNs: 100}, 0)
 	for _, s := range []Sample{{TsNs: 1000, LatencyNs: 5}, {TsNs: 1099, LatencyNs: 7}, {TsNs: 1100, LatencyNs: 9}, {TsNs: 999, LatencyNs: 1}, {TsNs: 1350, LatencyNs: 3}} {
 		w.Add(s)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // childReport is a --pid run of a server whose children stalled:
@@ -23,7 +24,7 @@ func childReport(own uint64, compaction bool) *Report {
 		snap.Thread(4242, 4242, "postgres").Hists[stall.MmapLock] = histOf(own)
 	}
 	return &Report{Target: "pid 4242 (postgres)", Kernel: "6.1.0", DurationNs: 1e10,
-		Summary: aggregate.New(0, 1e9).Summarize(snap)}
+		Summary: aggregate.New(window.Grid{LenNs: 1e9}).Summarize(snap)}
 }
 
 func TestChildrenHint(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // hostileNames are thread names any user can set with prctl(PR_SET_NAME)
@@ -35,7 +36,7 @@ func hostileReport(name func(i int) string) *Report {
 		th.Hists[stall.MemcgReclaim] = histOf(uint64(i+1)*10_000, uint64(i+1)*20_000)
 		th.Migrations = uint64(i)
 	}
-	a := aggregate.New(0, 1e9)
+	a := aggregate.New(window.Grid{StartNs: 0, LenNs: 1e9})
 	a.Add(&stall.Event{Kind: stall.KindExit, PID: 100, TID: 100, Comm: name(0)})
 	w := correlate.Window{Index: 0, Latency: &correlate.Latency{Count: 100, P99Ns: 50e6, MaxNs: 60e6}}
 	w.StallNs[stall.MemcgReclaim] = 40e6

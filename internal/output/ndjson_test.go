@@ -11,6 +11,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // commonKeys are on every stall line: the CLI contract's keys plus the CPU.
@@ -270,7 +271,7 @@ func TestStallLineTaskMove(t *testing.T) {
 }
 
 func TestWindowLine(t *testing.T) {
-	a := aggregate.New(1000, 100)
+	a := aggregate.New(window.Grid{StartNs: 1000, LenNs: 100})
 	a.Add(&stall.Event{Cause: stall.DirectReclaim, TsNs: 1010, DurNs: 50, PID: 1, TID: 2, Comm: "a"})
 	a.Add(&stall.Event{Cause: stall.MmapLock, TsNs: 1020, DurNs: 70, PID: 1, TID: 2, Comm: "a"})
 	a.Add(&stall.Event{Cause: stall.DirectReclaim, TsNs: 1030, DurNs: 200, PID: 5, TID: 6, Comm: "b"})
@@ -338,7 +339,7 @@ func TestWindowLine(t *testing.T) {
 }
 
 func TestWindowLineLimitsThreads(t *testing.T) {
-	a := aggregate.New(0, 100)
+	a := aggregate.New(window.Grid{StartNs: 0, LenNs: 100})
 	for tid := uint32(1); tid <= WindowThreads+5; tid++ {
 		a.Add(&stall.Event{Cause: stall.DirectReclaim, TsNs: 1, DurNs: uint64(tid), PID: 1, TID: tid})
 	}
@@ -376,7 +377,7 @@ func testReport() *Report {
 	t1.Migrations, t1.CrossNodeMigrations = 9, 2
 	t2 := snap.Thread(100, 101, "db-io")
 	t2.Migrations = 1
-	a := aggregate.New(0, 1)
+	a := aggregate.New(window.Grid{StartNs: 0, LenNs: 1})
 	a.Add(&stall.Event{Kind: stall.KindExit, TID: 101, PID: 100, Comm: "db-io"})
 	return &Report{
 		Target: "pid 100 (db)", Kernel: "6.8.0-test", DurationNs: 5_000_000_000,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -110,7 +111,7 @@ func richReport() *Report {
 	idle := snap.Thread(200, 202, "GC Thread#0")
 	idle.Migrations, idle.CrossNodeMigrations = 3, 1
 
-	a := aggregate.New(0, 1e9)
+	a := aggregate.New(window.Grid{StartNs: 0, LenNs: 1e9})
 	a.Add(&stall.Event{Kind: stall.KindExit, PID: 100, TID: 104, Comm: "pg-writer"})
 	return &Report{
 		Target: "cgroup /sys/fs/cgroup/db.slice", Kernel: "6.8.0-45-generic", DurationNs: 10_000_400_000,
@@ -251,7 +252,7 @@ func TestTextTopThreads(t *testing.T) {
 	for tid := uint32(1); tid <= 30; tid++ {
 		snap.Thread(1, tid, "t").Hists[stall.DirectReclaim] = histOf(uint64(tid) * 1000)
 	}
-	sum := aggregate.New(0, 1).Summarize(snap)
+	sum := aggregate.New(window.Grid{StartNs: 0, LenNs: 1}).Summarize(snap)
 	for _, c := range []struct {
 		top  int
 		head string
@@ -288,7 +289,7 @@ func TestTextHistogramsLimited(t *testing.T) {
 		snap.Thread(1, tid, "t").Hists[stall.MmapLock] = histOf(uint64(tid) * 1000)
 	}
 	var buf bytes.Buffer
-	(&Report{Summary: aggregate.New(0, 1).Summarize(snap)}).Text(&buf)
+	(&Report{Summary: aggregate.New(window.Grid{StartNs: 0, LenNs: 1}).Summarize(snap)}).Text(&buf)
 	if n := strings.Count(buf.String(), "mmap_lock of tid"); n != HistogramsShown {
 		t.Errorf("%d histograms drawn, want %d", n, HistogramsShown)
 	}
@@ -305,7 +306,7 @@ func TestTextDeterministic(t *testing.T) {
 	th.Hists[stall.DirectReclaim] = histOf(5000)
 	th.Hists[stall.Compaction] = histOf(5000)
 	th.Hists[stall.MmapLock] = histOf(5000)
-	r := &Report{Summary: aggregate.New(0, 1).Summarize(snap)}
+	r := &Report{Summary: aggregate.New(window.Grid{StartNs: 0, LenNs: 1}).Summarize(snap)}
 	var first bytes.Buffer
 	r.Text(&first)
 	for i := 0; i < 30; i++ {
@@ -403,7 +404,7 @@ func TestTextEvictedHistograms(t *testing.T) {
 		total.Add(1000)
 	}
 	snap.CauseTotals[stall.MmapLock] = total
-	rep.Summary = aggregate.New(0, 1).Summarize(snap)
+	rep.Summary = aggregate.New(window.Grid{StartNs: 0, LenNs: 1}).Summarize(snap)
 	if !rep.Summary.HistMapFull {
 		t.Error("19616 histograms evicted but HistMapFull unset")
 	}

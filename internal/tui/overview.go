@@ -159,8 +159,7 @@ func windowRows(f *Frame, idx uint64) []Row {
 			nodeOf[r.TID] = r.Node
 		}
 		for _, t := range w.Threads {
-			out = append(out, Row{PID: t.PID, TID: t.TID, Comm: t.Comm, Node: nodeOf[t.TID], Threads: 1,
-				StallNs: t.TotalNs, ByCause: t.ByCause})
+			out = append(out, t.Row(nodeOf[t.TID]))
 		}
 	}
 	return out
