@@ -143,7 +143,9 @@ func keyed(fs []field, keys ...string) int {
 // upstream_response_time=), else the last bare seconds-with-ms field: the
 // combined format with $request_time after it.
 func nginxReader(o LogFormat) (LineReader, error) {
-	unit := o.unitOr(1e9)
+	if o.Unit != "" {
+		return nil, errors.New("nginx writes its times in seconds: no --latency-unit")
+	}
 	return func(line string) (uint64, uint64, error) {
 		fs := splitFields(line)
 		ts, at, err := lineTime(fs)
@@ -164,20 +166,30 @@ func nginxReader(o LogFormat) (LineReader, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		lat, err := upstreamTimes(fs[i].val, unit)
+		lat, err := upstreamTimes(fs[i].val)
 		return ts, lat, err
 	}, nil
 }
 
-// upstreamTimes reads a latency nginx wrote, summing the times of an
-// $upstream_response_time that tried several servers ("0.004, 0.012" or
-// "0.003 : 0.010"); "-" is a request that reached no upstream.
-func upstreamTimes(s string, unit uint64) (uint64, error) {
+// upstreamTimes reads a latency nginx wrote, seconds with ms, summing
+// the times of an $upstream_response_time that tried several servers
+// ("0.004, 0.012" or "0.003 : 0.010"); "-" is a request that reached no
+// upstream.
+func upstreamTimes(s string) (uint64, error) {
+	return times(s, 1e9, true)
+}
+
+// times reads one or more times in unit, as upstreamTimes; ms says each
+// must be written with milliseconds, as nginx does.
+func times(s string, unit uint64, ms bool) (uint64, error) {
 	var sum uint64
 	var n int
 	for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ':' || r == ' ' }) {
 		if t == "-" {
 			continue
+		}
+		if ms && !secondsRe.MatchString(t) {
+			return 0, fmt.Errorf("latency %q is not seconds with milliseconds", t)
 		}
 		v, err := scaled(t, unit)
 		if err != nil {

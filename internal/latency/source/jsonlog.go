@@ -34,10 +34,7 @@ var jsonTimes = []string{"msec", "ts", "timestamp", "@timestamp", "time", "time_
 // $time_local). A line without the duration field (another message of
 // the same log) has no latency.
 func jsonReader(o LogFormat) (LineReader, error) {
-	unit := o.unitOr(0)
-	if o.Field != "" && unit == 0 {
-		return nil, fmt.Errorf("say the unit of %q with --latency-unit (or name it with a suffix: _ns, _us, _ms, _s)", o.Field)
-	}
+	unit := o.unitOr(0) // 0: the field's values say theirs ("1.5ms")
 	return func(line string) (uint64, uint64, error) {
 		if !strings.HasPrefix(line, "{") {
 			return 0, 0, errors.New("not a JSON object")
@@ -94,6 +91,8 @@ func jsonDuration(raw any, unit uint64) (uint64, error) {
 			return 0, fmt.Errorf("%q is not a duration", s)
 		}
 		return uint64(d), nil
+	case unit == 0:
+		return 0, fmt.Errorf("%s has no unit: say it with --latency-unit (or a field named with _ns, _us, _ms, _s)", s)
 	case strings.ContainsAny(s, "eE"): // 1.5e-3
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || f < 0 || f*float64(unit) > 1<<63 {
@@ -101,7 +100,7 @@ func jsonDuration(raw any, unit uint64) (uint64, error) {
 		}
 		return uint64(f * float64(unit)), nil
 	}
-	return upstreamTimes(s, unit)
+	return times(s, unit, false)
 }
 
 // jsonTime reads the line's time from the first of jsonTimes it has.
