@@ -24,7 +24,8 @@ type LogFormat struct {
 
 // logFormat is one format a latency file may be in.
 type logFormat struct {
-	name string
+	name  string
+	about string // what a file told to be in it is read as
 	// reader makes its line reader, or says why the flags do not fit it.
 	reader func(o LogFormat) (LineReader, error)
 }
@@ -33,12 +34,12 @@ type logFormat struct {
 // stricter first, so that a line two could read goes to the one that
 // says more about it.
 var logFormats = []logFormat{
-	{"numatrace", numatraceReader},
-	{"pgbench", pgbenchReader},
-	{"haproxy", haproxyReader},
-	{"nginx", nginxReader},
-	{"apache", apacheReader},
-	{"json", jsonReader},
+	{"numatrace", "", numatraceReader},
+	{"pgbench", "pgbench's -l per-transaction log", pgbenchReader},
+	{"haproxy", "HAProxy's HTTP log", haproxyReader},
+	{"nginx", "an nginx access log", nginxReader},
+	{"apache", "an Apache access log with %D", apacheReader},
+	{"json", "JSON lines", jsonReader},
 }
 
 // FormatNames lists the formats --latency-format takes.
@@ -71,18 +72,20 @@ func (o LogFormat) Check() error {
 
 // Reader is the file's line reader: the format named, or, without one,
 // the first format that reads one of the file's first lines (read lines
-// before it count as malformed), kept for the rest of the file.
-func (o LogFormat) Reader() LineReader {
+// before it count as malformed), kept for the rest of the file. told, if
+// not nil, hears what a log told this way is read as (not numatrace's
+// own format: that is the one expected).
+func (o LogFormat) Reader(told func(about string)) LineReader {
 	var chosen LineReader
 	var readers []LineReader
-	var why []string
+	var why, about []string
 	for _, f := range logFormats {
 		if o.Name != "" && o.Name != "auto" && f.name != o.Name {
 			continue
 		}
 		if r, err := f.reader(o); err == nil {
 			readers = append(readers, r)
-			why = append(why, f.name)
+			why, about = append(why, f.name), append(about, f.about)
 		}
 	}
 	return func(line string) (uint64, uint64, error) {
@@ -93,10 +96,13 @@ func (o LogFormat) Reader() LineReader {
 			chosen = readers[0]
 			return chosen(line)
 		}
-		for _, r := range readers {
+		for i, r := range readers {
 			ts, lat, err := r(line)
 			if err == nil || isNoLatency(err) {
 				chosen = r
+				if told != nil && about[i] != "" {
+					told(about[i])
+				}
 				return ts, lat, err
 			}
 		}

@@ -39,7 +39,7 @@ func checkLines(t *testing.T, o LogFormat, cases []lineCase) {
 		for _, name := range []string{o.Name, "auto"} {
 			oo := o
 			oo.Name = name
-			ts, lat, err := oo.Reader()(c.line)
+			ts, lat, err := oo.Reader(nil)(c.line)
 			switch {
 			case c.none && !isNoLatency(err):
 				t.Errorf("%s: %q: want a line without latency, got %d, %d, %v", name, c.line, ts, lat, err)
@@ -175,7 +175,7 @@ func TestJSONLog(t *testing.T) {
 // file: a line of another format after it is malformed, not read by that
 // other one; and numatrace's own formats are told as before.
 func TestFormatToldFromTheFirstLine(t *testing.T) {
-	r := LogFormat{}.Reader()
+	r := LogFormat{}.Reader(nil)
 	if _, _, err := r("not a latency line"); err == nil || !strings.Contains(err.Error(), "no latency format reads") {
 		t.Fatalf("a line no format reads: %v", err)
 	}
@@ -186,7 +186,7 @@ func TestFormatToldFromTheFirstLine(t *testing.T) {
 		t.Fatal("a two-column line in a pgbench log was read")
 	}
 	for _, line := range []string{"10 20", `{"ts_ns":10,"latency_ns":20}`} {
-		if ts, lat, err := (LogFormat{Name: "auto"}).Reader()(line); err != nil || ts != 10 || lat != 20 {
+		if ts, lat, err := (LogFormat{Name: "auto"}).Reader(nil)(line); err != nil || ts != 10 || lat != 20 {
 			t.Errorf("%q = %d %d %v", line, ts, lat, err)
 		}
 	}
@@ -250,7 +250,8 @@ func TestFileSourceCountsLinesWithoutLatency(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	want := []latency.Skip{{Kind: latency.SkipNoLatency, N: 2}, {Kind: latency.SkipMalformed, N: 1}}
-	if !reflect.DeepEqual(got, []uint64{4621e3, 4142e3}) || !reflect.DeepEqual(src.Skipped(), want) || len(warned) != 2 {
+	if !reflect.DeepEqual(got, []uint64{4621e3, 4142e3}) || !reflect.DeepEqual(src.Skipped(), want) || len(warned) != 3 ||
+		warned[0] != "latency file "+path+": read as pgbench's -l per-transaction log" {
 		t.Fatalf("samples %v, skipped %v, warned %q", got, src.Skipped(), warned)
 	}
 	a := latency.Account{Samples: 2, Skipped: src.Skipped()}

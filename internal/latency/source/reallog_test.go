@@ -77,8 +77,8 @@ http {
 	cmd.Wait()
 	two := convert(t, logPath, `{ split($(NF-1), m, "."); split($NF, r, "."); printf "%s%s000000 %s%s000000\n", m[1], m[2], r[1], r[2] }`)
 
-	real := windowsOf(t, Config{File: logPath}, env, sent)
-	conv := windowsOf(t, Config{File: two}, env, sent)
+	real := windowsOf(t, Config{File: logPath}, env, sent, "an nginx access log")
+	conv := windowsOf(t, Config{File: two}, env, sent, "")
 	sameWindows(t, real, conv, sent)
 }
 
@@ -100,8 +100,8 @@ func TestRealPgbenchLog(t *testing.T) {
 	n := countLines(t, logs[0])
 	two := convert(t, logs[0], `{ printf "%s%06d000 %s000\n", $5, $6, $3 }`)
 
-	real := windowsOf(t, Config{File: logs[0]}, env, n)
-	conv := windowsOf(t, Config{File: two}, env, n)
+	real := windowsOf(t, Config{File: logs[0]}, env, n, "pgbench's -l per-transaction log")
+	conv := windowsOf(t, Config{File: two}, env, n, "")
 	sameWindows(t, real, conv, n)
 }
 
@@ -113,8 +113,10 @@ func realEnv() Env {
 }
 
 // windowsOf reads the n samples of the file through the source as a run
-// would, and files them under the run's windows.
-func windowsOf(t *testing.T, c Config, env Env, n int) []latency.Stats {
+// would, and files them under the run's windows; the source says it read
+// the file as about ("" for numatrace's own format, said nothing of),
+// and nothing else.
+func windowsOf(t *testing.T, c Config, env Env, n int, about string) []latency.Stats {
 	t.Helper()
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
@@ -127,7 +129,16 @@ func windowsOf(t *testing.T, c Config, env Env, n int) []latency.Stats {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan latency.Reading, 64)
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, out, func(err error) { t.Errorf("%s: %v", c.File, err) }) }()
+	var told []string
+	go func() {
+		done <- src.Run(ctx, out, func(err error) {
+			if tl, ok := err.(*Told); ok {
+				told = append(told, tl.About)
+			} else {
+				t.Errorf("%s: %v", c.File, err)
+			}
+		})
+	}()
 	w := latency.NewWindows(env.StartNs, uint64(env.Window), 0)
 	last := uint64(0)
 	for got := 0; got < n; got++ {
@@ -142,6 +153,9 @@ func windowsOf(t *testing.T, c Config, env Env, n int) []latency.Stats {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{about}; about != "" && !reflect.DeepEqual(told, want) || about == "" && told != nil {
+		t.Errorf("%s: told %q, want %q", c.File, told, about)
 	}
 	if s := src.Skipped(); s != nil {
 		t.Errorf("%s: skipped %v", c.File, s)

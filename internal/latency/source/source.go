@@ -139,7 +139,7 @@ func (c Config) Check() error {
 func (c Config) Open(env Env) (Source, error) {
 	switch {
 	case c.File != "":
-		return &fileSource{path: c.File, read: c.FileFormat.Reader(),
+		return &fileSource{path: c.File, format: c.FileFormat,
 			clk: latency.Clock{WallNs: env.Start.UnixNano(), MonoNs: int64(env.StartNs)}}, nil
 	case c.PromURL != "":
 		return &promSource{url: c.PromURL, metric: c.PromMetric, start: env.Start, window: env.Window}, nil
@@ -206,9 +206,9 @@ func send(ctx context.Context, out chan<- latency.Reading, r latency.Reading) {
 
 type fileSource struct {
 	skips
-	path string
-	read LineReader
-	clk  latency.Clock
+	path   string
+	format LogFormat
+	clk    latency.Clock
 }
 
 func (s *fileSource) Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error {
@@ -233,10 +233,24 @@ func (s *fileSource) Run(ctx context.Context, out chan<- latency.Reading, warn f
 		}
 		s.skips.add(kind, "latency file", err, warn)
 	}
-	return Follow(ctx, s.path, s.read, s.clk, func(smp latency.Sample) { send(ctx, out, latency.Reading{Sample: smp}) }, bad, notice)
+	read := s.format.Reader(func(about string) {
+		if warn != nil {
+			warn(&Told{Path: s.path, About: about})
+		}
+	})
+	return Follow(ctx, s.path, read, s.clk, func(smp latency.Sample) { send(ctx, out, latency.Reading{Sample: smp}) }, bad, notice)
 }
 
 func (s *fileSource) Close() error { return nil }
+
+// Told is what a latency file's first lines told its format to be: said
+// once, so that a log read as what it is not is seen at once.
+type Told struct {
+	Path  string
+	About string // "pgbench's -l per-transaction log"
+}
+
+func (t *Told) Error() string { return "latency file " + t.Path + ": read as " + t.About }
 
 type promSource struct {
 	skips
