@@ -57,7 +57,7 @@ func (o LogFormat) Check() error {
 		return fmt.Errorf("--latency-unit: %q is not one of ns, us, ms, s", o.Unit)
 	}
 	if o.Name == "" || o.Name == "auto" {
-		return nil
+		return nil // apache and json take any field and unit
 	}
 	for _, f := range logFormats {
 		if f.name == o.Name {

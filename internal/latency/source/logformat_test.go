@@ -205,6 +205,8 @@ func TestLogFormatCheck(t *testing.T) {
 		{LogFormat{Name: "pgbench", Field: "time"}, "--latency-format pgbench: pgbench's log has its own fields"},
 		{LogFormat{Name: "haproxy", Field: "Tx"}, `--latency-format haproxy: --latency-field "Tx" is not one of HAProxy's timers`},
 		{LogFormat{Name: "haproxy", Unit: "s"}, "--latency-format haproxy: HAProxy's timers are in ms"},
+		{LogFormat{Field: "Tr", Unit: "s"}, ""}, // Apache's key Tr=, in seconds
+		{LogFormat{Name: "nginx", Unit: "s"}, "--latency-format nginx: nginx writes its times in seconds"},
 	} {
 		err := c.o.Check()
 		if (c.want == "") != (err == nil) || err != nil && !strings.HasPrefix(err.Error(), c.want) {
