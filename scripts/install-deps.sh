@@ -12,6 +12,12 @@ have bpftrace || need+=(bpftrace)
 have qemu-system-x86_64 || need+=(qemu-system-x86)
 have gcc || need+=(gcc)
 have redis-server || need+=(redis-server) # the real-server correlation test
+# Real servers' own logs read as they are (internal/latency/source), and
+# the request source's real-workload tests: nginx, PostgreSQL and pgbench,
+# wrk.
+have nginx || need+=(nginx)
+compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && have pgbench || need+=(postgresql)
+have wrk || need+=(wrk)
 have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
 have prometheus || need+=(prometheus)     # scrapes numatrace serve in its test
 have systemd-analyze || need+=(systemd)   # verifies deploy/systemd/numatrace.service (a container may lack it)
@@ -27,7 +33,7 @@ if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	# Install servers (redis, prometheus) without starting their daemons:
+	# Install servers (redis, prometheus, nginx, postgresql) without starting their daemons:
 	# the tests start their own, on ports of their choosing.
 	policy=/usr/sbin/policy-rc.d
 	if [[ ! -e $policy ]]; then

@@ -137,6 +137,8 @@ func skipText(s Skip) string {
 	switch s.Kind {
 	case SkipMalformed:
 		return Count(s.N, "malformed line") + " of the latency file were skipped"
+	case SkipNoLatency:
+		return Count(s.N, "line") + " of the latency file carried no latency (requests that failed, were skipped or reached no upstream; or other messages of the log)"
 	case SkipScrapes:
 		return Count(s.N, "scrape") + " of the latency endpoint failed"
 	case SkipResets:
@@ -151,6 +153,7 @@ func skipText(s Skip) string {
 // counts them, skipText words them.
 const (
 	SkipMalformed = "malformed lines"
+	SkipNoLatency = "lines without a latency"
 	SkipScrapes   = "failed scrapes"
 	SkipResets    = "counter resets"
 	SkipLayouts   = "bucket layout changes"

@@ -42,7 +42,7 @@ func ParseLine(line string) (ts, lat uint64, err error) {
 	return ts, lat, nil
 }
 
-// Follow reads samples from path ("-" for standard input) until ctx ends,
+// Follow reads samples from path, each line read by read, ("-" for standard input) until ctx ends,
 // following a file as tail -F does: as it grows, and by name when it is
 // rotated (a new file in its place: the old one is read to its end
 // first, then the new one from its start) or truncated (read again from
@@ -50,7 +50,7 @@ func ParseLine(line string) (ts, lat uint64, err error) {
 // # are skipped; bad lines go to bad and reading goes on. Opening a FIFO
 // does not wait for a writer, and a read that blocks (standard input, a
 // FIFO) never holds up the return when ctx ends.
-func Follow(ctx context.Context, path string, clk latency.Clock, emit func(latency.Sample), bad, notice func(error)) error {
+func Follow(ctx context.Context, path string, read LineReader, clk latency.Clock, emit func(latency.Sample), bad, notice func(error)) error {
 	fl := &follower{path: path, notice: notice}
 	if path == "-" {
 		fl.in, fl.stream = os.Stdin, true
@@ -84,7 +84,7 @@ func Follow(ctx context.Context, path string, clk latency.Clock, emit func(laten
 			if t == "" || strings.HasPrefix(t, "#") {
 				continue
 			}
-			ts, lat, err := ParseLine(t)
+			ts, lat, err := read(t)
 			if err != nil {
 				if bad != nil {
 					bad(err)

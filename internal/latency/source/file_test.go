@@ -47,7 +47,7 @@ func TestFollowGrowingFile(t *testing.T) {
 	var bad int
 	done := make(chan error, 1)
 	go func() {
-		done <- Follow(ctx, path, latency.Clock{}, func(s latency.Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
+		done <- Follow(ctx, path, ParseLine, latency.Clock{}, func(s latency.Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
 			func(error) { mu.Lock(); bad++; mu.Unlock() }, nil)
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -89,7 +89,7 @@ func TestFollowReturnsWhileAReadBlocks(t *testing.T) {
 	defer w.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Follow(ctx, path, latency.Clock{}, func(latency.Sample) {}, nil, nil) }()
+	go func() { done <- Follow(ctx, path, ParseLine, latency.Clock{}, func(latency.Sample) {}, nil, nil) }()
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	select {
@@ -114,7 +114,7 @@ func TestFollowSkipsOverlongLines(t *testing.T) {
 	var bad []error
 	done := make(chan error, 1)
 	go func() {
-		done <- Follow(ctx, path, latency.Clock{}, func(s latency.Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
+		done <- Follow(ctx, path, ParseLine, latency.Clock{}, func(s latency.Sample) { mu.Lock(); got = append(got, s); mu.Unlock() },
 			func(err error) { mu.Lock(); bad = append(bad, err); mu.Unlock() }, nil)
 	}()
 	time.Sleep(300 * time.Millisecond)

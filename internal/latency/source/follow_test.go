@@ -30,7 +30,7 @@ func startFollow(t *testing.T, path string) *follow {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &follow{cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		f.done <- Follow(ctx, path, latency.Clock{},
+		f.done <- Follow(ctx, path, ParseLine, latency.Clock{},
 			func(s latency.Sample) { f.mu.Lock(); f.got = append(f.got, s); f.mu.Unlock() },
 			func(err error) { f.mu.Lock(); f.bad = append(f.bad, err); f.mu.Unlock() },
 			func(err error) { f.mu.Lock(); f.notices = append(f.notices, err); f.mu.Unlock() })

@@ -65,16 +65,23 @@ type RequestTimer interface {
 // Config names the latency source. Every source is registered here: its
 // flags, its checks and how it opens. At most one may be set.
 type Config struct {
-	File       string // a load generator's log, followed as it grows
-	PromURL    string // a Prometheus endpoint scraped once per window...
-	PromMetric string // ...for this histogram
-	Uprobe     string // BINARY:SYMBOL timed in the kernel
+	File       string    // a load generator's or a server's log, followed as it grows...
+	FileFormat LogFormat // ...in this format
+	PromURL    string    // a Prometheus endpoint scraped once per window...
+	PromMetric string    // ...for this histogram
+	Uprobe     string    // BINARY:SYMBOL timed in the kernel
 }
 
 // AddFlags registers the sources' flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.File, "latency-file", "",
-		"read request latencies from this file (followed as it grows) or - for stdin: NDJSON {\"ts_ns\":..,\"latency_ns\":..} or two columns")
+		"read request latencies from this file (followed as it grows) or - for stdin: NDJSON {\"ts_ns\":..,\"latency_ns\":..}, two columns, or a log as it is (--latency-format)")
+	fs.StringVar(&c.FileFormat.Name, "latency-format", "auto",
+		"the --latency-file's format: "+strings.Join(FormatNames(), ", ")+" (auto: told from its first lines)")
+	fs.StringVar(&c.FileFormat.Field, "latency-field", "",
+		"the --latency-file's latency field: a JSON key (duration_ms), an access log's key (rt, urt) or field number (-1: the last), HAProxy's timer (Tr, Tt)")
+	fs.StringVar(&c.FileFormat.Unit, "latency-unit", "",
+		"the --latency-field's unit (ns, us, ms, s) when its name does not end in one")
 	fs.StringVar(&c.Uprobe, "latency-uprobe", "",
 		"time every call of the service's request handler in the kernel, BINARY:SYMBOL (C, C++, Rust, Go on amd64)")
 	fs.StringVar(&c.PromURL, "latency-prom", "", "scrape the service's Prometheus endpoint once per window...")
@@ -98,6 +105,12 @@ func (c Config) Check() error {
 	}
 	if (c.PromURL != "") != (c.PromMetric != "") {
 		return errors.New("--latency-prom and --latency-metric go together")
+	}
+	if c.File == "" && (c.FileFormat != LogFormat{} && c.FileFormat != LogFormat{Name: "auto"}) {
+		return errors.New("--latency-format, --latency-field and --latency-unit go with --latency-file")
+	}
+	if err := c.FileFormat.Check(); err != nil {
+		return err
 	}
 	if c.File != "" && c.File != "-" {
 		st, err := os.Stat(c.File)
@@ -126,7 +139,8 @@ func (c Config) Check() error {
 func (c Config) Open(env Env) (Source, error) {
 	switch {
 	case c.File != "":
-		return &fileSource{path: c.File, clk: latency.Clock{WallNs: env.Start.UnixNano(), MonoNs: int64(env.StartNs)}}, nil
+		return &fileSource{path: c.File, format: c.FileFormat,
+			clk: latency.Clock{WallNs: env.Start.UnixNano(), MonoNs: int64(env.StartNs)}}, nil
 	case c.PromURL != "":
 		return &promSource{url: c.PromURL, metric: c.PromMetric, start: env.Start, window: env.Window}, nil
 	case c.Uprobe != "":
@@ -192,8 +206,9 @@ func send(ctx context.Context, out chan<- latency.Reading, r latency.Reading) {
 
 type fileSource struct {
 	skips
-	path string
-	clk  latency.Clock
+	path   string
+	format LogFormat
+	clk    latency.Clock
 }
 
 func (s *fileSource) Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error {
@@ -211,11 +226,31 @@ func (s *fileSource) Run(ctx context.Context, out chan<- latency.Reading, warn f
 			warn(fmt.Errorf("latency file %w", err))
 		}
 	}
-	return Follow(ctx, s.path, s.clk, func(smp latency.Sample) { send(ctx, out, latency.Reading{Sample: smp}) },
-		func(err error) { s.skips.add(latency.SkipMalformed, "latency file", err, warn) }, notice)
+	bad := func(err error) {
+		kind := latency.SkipMalformed
+		if isNoLatency(err) {
+			kind = latency.SkipNoLatency
+		}
+		s.skips.add(kind, "latency file", err, warn)
+	}
+	read := s.format.Reader(func(about string) {
+		if warn != nil {
+			warn(&Told{Path: s.path, About: about})
+		}
+	})
+	return Follow(ctx, s.path, read, s.clk, func(smp latency.Sample) { send(ctx, out, latency.Reading{Sample: smp}) }, bad, notice)
 }
 
 func (s *fileSource) Close() error { return nil }
+
+// Told is what a latency file's first lines told its format to be: said
+// once, so that a log read as what it is not is seen at once.
+type Told struct {
+	Path  string
+	About string // "pgbench's -l per-transaction log"
+}
+
+func (t *Told) Error() string { return "latency file " + t.Path + ": read as " + t.About }
 
 type promSource struct {
 	skips
