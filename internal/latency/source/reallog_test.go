@@ -21,6 +21,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/testutil"
+	"github.com/numatrace/numatrace/internal/window"
 )
 
 // The logs real servers write, read as they are, give the same windows as
@@ -139,7 +140,7 @@ func windowsOf(t *testing.T, c Config, env Env, n int, about string) []latency.S
 			}
 		})
 	}()
-	w := latency.NewWindows(env.StartNs, uint64(env.Window), 0)
+	w := latency.NewWindows(window.Grid{StartNs: env.StartNs, LenNs: uint64(env.Window)}, 0)
 	last := uint64(0)
 	for got := 0; got < n; got++ {
 		select {
