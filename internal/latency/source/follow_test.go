@@ -184,19 +184,12 @@ func TestFileSourceSaysRotationOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan latency.Reading, 100)
-	var mu sync.Mutex
-	var warned []string
-	done := make(chan error, 1)
-	go func() {
-		done <- src.Run(ctx, out, func(err error) { mu.Lock(); warned = append(warned, err.Error()); mu.Unlock() })
-	}()
+	run := runSource(src, 100)
 	read := 0
 	wait := func(n int) {
 		for read < n {
 			select {
-			case <-out:
+			case <-run.out:
 				read++
 			case <-time.After(5 * time.Second):
 				t.Fatalf("read %d samples, want %d", read, n)
@@ -209,11 +202,9 @@ func TestFileSourceSaysRotationOnce(t *testing.T) {
 		appendLines(t, path, r*100, r*100+10)
 		wait(10 + 10*r)
 	}
-	cancel()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	if len(warned) != 1 || !strings.HasPrefix(warned[0], "latency file "+path+" was rotated") {
+	run.cancel()
+	<-run.done
+	if warned := run.warnings(); len(warned) != 1 || !strings.HasPrefix(warned[0], "latency file "+path+" was rotated") {
 		t.Fatalf("warnings %q: want the rotation said once", warned)
 	}
 }

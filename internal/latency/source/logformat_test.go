@@ -1,12 +1,10 @@
 package source
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -229,28 +227,20 @@ func TestFileSourceCountsLinesWithoutLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan latency.Reading, 10)
-	var mu sync.Mutex
-	var warned []string
-	done := make(chan error, 1)
-	go func() {
-		done <- src.Run(ctx, out, func(err error) { mu.Lock(); warned = append(warned, err.Error()); mu.Unlock() })
-	}()
+	run := runSource(src, 10)
 	var got []uint64
 	for len(got) < 2 {
 		select {
-		case r := <-out:
+		case r := <-run.out:
 			got = append(got, r.Sample.LatencyNs)
 		case <-time.After(3 * time.Second):
 			t.Fatal("no sample")
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
-	cancel()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
+	run.cancel()
+	<-run.done
+	warned := run.warnings()
 	want := []latency.Skip{{Kind: latency.SkipNoLatency, N: 2}, {Kind: latency.SkipMalformed, N: 1}}
 	if !reflect.DeepEqual(got, []uint64{4621e3, 4142e3}) || !reflect.DeepEqual(src.Skipped(), want) || len(warned) != 3 ||
 		warned[0] != "latency file "+path+": read as pgbench's -l per-transaction log" {

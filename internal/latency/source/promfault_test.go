@@ -193,32 +193,23 @@ func TestPromFaultsAreBoundedWithOneWarning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			out := make(chan latency.Reading, 100)
-			var mu sync.Mutex
-			var warned []string
-			done := make(chan error, 1)
-			go func() {
-				done <- src.Run(ctx, out, func(err error) { mu.Lock(); warned = append(warned, err.Error()); mu.Unlock() })
-			}()
+			run := runSource(src, 100)
 			var windows []latency.Stats
 			for len(windows) < 3 {
 				select {
-				case r := <-out:
+				case r := <-run.out:
 					windows = append(windows, *r.Window)
 				case <-time.After(4 * c.window):
 					t.Fatalf("after %d windows: no window for %s", len(windows), 4*c.window)
 				}
 			}
-			cancel()
+			run.cancel()
 			select {
-			case <-done:
+			case <-run.done:
 			case <-time.After(time.Second):
 				t.Fatal("the source did not stop within a second of the end")
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(warned) != 1 || !strings.Contains(warned[0], "latency endpoint: scrape "+srv.URL) || !strings.Contains(warned[0], c.says) {
+			if warned := run.warnings(); len(warned) != 1 || !strings.Contains(warned[0], "latency endpoint: scrape "+srv.URL) || !strings.Contains(warned[0], c.says) {
 				t.Fatalf("warnings %q: want one saying %q", warned, c.says)
 			}
 			sk := src.Skipped()
