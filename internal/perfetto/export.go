@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
-	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/window"
@@ -98,6 +98,7 @@ func Export(r *record.Reader, w io.Writer, opts Options) (Stats, error) {
 	x.enc = json.NewEncoder(&x.buf)
 	x.enc.SetEscapeHTML(false)
 	x.grid = window.Grid{StartNs: h.StartNs, LenNs: x.windowNs}
+	x.closes = replay.NewWindowCloses(h)
 
 	x.raw(`{"traceEvents":[`)
 
@@ -111,21 +112,19 @@ func Export(r *record.Reader, w io.Writer, opts Options) (Stats, error) {
 			readErr = fmt.Errorf("read recording: %w", err)
 			break
 		}
+		if ns, ok := x.closes.Before(&it); ok {
+			x.closeWindows(ns)
+		}
 		switch it.Kind {
 		case record.ItemEvent:
-			x.applyClose()
 			x.event(&it.Event)
-			if !h.ClosesAtLost() && it.Event.TsNs > uint64(engine.Grace) {
-				x.closeWindows(it.Event.TsNs - uint64(engine.Grace))
-			}
 		case record.ItemLost:
-			x.applyClose()
-			if h.ClosesAtLost() {
-				x.closeAt, x.hasCloseAt = it.Lost.MonoNs, true
-			}
 			x.lost(it.Lost)
 		case record.ItemEnd:
 			x.end = it.End
+		}
+		if ns, ok := x.closes.After(&it); ok {
+			x.closeWindows(ns)
 		}
 		if x.err != nil {
 			return x.stats, x.err
@@ -163,9 +162,8 @@ type exporter struct {
 	// in (one before the start in the first), and a late one, whose window
 	// the live run had closed, in the oldest still open.
 	grid       window.Grid
-	open       uint64 // the oldest window still open
-	closeAt    uint64 // a lost record's close, applied before the next event
-	hasCloseAt bool
+	open       uint64              // the oldest window still open
+	closes     replay.WindowCloses // where the live run closed its windows
 	windows    map[int64]*[stall.NumCauses]uint64
 	seen       [stall.NumCauses]bool // timed causes met anywhere
 	minW, maxW int64
@@ -336,19 +334,10 @@ func (x *exporter) names(ev *stall.Event) {
 }
 
 // closeWindows closes the windows that ended at or before ns, as the
-// engine does where the live run closed them (at a lost record, or by
-// event time in recordings before format 1.3).
+// engine does where the live run closed them (replay.WindowCloses).
 func (x *exporter) closeWindows(ns uint64) {
 	if ns >= x.grid.StartNs {
 		x.open = max(x.open, (ns-x.grid.StartNs)/x.grid.LenNs)
-	}
-}
-
-// applyClose closes the windows a lost record said the live run closed.
-func (x *exporter) applyClose() {
-	if x.hasCloseAt {
-		x.closeWindows(x.closeAt)
-		x.hasCloseAt = false
 	}
 }
 

@@ -92,8 +92,7 @@ type Feeder struct {
 	h   record.Header
 	opt Options
 
-	closeAt    uint64 // a lost record's close, applied before the next event
-	hasCloseAt bool
+	closes WindowCloses // where the live run closed its windows
 
 	final *stall.Snapshot // the last kernel snapshot: the final one is written last
 	end   *run.End
@@ -111,7 +110,7 @@ type Feeder struct {
 // NewFeeder starts an engine for the recording h heads.
 func NewFeeder(h record.Header, opt Options) *Feeder {
 	eng := engine.New(h.Run(), engine.Options{Sinks: opt.Sinks, LateLatency: !h.ClosesAtLost()})
-	return &Feeder{eng: eng, h: h, opt: opt}
+	return &Feeder{eng: eng, h: h, opt: opt, closes: NewWindowCloses(h)}
 }
 
 // Engine is the engine being fed.
@@ -119,16 +118,14 @@ func (f *Feeder) Engine() *engine.Engine { return f.eng }
 
 // Item feeds one item of the recording.
 func (f *Feeder) Item(it *record.Item) {
+	if ns, ok := f.closes.Before(it); ok {
+		f.eng.Close(ns)
+	}
 	switch it.Kind {
 	case record.ItemEvent:
-		f.applyClose()
 		f.event(&it.Event)
 	case record.ItemLost:
 		f.lastNs = max(f.lastNs, it.Lost.MonoNs)
-		if f.h.ClosesAtLost() {
-			f.applyClose()
-			f.closeAt, f.hasCloseAt = it.Lost.MonoNs, true
-		}
 		f.eng.SetLost(it.Lost.LostEvents)
 	case record.ItemLatency:
 		// Written with the windows it belongs to, before or after their
@@ -149,13 +146,8 @@ func (f *Feeder) Item(it *record.Item) {
 	case record.ItemEnd:
 		f.end = it.End
 	}
-}
-
-// applyClose closes the windows a lost record said the live run closed.
-func (f *Feeder) applyClose() {
-	if f.hasCloseAt {
-		f.eng.Close(f.closeAt)
-		f.hasCloseAt = false
+	if ns, ok := f.closes.After(it); ok {
+		f.eng.Close(ns)
 	}
 }
 
@@ -169,9 +161,6 @@ func (f *Feeder) event(ev *stall.Event) {
 			f.fallback = &aggregate.EventHists{}
 		}
 		f.fallback.Add(ev)
-	}
-	if !f.h.ClosesAtLost() && ev.TsNs > uint64(engine.Grace) {
-		f.eng.Close(ev.TsNs - uint64(engine.Grace))
 	}
 }
 
@@ -188,7 +177,7 @@ func (f *Feeder) EndNs() uint64 {
 // Finish closes the remaining windows and builds the report; blocks is
 // how many blocks the reader got through.
 func (f *Feeder) Finish(blocks int) *output.Report {
-	f.hasCloseAt = false // the end closes everything, as the live run did
+	f.closes.End() // the end closes everything, as the live run did
 	endNs := f.EndNs()
 	f.eng.Finish(endNs)
 	snap := f.final
