@@ -12,7 +12,7 @@
  * thread's stall while a request waits need not be that request's: a Go
  * request carries no stall breakdown.
  */
-#include "common.h"
+#include "request.h"
 
 struct timed_req {
 	__u64 start_ns;
@@ -34,18 +34,11 @@ struct {
 	__type(value, struct timed_req);
 } req_start SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20);
-} lat_events SEC(".maps");
-
 static __always_inline void request_begin(__u64 key, __u32 tid, __u64 now)
 {
 	struct timed_req r = { .start_ns = now, .tid = tid };
-	struct thread_stall *ts = cfg_request_stalls ? bpf_map_lookup_elem(&thread_stalls, &tid) : NULL;
 
-	if (ts)
-		__builtin_memcpy(r.stall_ns, ts->ns, sizeof(r.stall_ns));
+	stalls_snapshot(tid, r.stall_ns);
 	if (bpf_map_update_elem(&req_start, &key, &r, BPF_ANY))
 		counter_add(COUNTER_LOST_EVENTS, 1); /* full: this request goes untimed */
 }
@@ -71,25 +64,11 @@ static __always_inline void request_end(__u64 key, __u64 now, bool breakdown)
 	s->tid = tid;
 	s->flags = 0;
 	s->_pad = 0;
-	struct thread_stall *ts = NULL;
-
-	if (breakdown && cfg_request_stalls && r->tid == tid) {
-		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
-		s->flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
-	}
-#pragma unroll
-	for (int i = 0; i <= CAUSE_MAX; i++) {
-		__u64 now_ns = ts ? ts->ns[i] : 0;
-
-		/* Totals that went back: the entry was evicted and begun again. */
-		if (ts && now_ns < r->stall_ns[i])
-			s->flags = 0;
-		s->stall_ns[i] = ts && now_ns >= r->stall_ns[i] ? now_ns - r->stall_ns[i] : 0;
-	}
-	/* As event_submit: a wakeup costs microseconds on a VM; the reader polls. */
-	__u64 waiting = bpf_ringbuf_query(&lat_events, BPF_RB_AVAIL_DATA);
-
-	bpf_ringbuf_submit(s, waiting >= (512 << 10) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	if (breakdown && cfg_request_stalls && r->tid == tid)
+		s->flags = stalls_since(tid, r->stall_ns, s->stall_ns);
+	else
+		__builtin_memset(s->stall_ns, 0, sizeof(s->stall_ns));
+	lat_submit(s);
 	bpf_map_delete_elem(&req_start, &key);
 }
 

@@ -162,9 +162,10 @@ struct thread_stall {
 /* Bits in lat_sample.flags. */
 enum lat_flag {
 	LAT_STALLS = 1, /* stall_ns holds the request's stalls (it ended on the thread it began on) */
+	LAT_PIPELINED = 2, /* socket exchanges: more bytes arrived after the server read and before it wrote */
 };
 
-/* One request timed by the latency uprobes. */
+/* One request timed in the kernel: by the latency uprobes, or on a socket (sockreq). */
 struct lat_sample {
 	__u64 ts_ns; /* CLOCK_MONOTONIC when the request returned */
 	__u64 lat_ns;

@@ -14,4 +14,5 @@ var objectLoaders = map[string]func() (*ebpf.CollectionSpec, error){
 	"numa":       loadNuma,
 	"reclaim":    loadReclaim,
 	"sched":      loadSched,
+	"sockreq":    loadSockreq,
 }

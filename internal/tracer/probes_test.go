@@ -110,10 +110,13 @@ func TestProbeDefsMatchObjects(t *testing.T) {
 		specs[name] = spec
 	}
 	// Programs outside probeDefs: the migrations iterator and the request
-	// timer's uprobes (uprobe.go).
+	// timer's uprobes (uprobe.go) and socket hooks (sockreq.go).
 	used := map[string]bool{progMigrationsIter: true, progMigrateCount: true,
 		latencyProgRequestEnter: true, latencyProgRequestExit: true,
 		latencyProgRequestEnterGo: true, latencyProgRequestExitGo: true}
+	for _, h := range SockreqHooks {
+		used[h.Program] = true
+	}
 	for _, top := range probeDefs {
 		for d := &top; d != nil; d = d.fallback {
 			for _, h := range d.hooks {

@@ -130,7 +130,8 @@ type typesHistKey struct {
 type typesLatFlag uint32
 
 const (
-	typesLatFlagLAT_STALLS typesLatFlag = 1
+	typesLatFlagLAT_STALLS    typesLatFlag = 1
+	typesLatFlagLAT_PIPELINED typesLatFlag = 2
 )
 
 type typesLatSample struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -35,6 +36,9 @@ type LatencyProbe struct {
 	coll  *ebpf.Collection
 	links []link.Link
 	rd    *ringbuf.Reader
+	// pipelined counts the socket exchanges that carried more than one
+	// request (sockreq): timed as one.
+	pipelined atomic.Uint64
 }
 
 // AttachLatency times every call of symbol in binary (only in process
@@ -137,6 +141,9 @@ func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *s
 		}
 		s := (*typesLatSample)(unsafe.Pointer(&raw[0]))
 		var st *stall.RequestStall
+		if typesLatFlag(s.Flags)&typesLatFlagLAT_PIPELINED != 0 {
+			lp.pipelined.Add(1)
+		}
 		if typesLatFlag(s.Flags)&typesLatFlagLAT_STALLS != 0 {
 			st = &stall.RequestStall{FreezeNs: s.StallNs[stall.NumCauses]}
 			copy(st.ByCause[:], s.StallNs[:stall.NumCauses])
@@ -144,6 +151,10 @@ func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *s
 		emit(s.TsNs, s.LatNs, s.Tid, st)
 	}, nil)
 }
+
+// Pipelined is how many of the exchanges Run emitted carried pipelined
+// requests (socket timing only), each timed as one.
+func (lp *LatencyProbe) Pipelined() uint64 { return lp.pipelined.Load() }
 
 // Close detaches the probes and frees their objects; closing twice is a
 // no-op.

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What every kernel-side request timer shares: one ring buffer of
+ * lat_sample records, and the serving thread's stall totals (thread_stalls,
+ * common.h) read as a request starts and as it ends, their difference
+ * being the request's stall breakdown.
+ */
+#ifndef NUMATRACE_REQUEST_H
+#define NUMATRACE_REQUEST_H
+
+#include "common.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} lat_events SEC(".maps");
+
+/* Copies thread tid's stall totals so far into snap (zeros: it has not stalled). */
+static __always_inline void stalls_snapshot(__u32 tid, __u64 *snap)
+{
+	struct thread_stall *ts = cfg_request_stalls ? bpf_map_lookup_elem(&thread_stalls, &tid) : NULL;
+
+	if (ts)
+		__builtin_memcpy(snap, ts->ns, sizeof(ts->ns));
+	else
+		__builtin_memset(snap, 0, sizeof(ts->ns));
+}
+
+/*
+ * Fills delta with what thread tid stalled since its totals were snap.
+ * Returns LAT_STALLS, or 0 when the totals went back (the LRU evicted the
+ * thread's entry and it began again) and the breakdown is unknown.
+ */
+static __always_inline __u32 stalls_since(__u32 tid, const __u64 *snap, __u64 *delta)
+{
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+	__u32 flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
+
+#pragma unroll
+	for (int i = 0; i <= CAUSE_MAX; i++) {
+		__u64 now_ns = ts ? ts->ns[i] : 0;
+
+		if (ts && now_ns < snap[i])
+			flags = 0;
+		delta[i] = ts && now_ns >= snap[i] ? now_ns - snap[i] : 0;
+	}
+	return flags;
+}
+
+/* Submits a sample; as event_submit, waking the reader only when much waits. */
+static __always_inline void lat_submit(struct lat_sample *s)
+{
+	__u64 waiting = bpf_ringbuf_query(&lat_events, BPF_RB_AVAIL_DATA);
+
+	bpf_ringbuf_submit(s, waiting >= (512 << 10) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+#endif

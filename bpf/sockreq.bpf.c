@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Requests timed on the target's own inbound TCP connections, with no
+ * parsing and no preparation: an exchange starts when the first byte of a
+ * request arrives at the socket (so time queued while the server was
+ * frozen counts, as the client sees it) and ends when the last write of
+ * its response returns.
+ *
+ *   tcp_probe (a segment with data reaches an established socket): stamps
+ *     the arrival of an idle connection's request; on a connection whose
+ *     response has been written, it first emits that exchange.
+ *   sys_exit (the target's read/write family): learns a connection (the
+ *     socket behind the fd, if its local port is one of the target's
+ *     listening ports), notes the thread serving it, and the return of
+ *     each write of the response.
+ *   inet_sock_set_state: a connection leaving ESTABLISHED emits its last
+ *     exchange and is forgotten.
+ *
+ * An exchange is emitted only when the next request arrives (or the
+ * connection closes), as only then is the response known to be whole.
+ * Pipelined requests are timed as one exchange; bytes that arrive after
+ * the server read and before it wrote mark the exchange LAT_PIPELINED, so
+ * that it is reported, not misread. Not atomic: the softirq and the
+ * serving thread may touch a connection at once on two CPUs; a lost race
+ * misplaces one exchange's boundary, never a connection.
+ */
+#include "request.h"
+
+/* x86_64 syscall numbers of the calls a server reads and writes a socket with. */
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#define NR_SENDMSG 46
+#define NR_RECVMSG 47
+#define NR_ACCEPT 43
+#define NR_ACCEPT4 288
+
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define AF_INET 2
+#define AF_INET6 10
+
+enum sockreq_flag {
+	CONN_READ = 1,      /* the server read since the request arrived */
+	CONN_PIPELINED = 2, /* and bytes arrived after that read, before a write */
+	CONN_STALLS = 4,    /* stall_start is tid's totals at the arrival */
+};
+
+/* One connection's exchange in progress. */
+struct sockreq_conn {
+	__u64 start_ns; /* arrival of the request's first byte; 0: idle, or begun before we knew */
+	__u64 end_ns;   /* return of the response's last write so far; 0: none yet */
+	__u32 tid;      /* the thread that last read or wrote the socket */
+	__u32 end_tid;  /* the thread whose write returned at end_ns */
+	__u32 pid;
+	__u32 flags;    /* enum sockreq_flag */
+	__u64 stall_start[CAUSE_MAX + 1]; /* tid's stall totals at the arrival */
+	__u64 stall_ns[CAUSE_MAX + 1];    /* the exchange's stalls up to end_ns */
+	__u32 stall_flags;                /* LAT_STALLS when stall_ns holds them */
+	__u32 start_tid;                  /* whose totals stall_start are */
+};
+
+/* The target's inbound connections, by socket. An LRU: a connection
+ * whose close was missed must not keep its entry for ever. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct sockreq_conn);
+} conns SEC(".maps");
+
+/* The local ports whose connections are timed (host order): the
+ * target's listening ports, or --latency-port. Set before attach. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u16);
+	__type(value, __u8);
+} req_ports SEC(".maps");
+
+/* Emits c's exchange if it has both ends, and leaves c idle. */
+static __always_inline void exchange_emit(struct sockreq_conn *c)
+{
+	if (c->start_ns && c->end_ns > c->start_ns) {
+		struct lat_sample *s = bpf_ringbuf_reserve(&lat_events, sizeof(*s), 0);
+
+		if (s) {
+			s->ts_ns = c->end_ns;
+			s->lat_ns = c->end_ns - c->start_ns;
+			s->pid = c->pid;
+			s->tid = c->end_tid;
+			s->flags = c->stall_flags | (c->flags & CONN_PIPELINED ? LAT_PIPELINED : 0);
+			s->_pad = 0;
+			__builtin_memcpy(s->stall_ns, c->stall_ns, sizeof(s->stall_ns));
+			lat_submit(s);
+		} else {
+			counter_add(COUNTER_LOST_EVENTS, 1);
+		}
+	}
+	c->start_ns = 0;
+	c->end_ns = 0;
+	c->flags = 0;
+	c->stall_flags = 0;
+}
+
+/* A request's first byte has arrived at c. */
+static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now)
+{
+	c->start_ns = now;
+	c->flags = 0;
+	if (c->tid && cfg_request_stalls) {
+		stalls_snapshot(c->tid, c->stall_start);
+		c->start_tid = c->tid;
+		c->flags = CONN_STALLS;
+	}
+}
+
+SEC("raw_tp/tcp_probe")
+int BPF_PROG(sockreq_arrival, struct sock *sk, struct sk_buff *skb)
+{
+	__u64 key = (__u64)sk;
+	struct sockreq_conn *c = bpf_map_lookup_elem(&conns, &key);
+
+	if (!c)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	/* skb->data is at the TCP header here: the payload is what follows it. */
+	unsigned char *th = BPF_CORE_READ(skb, data);
+	__u8 doff = 0;
+
+	bpf_probe_read_kernel(&doff, 1, th + 12);
+	if (BPF_CORE_READ(skb, len) <= (__u32)(doff >> 4) * 4)
+		return 0; /* an ACK, no data */
+	if (c->end_ns) {
+		exchange_emit(c); /* the next request: the last one's response was whole */
+		exchange_begin(c, now);
+	} else if (c->start_ns) {
+		if (c->flags & CONN_READ)
+			c->flags |= CONN_PIPELINED;
+	} else {
+		exchange_begin(c, now);
+	}
+	return 0;
+}
+
+/* The socket behind the current task's fd, or NULL. */
+static __always_inline struct sock *fd_sock(__u64 fd)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+
+	bpf_probe_read_kernel(&f, sizeof(f), fds + fd);
+	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return NULL;
+	struct socket *so = BPF_CORE_READ(f, private_data);
+
+	return so ? BPF_CORE_READ(so, sk) : NULL;
+}
+
+/* c for sk, made if sk is an inbound connection of a timed port. */
+static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pid, __u32 tid)
+{
+	__u64 key = (__u64)sk;
+	struct sockreq_conn *c = bpf_map_lookup_elem(&conns, &key);
+
+	if (c)
+		return c;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+
+	if ((family != AF_INET && family != AF_INET6) || !bpf_map_lookup_elem(&req_ports, &port))
+		return NULL;
+	/* An exchange already under way began before we knew of it: it is
+	 * not timed (its start_ns stays 0 until the next request). */
+	struct sockreq_conn zero = { .tid = tid, .pid = pid };
+
+	bpf_map_update_elem(&conns, &key, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
+{
+	__u32 tgid, tid;
+
+	if (ret <= 0 || !current_wanted(&tgid, &tid))
+		return 0;
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	__u64 fd = BPF_CORE_READ(regs, di);
+	bool write;
+
+	switch (nr) {
+	case NR_ACCEPT: case NR_ACCEPT4: { /* learnt as it is born: its first request is timed too */
+		struct sock *born = fd_sock(ret);
+
+		struct sockreq_conn *c = born ? conn_learn(born, tgid, tid) : NULL;
+
+		if (c)
+			c->tid = tid;
+		return 0;
+	}
+	case NR_READ: case NR_READV: case NR_RECVFROM: case NR_RECVMSG:
+		write = false;
+		break;
+	case NR_WRITE: case NR_WRITEV: case NR_SENDTO: case NR_SENDMSG:
+		write = true;
+		break;
+	default:
+		return 0;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	struct sock *sk = fd_sock(fd);
+
+	if (!sk)
+		return 0;
+	struct sockreq_conn *c = conn_learn(sk, tgid, tid);
+
+	if (!c)
+		return 0;
+	c->tid = tid;
+	if (!c->start_ns)
+		return 0;
+	if (!write) {
+		c->flags |= CONN_READ;
+		return 0;
+	}
+	c->end_ns = now;
+	c->end_tid = tid;
+	c->stall_flags = 0;
+	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
+		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns);
+	return 0;
+}
+
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_RECV 3
+
+SEC("raw_tp/inet_sock_set_state")
+int BPF_PROG(sockreq_state, struct sock *sk, int oldstate, int newstate)
+{
+	__u64 key = (__u64)sk;
+
+	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
+		/* Born, in the softirq, before the server has even accepted it:
+		 * a first request that arrives before the accept is timed too.
+		 * Its serving thread is not known yet, nor its stalls. */
+		conn_learn(sk, cfg_filter_tgid, 0);
+		return 0;
+	}
+	if (oldstate != TCP_ESTABLISHED)
+		return 0;
+	struct sockreq_conn *c = bpf_map_lookup_elem(&conns, &key);
+
+	if (!c)
+		return 0;
+	exchange_emit(c);
+	bpf_map_delete_elem(&conns, &key);
+	return 0;
+}
