@@ -145,6 +145,8 @@ func skipText(s Skip) string {
 		return Count(s.N, "counter reset") + " of the latency histogram (the service restarted?)"
 	case SkipLayouts:
 		return Count(s.N, "change") + " of the latency histogram's buckets"
+	case SkipPipelined:
+		return Count(s.N, "exchange") + " on the target's sockets carried pipelined requests: each was timed as one, from its first request's arrival to its last response"
 	}
 	return "the latency source skipped " + group(s.N) + " " + s.Kind
 }
@@ -157,6 +159,7 @@ const (
 	SkipScrapes   = "failed scrapes"
 	SkipResets    = "counter resets"
 	SkipLayouts   = "bucket layout changes"
+	SkipPipelined = "pipelined exchanges"
 )
 
 func (a *Account) outsideText() string {

@@ -163,7 +163,7 @@ func (a *Attach) runqWait(tgt *target.Target) bool {
 func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (tracer.Config, error) {
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
 		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
-		RequestStalls: a.Latency.Uprobe != "" && a.RequestStalls, RunqWait: a.runqWait(tgt),
+		RequestStalls: (a.Latency.Uprobe != "" || a.Latency.Mode == source.ModeKernel) && a.RequestStalls, RunqWait: a.runqWait(tgt),
 		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip}
 	switch tgt.Kind {
 	case target.Process:
@@ -289,9 +289,11 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
-	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}}
+	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr},
+		Notice: func(s string) { fe.warn(errors.New(s)) }}
 	if tgt.Kind == target.Process {
 		env.PID = int(tgt.ID)
+		env.Sockets = sockets{tr}
 	}
 	src, err := a.Latency.Open(env)
 	if err != nil || src == nil {
@@ -357,6 +359,18 @@ func (t timers) TimeRequests(binary, symbol string, pid int) (source.RequestTime
 		if errors.As(err, &bad) {
 			return nil, &BadInput{err}
 		}
+		return nil, err
+	}
+	return lp, nil
+}
+
+// sockets lets the latency package's kernel source time the target's
+// sockets through the tracer.
+type sockets struct{ tr *tracer.Tracer }
+
+func (s sockets) TimeSockets(ports []uint16) (source.SocketTimer, error) {
+	lp, err := s.tr.AttachSockets(ports)
+	if err != nil { // not lp: a nil *LatencyProbe is a non-nil SocketTimer
 		return nil, err
 	}
 	return lp, nil

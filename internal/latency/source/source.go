@@ -45,6 +45,11 @@ type Env struct {
 	// Timers attaches request timers: the live tracer. Nil where uprobes
 	// cannot attach.
 	Timers RequestTimers
+	// Sockets times the target's own sockets: the live tracer, when the
+	// target is one process.
+	Sockets SocketTimers
+	// Notice hears what a source says once as it opens (what it times).
+	Notice func(string)
 }
 
 // RequestTimers puts a uprobe and a uretprobe on a function of a service
@@ -70,6 +75,8 @@ type Config struct {
 	PromURL    string    // a Prometheus endpoint scraped once per window...
 	PromMetric string    // ...for this histogram
 	Uprobe     string    // BINARY:SYMBOL timed in the kernel
+	Mode       string    // --latency: ModeAuto, ModeKernel or ModeOff
+	Port       uint      // --latency-port: only this port's connections (ModeKernel)
 }
 
 // AddFlags registers the sources' flags.
@@ -84,12 +91,26 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		"the --latency-field's unit (ns, us, ms, s) when its name does not end in one")
 	fs.StringVar(&c.Uprobe, "latency-uprobe", "",
 		"time every call of the service's request handler in the kernel, BINARY:SYMBOL (C, C++, Rust, Go on amd64)")
+	fs.StringVar(&c.Mode, "latency", "",
+		"kernel: time requests on the target's own inbound TCP connections (the default for --pid with no other source); off: no latency source")
+	fs.UintVar(&c.Port, "latency-port", 0, "with --latency kernel: time only this local port's connections")
 	fs.StringVar(&c.PromURL, "latency-prom", "", "scrape the service's Prometheus endpoint once per window...")
 	fs.StringVar(&c.PromMetric, "latency-metric", "", "...for this latency histogram (seconds unless named _milliseconds or _microseconds)")
 }
 
 // Set reports whether a source is named.
-func (c Config) Set() bool { return c.File != "" || c.PromURL != "" || c.Uprobe != "" }
+func (c Config) Set() bool {
+	return c.File != "" || c.PromURL != "" || c.Uprobe != "" || c.Mode == ModeKernel
+}
+
+// DefaultKernel makes the kernel's socket timing the source when no
+// other is named and --latency does not turn it off: for a target that
+// is one process, which the caller says.
+func (c *Config) DefaultKernel() {
+	if c.Mode == ModeAuto && !c.Set() {
+		c.Mode = ModeKernel
+	}
+}
 
 // Check validates the flags before anything is loaded; every error it
 // returns is the user's input, not the machine's.
@@ -100,8 +121,18 @@ func (c Config) Check() error {
 			n++
 		}
 	}
-	if n > 1 {
+	switch c.Mode {
+	case ModeAuto, ModeOff:
+	case ModeKernel:
+		n++
+	default:
+		return fmt.Errorf("--latency wants kernel or off, got %q", c.Mode)
+	}
+	if n > 1 || (c.Mode == ModeOff && n > 0) {
 		return errors.New("pick one latency source")
+	}
+	if c.Port > 65535 || (c.Port != 0 && c.Mode != ModeKernel) {
+		return errors.New("--latency-port is a TCP port (1-65535) timed with --latency kernel")
 	}
 	if (c.PromURL != "") != (c.PromMetric != "") {
 		return errors.New("--latency-prom and --latency-metric go together")
@@ -156,6 +187,8 @@ func (c Config) Open(env Env) (Source, error) {
 			return nil, err
 		}
 		return &uprobeSource{timer: t}, nil
+	case c.Mode == ModeKernel:
+		return openKernel(env, uint16(c.Port))
 	}
 	return nil, nil
 }
