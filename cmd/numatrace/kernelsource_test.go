@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,4 +145,29 @@ func nearestRank(v []uint64, q float64) uint64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[int(math.Ceil(q*float64(len(s))))-1]
+}
+
+// A batch job has no inbound TCP: one line says so, and the run goes on
+// to a normal report with no latency in it.
+func TestATargetWithoutInboundTCPSaysSoOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	job := exec.Command("sleep", "30")
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Process.Kill(); job.Wait() })
+	nt := startAttach(t, "--pid", strconv.Itoa(job.Process.Pid), "--json", "--duration", "1s")
+	nt.wait(t, 30*time.Second)
+	want := fmt.Sprintf("numatrace: process %d has no inbound TCP (it listens on no port): no request latency, only the stalls\n", job.Process.Pid)
+	if got := nt.stderr.String(); got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+	lines := strings.Split(strings.TrimSpace(nt.stdout.String()), "\n")
+	var sum map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil || sum["type"] != "summary" {
+		t.Fatalf("no summary (%v): %.300s", err, lines[len(lines)-1])
+	}
+	if _, ok := sum["latency"]; ok {
+		t.Errorf("the summary has latency: %.300s", lines[len(lines)-1])
+	}
 }

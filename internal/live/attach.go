@@ -199,6 +199,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	if a.RecordTo != "" || fe.view {
 		doc = startDoctor(tgt) // one reading of the machine, for the recording and the view
 	}
+	if err := a.Latency.FindInbound(int(tgt.ID), func(s string) { fe.warn(errors.New(s)) }); err != nil {
+		return err
+	}
 	d := a.describe(tr.Probes(), tgt, started, startNs)
 	h := a.header(d, topo, doc)
 	eng := engine.New(d, engine.Options{Sinks: fe.sinks(h)})

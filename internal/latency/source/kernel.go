@@ -36,23 +36,38 @@ type kernelSource struct {
 	timer SocketTimer
 }
 
-// openKernel finds the target's inbound TCP endpoints and times them.
-// Without any, it says so through env.Notice and opens nothing.
-func openKernel(env Env, port uint16) (Source, error) {
-	if env.Sockets == nil || env.PID == 0 {
-		return nil, errors.New("--latency kernel times the sockets of one process: give --pid")
+// FindInbound settles the kernel source before the run is described:
+// it finds the endpoints of process pid to time, and when there are none
+// it says so through notice and turns the source off, so the run goes on
+// without latency. A no-op unless the kernel source is chosen.
+func (c *Config) FindInbound(pid int, notice func(string)) error {
+	if c.Mode != ModeKernel {
+		return nil
 	}
-	ep, err := inbound.Find(os.DirFS("/proc"), env.PID, port)
+	if pid == 0 {
+		return errors.New("--latency kernel times the sockets of one process: give --pid")
+	}
+	ep, err := inbound.Find(os.DirFS("/proc"), pid, uint16(c.Port))
 	if err != nil {
-		return nil, fmt.Errorf("find the target's TCP listeners: %w", err)
+		return fmt.Errorf("find the target's TCP listeners: %w", err)
 	}
 	if len(ep.Listeners) == 0 {
 		what := "no inbound TCP (it listens on no port)"
-		if port != 0 {
-			what = fmt.Sprintf("no listener on port %d", port)
+		if c.Port != 0 {
+			what = fmt.Sprintf("no listener on port %d", c.Port)
 		}
-		env.notice(fmt.Sprintf("process %d has %s: no request latency, only the stalls", env.PID, what))
-		return nil, nil
+		notice(fmt.Sprintf("process %d has %s: no request latency, only the stalls", pid, what))
+		c.Mode = ModeOff
+		return nil
+	}
+	c.inbound = &ep
+	return nil
+}
+
+// openKernel times the endpoints FindInbound found.
+func openKernel(env Env, ep *inbound.Endpoints) (Source, error) {
+	if env.Sockets == nil || ep == nil {
+		return nil, errors.New("--latency kernel: the target's sockets were not found (FindInbound) or cannot be timed here")
 	}
 	t, err := env.Sockets.TimeSockets(ep.Ports())
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/inbound"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -77,6 +78,8 @@ type Config struct {
 	Uprobe     string    // BINARY:SYMBOL timed in the kernel
 	Mode       string    // --latency: ModeAuto, ModeKernel or ModeOff
 	Port       uint      // --latency-port: only this port's connections (ModeKernel)
+
+	inbound *inbound.Endpoints // what ModeKernel times: FindInbound
 }
 
 // AddFlags registers the sources' flags.
@@ -188,7 +191,7 @@ func (c Config) Open(env Env) (Source, error) {
 		}
 		return &uprobeSource{timer: t}, nil
 	case c.Mode == ModeKernel:
-		return openKernel(env, uint16(c.Port))
+		return openKernel(env, c.inbound)
 	}
 	return nil, nil
 }
