@@ -9,10 +9,10 @@
  *   tcp_probe (a segment with data reaches an established socket): stamps
  *     the arrival of an idle connection's request; on a connection whose
  *     response has been written, it first emits that exchange.
- *   sys_exit (the target's read/write family): learns a connection (the
- *     socket behind the fd, if its local port is one of the target's
- *     listening ports), notes the thread serving it, and the return of
- *     each write of the response.
+ *   sock_recv_length, sock_send_length (6.3+; before, sys_exit of the
+ *     read/write family, the fd mapped to its socket): learns a connection
+ *     (if its local port is one of the target's listening ports), notes
+ *     the thread serving it, and the return of each write of the response.
  *   inet_sock_set_state: a connection leaving ESTABLISHED emits its last
  *     exchange and is forgotten.
  *
@@ -186,6 +186,55 @@ static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pi
 	return bpf_map_lookup_elem(&conns, &key);
 }
 
+/* The serving thread (the current one) read (or wrote, write) sk at now. */
+static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bool write, __u64 now)
+{
+	struct sockreq_conn *c = conn_learn(sk, tgid, tid);
+
+	if (!c)
+		return;
+	c->tid = tid;
+	if (!c->start_ns)
+		return;
+	if (!write) {
+		c->flags |= CONN_READ;
+		return;
+	}
+	c->end_ns = now;
+	c->end_tid = tid;
+	c->stall_flags = 0;
+	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
+		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns);
+}
+
+/*
+ * 6.3+: the socket layer's own tracepoints, as sock_recvmsg and
+ * sock_sendmsg return. They run only for socket calls, and hand over the
+ * socket: no syscall tracepoint (which puts every syscall of every
+ * process on the slow path) and no walk of the fd table.
+ */
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(sockreq_recv, struct sock *sk, int ret, int flags)
+{
+	__u32 tgid, tid;
+
+	if (ret > 0 && current_wanted(&tgid, &tid))
+		socket_io(sk, tgid, tid, false, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(sockreq_send, struct sock *sk, int ret, int flags)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tgid, tid;
+
+	if (ret > 0 && current_wanted(&tgid, &tid))
+		socket_io(sk, tgid, tid, true, now);
+	return 0;
+}
+
+/* Before 6.3: every syscall's return, the read/write family's kept. */
 SEC("raw_tp/sys_exit")
 int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
 {
@@ -200,7 +249,6 @@ int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
 	switch (nr) {
 	case NR_ACCEPT: case NR_ACCEPT4: { /* learnt as it is born: its first request is timed too */
 		struct sock *born = fd_sock(ret);
-
 		struct sockreq_conn *c = born ? conn_learn(born, tgid, tid) : NULL;
 
 		if (c)
@@ -219,24 +267,8 @@ int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
 	__u64 now = bpf_ktime_get_ns();
 	struct sock *sk = fd_sock(fd);
 
-	if (!sk)
-		return 0;
-	struct sockreq_conn *c = conn_learn(sk, tgid, tid);
-
-	if (!c)
-		return 0;
-	c->tid = tid;
-	if (!c->start_ns)
-		return 0;
-	if (!write) {
-		c->flags |= CONN_READ;
-		return 0;
-	}
-	c->end_ns = now;
-	c->end_tid = tid;
-	c->stall_flags = 0;
-	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
-		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns);
+	if (sk)
+		socket_io(sk, tgid, tid, write, now);
 	return 0;
 }
 

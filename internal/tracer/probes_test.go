@@ -114,7 +114,7 @@ func TestProbeDefsMatchObjects(t *testing.T) {
 	used := map[string]bool{progMigrationsIter: true, progMigrateCount: true,
 		latencyProgRequestEnter: true, latencyProgRequestExit: true,
 		latencyProgRequestEnterGo: true, latencyProgRequestExitGo: true}
-	for _, h := range SockreqHooks {
+	for _, h := range append(SockreqViaSock, SockreqViaSyscalls...) {
 		used[h.Program] = true
 	}
 	for _, top := range probeDefs {

@@ -112,6 +112,8 @@ const (
 	sockreqMapThreadStalls     = "thread_stalls"
 	sockreqMapWatchedTgids     = "watched_tgids"
 	sockreqProgSockreqArrival  = "sockreq_arrival"
+	sockreqProgSockreqRecv     = "sockreq_recv"
+	sockreqProgSockreqSend     = "sockreq_send"
 	sockreqProgSockreqState    = "sockreq_state"
 	sockreqProgSockreqSyscall  = "sockreq_syscall"
 	sockreqVarCfgExitGroupDead = "cfg_exit_group_dead"
@@ -174,6 +176,8 @@ type sockreqSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockreqProgramSpecs struct {
 	SockreqArrival *ebpf.ProgramSpec `ebpf:"sockreq_arrival"`
+	SockreqRecv    *ebpf.ProgramSpec `ebpf:"sockreq_recv"`
+	SockreqSend    *ebpf.ProgramSpec `ebpf:"sockreq_send"`
 	SockreqState   *ebpf.ProgramSpec `ebpf:"sockreq_state"`
 	SockreqSyscall *ebpf.ProgramSpec `ebpf:"sockreq_syscall"`
 }
@@ -306,6 +310,8 @@ type sockreqVariables struct {
 // It can be passed to loadSockreqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockreqPrograms struct {
 	SockreqArrival *ebpf.Program `ebpf:"sockreq_arrival"`
+	SockreqRecv    *ebpf.Program `ebpf:"sockreq_recv"`
+	SockreqSend    *ebpf.Program `ebpf:"sockreq_send"`
 	SockreqState   *ebpf.Program `ebpf:"sockreq_state"`
 	SockreqSyscall *ebpf.Program `ebpf:"sockreq_syscall"`
 }
@@ -313,6 +319,8 @@ type sockreqPrograms struct {
 func (p *sockreqPrograms) Close() error {
 	return _SockreqClose(
 		p.SockreqArrival,
+		p.SockreqRecv,
+		p.SockreqSend,
 		p.SockreqState,
 		p.SockreqSyscall,
 	)

@@ -17,13 +17,21 @@ import (
 // too) is one exchange, no longer than the client saw it, served by the
 // main thread, with its stall breakdown.
 func TestSocketExchangesOfARealRedis(t *testing.T) {
+	t.Run("sock tracepoints", func(t *testing.T) { testSocketExchanges(t, false) })
+	t.Run("syscalls", func(t *testing.T) { testSocketExchanges(t, true) })
+}
+
+// testSocketExchanges times redis through the socket layer's tracepoints,
+// or through the syscalls as before 6.3.
+func testSocketExchanges(t *testing.T, syscalls bool) {
 	testutil.RequireRoot(t)
 	r := testutil.StartRedis(t)
 	topo, err := topology.Read("/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(r.Cmd.Process.Pid)}, Topology: topo, RequestStalls: true})
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(r.Cmd.Process.Pid)}, Topology: topo, RequestStalls: true,
+		sockreqSyscalls: syscalls})
 	if err != nil {
 		t.Fatal(err)
 	}

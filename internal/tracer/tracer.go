@@ -70,6 +70,9 @@ type Config struct {
 	// noTaskStorage keeps open stalls in the hash, as on kernels without
 	// task storage for tracing programs (tests).
 	noTaskStorage bool
+	// sockreqSyscalls times sockets from the syscalls, as on kernels
+	// before 6.3 (tests).
+	sockreqSyscalls bool
 
 	// KernelBTF is the path of the kernel's BTF; "" means /sys/kernel/btf/vmlinux.
 	KernelBTF string
