@@ -81,6 +81,52 @@ struct {
 	__type(value, __u8);
 } req_ports SEC(".maps");
 
+/*
+ * Where every hook is tp_btf (the sock_*_length path), a connection's
+ * state lives in the socket's own storage: a miss, which is every segment
+ * of every other socket, is one load, not a hash lookup, and the state
+ * goes with the socket. Otherwise (raw_tp, before 6.3) the conns hash.
+ */
+const volatile __u32 cfg_sk_storage = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sockreq_conn);
+} conn_storage SEC(".maps");
+
+static __always_inline struct sockreq_conn *conn_get(struct sock *sk)
+{
+	if (cfg_sk_storage)
+		return bpf_sk_storage_get(&conn_storage, sk, 0, 0);
+	__u64 key = (__u64)sk;
+
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+/* Makes sk's state from init if it has none; returns it. */
+static __always_inline struct sockreq_conn *conn_make(struct sock *sk, struct sockreq_conn *init)
+{
+	if (cfg_sk_storage)
+		return bpf_sk_storage_get(&conn_storage, sk, init, BPF_SK_STORAGE_GET_F_CREATE);
+	__u64 key = (__u64)sk;
+
+	bpf_map_update_elem(&conns, &key, init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+static __always_inline void conn_forget(struct sock *sk)
+{
+	if (cfg_sk_storage) {
+		bpf_sk_storage_delete(&conn_storage, sk);
+		return;
+	}
+	__u64 key = (__u64)sk;
+
+	bpf_map_delete_elem(&conns, &key);
+}
+
 /* Emits c's exchange if it has both ends, and leaves c idle. */
 static __always_inline void exchange_emit(struct sockreq_conn *c)
 {
@@ -118,14 +164,12 @@ static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now)
 	}
 }
 
-SEC("raw_tp/tcp_probe")
-int BPF_PROG(sockreq_arrival, struct sock *sk, struct sk_buff *skb)
+static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb)
 {
-	__u64 key = (__u64)sk;
-	struct sockreq_conn *c = bpf_map_lookup_elem(&conns, &key);
+	struct sockreq_conn *c = conn_get(sk);
 
 	if (!c)
-		return 0;
+		return;
 	__u64 now = bpf_ktime_get_ns();
 	/* skb->data is at the TCP header here: the payload is what follows it. */
 	unsigned char *th = BPF_CORE_READ(skb, data);
@@ -133,7 +177,7 @@ int BPF_PROG(sockreq_arrival, struct sock *sk, struct sk_buff *skb)
 
 	bpf_probe_read_kernel(&doff, 1, th + 12);
 	if (BPF_CORE_READ(skb, len) <= (__u32)(doff >> 4) * 4)
-		return 0; /* an ACK, no data */
+		return; /* an ACK, no data */
 	if (c->end_ns) {
 		exchange_emit(c); /* the next request: the last one's response was whole */
 		exchange_begin(c, now);
@@ -143,6 +187,19 @@ int BPF_PROG(sockreq_arrival, struct sock *sk, struct sk_buff *skb)
 	} else {
 		exchange_begin(c, now);
 	}
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(sockreq_arrival_btf, struct sock *sk, const struct sk_buff *skb)
+{
+	arrival(sk, skb);
+	return 0;
+}
+
+SEC("raw_tp/tcp_probe")
+int BPF_PROG(sockreq_arrival, struct sock *sk, const struct sk_buff *skb)
+{
+	arrival(sk, skb);
 	return 0;
 }
 
@@ -168,8 +225,7 @@ static __always_inline struct sock *fd_sock(__u64 fd)
 /* c for sk, made if sk is an inbound connection of a timed port. */
 static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pid, __u32 tid)
 {
-	__u64 key = (__u64)sk;
-	struct sockreq_conn *c = bpf_map_lookup_elem(&conns, &key);
+	struct sockreq_conn *c = conn_get(sk);
 
 	if (c)
 		return c;
@@ -182,8 +238,7 @@ static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pi
 	 * not timed (its start_ns stays 0 until the next request). */
 	struct sockreq_conn zero = { .tid = tid, .pid = pid };
 
-	bpf_map_update_elem(&conns, &key, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&conns, &key);
+	return conn_make(sk, &zero);
 }
 
 /* The serving thread (the current one) read (or wrote, write) sk at now. */
@@ -275,25 +330,35 @@ int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_RECV 3
 
-SEC("raw_tp/inet_sock_set_state")
-int BPF_PROG(sockreq_state, struct sock *sk, int oldstate, int newstate)
+static __always_inline void state_change(struct sock *sk, int oldstate, int newstate)
 {
-	__u64 key = (__u64)sk;
-
 	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
 		/* Born, in the softirq, before the server has even accepted it:
 		 * a first request that arrives before the accept is timed too.
 		 * Its serving thread is not known yet, nor its stalls. */
 		conn_learn(sk, cfg_filter_tgid, 0);
-		return 0;
+		return;
 	}
 	if (oldstate != TCP_ESTABLISHED)
-		return 0;
-	struct sockreq_conn *c = bpf_map_lookup_elem(&conns, &key);
+		return;
+	struct sockreq_conn *c = conn_get(sk);
 
 	if (!c)
-		return 0;
+		return;
 	exchange_emit(c);
-	bpf_map_delete_elem(&conns, &key);
+	conn_forget(sk);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(sockreq_state_btf, const struct sock *sk, int oldstate, int newstate)
+{
+	state_change((struct sock *)sk, oldstate, newstate);
+	return 0;
+}
+
+SEC("raw_tp/inet_sock_set_state")
+int BPF_PROG(sockreq_state, const struct sock *sk, int oldstate, int newstate)
+{
+	state_change((struct sock *)sk, oldstate, newstate);
 	return 0;
 }

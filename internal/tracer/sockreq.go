@@ -19,10 +19,10 @@ type SockreqHook struct{ Tracepoint, Program, Why string }
 // +45 to +110 ns a syscall of a process that is not the target.
 var (
 	SockreqViaSock = []SockreqHook{
-		{"tcp_probe", sockreqProgSockreqArrival, "a request's first byte arrives at the socket"},
+		{"tcp_probe", sockreqProgSockreqArrivalBtf, "a request's first byte arrives at the socket"},
 		{"sock_recv_length", sockreqProgSockreqRecv, "the server reads the socket"},
 		{"sock_send_length", sockreqProgSockreqSend, "the server's write of the response returns"},
-		{"inet_sock_set_state", sockreqProgSockreqState, "a connection is born, or closes (its last exchange)"},
+		{"inet_sock_set_state", sockreqProgSockreqStateBtf, "a connection is born, or closes (its last exchange)"},
 	}
 	SockreqViaSyscalls = []SockreqHook{
 		{"tcp_probe", sockreqProgSockreqArrival, "a request's first byte arrives at the socket"},
@@ -68,6 +68,9 @@ func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
 	if t.cfg.sockreqSyscalls {
 		hooks = SockreqViaSyscalls
 	}
+	if err := sockreqState(spec, &hooks[0] == &SockreqViaSock[0]); err != nil {
+		return nil, err
+	}
 	progs := make([]string, len(hooks))
 	for i, h := range hooks {
 		progs[i] = h.Program
@@ -98,6 +101,19 @@ func setPorts(m *ebpf.Map, ports []uint16) error {
 		if err := m.Put(p, one); err != nil {
 			return fmt.Errorf("time port %d: %w", p, err)
 		}
+	}
+	return nil
+}
+
+// sockreqState says where connections keep their state: in the socket's
+// own storage where every hook is tp_btf (viaSock), else in the conns
+// hash, and shrinks the one not used.
+func sockreqState(spec *ebpf.CollectionSpec, viaSock bool) error {
+	if err := spec.Variables[sockreqVarCfgSkStorage].Set(boolU32(viaSock)); err != nil {
+		return fmt.Errorf("set %s: %w", sockreqVarCfgSkStorage, err)
+	}
+	if viaSock {
+		spec.Maps[sockreqMapConns].MaxEntries = 1 // never used
 	}
 	return nil
 }

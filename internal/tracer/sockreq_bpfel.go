@@ -95,42 +95,46 @@ type sockreqThreadStall struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sockreqMapCauseTotals      = "cause_totals"
-	sockreqMapChildTotals      = "child_totals"
-	sockreqMapConns            = "conns"
-	sockreqMapCounters         = "counters"
-	sockreqMapCpuNode          = "cpu_node"
-	sockreqMapEvents           = "events"
-	sockreqMapHists            = "hists"
-	sockreqMapLatEvents        = "lat_events"
-	sockreqMapPendings         = "pendings"
-	sockreqMapReqPorts         = "req_ports"
-	sockreqMapRunqDelay        = "runq_delay"
-	sockreqMapTargetTgids      = "target_tgids"
-	sockreqMapTaskPendings     = "task_pendings"
-	sockreqMapThreadCountsMap  = "thread_counts_map"
-	sockreqMapThreadStalls     = "thread_stalls"
-	sockreqMapWatchedTgids     = "watched_tgids"
-	sockreqProgSockreqArrival  = "sockreq_arrival"
-	sockreqProgSockreqRecv     = "sockreq_recv"
-	sockreqProgSockreqSend     = "sockreq_send"
-	sockreqProgSockreqState    = "sockreq_state"
-	sockreqProgSockreqSyscall  = "sockreq_syscall"
-	sockreqVarCfgExitGroupDead = "cfg_exit_group_dead"
-	sockreqVarCfgFilterMode    = "cfg_filter_mode"
-	sockreqVarCfgFilterTgid    = "cfg_filter_tgid"
-	sockreqVarCfgFilterTid     = "cfg_filter_tid"
-	sockreqVarCfgMigrIter      = "cfg_migr_iter"
-	sockreqVarCfgMinEventNs    = "cfg_min_event_ns"
-	sockreqVarCfgMinStallNs    = "cfg_min_stall_ns"
-	sockreqVarCfgMultiNode     = "cfg_multi_node"
-	sockreqVarCfgNotMemory     = "cfg_not_memory"
-	sockreqVarCfgRequestStalls = "cfg_request_stalls"
-	sockreqVarCfgSelfTgid      = "cfg_self_tgid"
-	sockreqVarCfgTargetCgroup  = "cfg_target_cgroup"
-	sockreqVarCfgTaskStorage   = "cfg_task_storage"
-	sockreqVarCfgWakeupBytes   = "cfg_wakeup_bytes"
-	sockreqVarCfgWatchChildren = "cfg_watch_children"
+	sockreqMapCauseTotals        = "cause_totals"
+	sockreqMapChildTotals        = "child_totals"
+	sockreqMapConnStorage        = "conn_storage"
+	sockreqMapConns              = "conns"
+	sockreqMapCounters           = "counters"
+	sockreqMapCpuNode            = "cpu_node"
+	sockreqMapEvents             = "events"
+	sockreqMapHists              = "hists"
+	sockreqMapLatEvents          = "lat_events"
+	sockreqMapPendings           = "pendings"
+	sockreqMapReqPorts           = "req_ports"
+	sockreqMapRunqDelay          = "runq_delay"
+	sockreqMapTargetTgids        = "target_tgids"
+	sockreqMapTaskPendings       = "task_pendings"
+	sockreqMapThreadCountsMap    = "thread_counts_map"
+	sockreqMapThreadStalls       = "thread_stalls"
+	sockreqMapWatchedTgids       = "watched_tgids"
+	sockreqProgSockreqArrival    = "sockreq_arrival"
+	sockreqProgSockreqArrivalBtf = "sockreq_arrival_btf"
+	sockreqProgSockreqRecv       = "sockreq_recv"
+	sockreqProgSockreqSend       = "sockreq_send"
+	sockreqProgSockreqState      = "sockreq_state"
+	sockreqProgSockreqStateBtf   = "sockreq_state_btf"
+	sockreqProgSockreqSyscall    = "sockreq_syscall"
+	sockreqVarCfgExitGroupDead   = "cfg_exit_group_dead"
+	sockreqVarCfgFilterMode      = "cfg_filter_mode"
+	sockreqVarCfgFilterTgid      = "cfg_filter_tgid"
+	sockreqVarCfgFilterTid       = "cfg_filter_tid"
+	sockreqVarCfgMigrIter        = "cfg_migr_iter"
+	sockreqVarCfgMinEventNs      = "cfg_min_event_ns"
+	sockreqVarCfgMinStallNs      = "cfg_min_stall_ns"
+	sockreqVarCfgMultiNode       = "cfg_multi_node"
+	sockreqVarCfgNotMemory       = "cfg_not_memory"
+	sockreqVarCfgRequestStalls   = "cfg_request_stalls"
+	sockreqVarCfgSelfTgid        = "cfg_self_tgid"
+	sockreqVarCfgSkStorage       = "cfg_sk_storage"
+	sockreqVarCfgTargetCgroup    = "cfg_target_cgroup"
+	sockreqVarCfgTaskStorage     = "cfg_task_storage"
+	sockreqVarCfgWakeupBytes     = "cfg_wakeup_bytes"
+	sockreqVarCfgWatchChildren   = "cfg_watch_children"
 )
 
 // loadSockreq returns the embedded CollectionSpec for sockreq.
@@ -175,11 +179,13 @@ type sockreqSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockreqProgramSpecs struct {
-	SockreqArrival *ebpf.ProgramSpec `ebpf:"sockreq_arrival"`
-	SockreqRecv    *ebpf.ProgramSpec `ebpf:"sockreq_recv"`
-	SockreqSend    *ebpf.ProgramSpec `ebpf:"sockreq_send"`
-	SockreqState   *ebpf.ProgramSpec `ebpf:"sockreq_state"`
-	SockreqSyscall *ebpf.ProgramSpec `ebpf:"sockreq_syscall"`
+	SockreqArrival    *ebpf.ProgramSpec `ebpf:"sockreq_arrival"`
+	SockreqArrivalBtf *ebpf.ProgramSpec `ebpf:"sockreq_arrival_btf"`
+	SockreqRecv       *ebpf.ProgramSpec `ebpf:"sockreq_recv"`
+	SockreqSend       *ebpf.ProgramSpec `ebpf:"sockreq_send"`
+	SockreqState      *ebpf.ProgramSpec `ebpf:"sockreq_state"`
+	SockreqStateBtf   *ebpf.ProgramSpec `ebpf:"sockreq_state_btf"`
+	SockreqSyscall    *ebpf.ProgramSpec `ebpf:"sockreq_syscall"`
 }
 
 // sockreqMapSpecs contains maps before they are loaded into the kernel.
@@ -188,6 +194,7 @@ type sockreqProgramSpecs struct {
 type sockreqMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
+	ConnStorage     *ebpf.MapSpec `ebpf:"conn_storage"`
 	Conns           *ebpf.MapSpec `ebpf:"conns"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
@@ -219,6 +226,7 @@ type sockreqVariableSpecs struct {
 	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgSkStorage     *ebpf.VariableSpec `ebpf:"cfg_sk_storage"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
@@ -247,6 +255,7 @@ func (o *sockreqObjects) Close() error {
 type sockreqMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
+	ConnStorage     *ebpf.Map `ebpf:"conn_storage"`
 	Conns           *ebpf.Map `ebpf:"conns"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
@@ -267,6 +276,7 @@ func (m *sockreqMaps) Close() error {
 	return _SockreqClose(
 		m.CauseTotals,
 		m.ChildTotals,
+		m.ConnStorage,
 		m.Conns,
 		m.Counters,
 		m.CpuNode,
@@ -299,6 +309,7 @@ type sockreqVariables struct {
 	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgSkStorage     *ebpf.Variable `ebpf:"cfg_sk_storage"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
@@ -309,19 +320,23 @@ type sockreqVariables struct {
 //
 // It can be passed to loadSockreqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockreqPrograms struct {
-	SockreqArrival *ebpf.Program `ebpf:"sockreq_arrival"`
-	SockreqRecv    *ebpf.Program `ebpf:"sockreq_recv"`
-	SockreqSend    *ebpf.Program `ebpf:"sockreq_send"`
-	SockreqState   *ebpf.Program `ebpf:"sockreq_state"`
-	SockreqSyscall *ebpf.Program `ebpf:"sockreq_syscall"`
+	SockreqArrival    *ebpf.Program `ebpf:"sockreq_arrival"`
+	SockreqArrivalBtf *ebpf.Program `ebpf:"sockreq_arrival_btf"`
+	SockreqRecv       *ebpf.Program `ebpf:"sockreq_recv"`
+	SockreqSend       *ebpf.Program `ebpf:"sockreq_send"`
+	SockreqState      *ebpf.Program `ebpf:"sockreq_state"`
+	SockreqStateBtf   *ebpf.Program `ebpf:"sockreq_state_btf"`
+	SockreqSyscall    *ebpf.Program `ebpf:"sockreq_syscall"`
 }
 
 func (p *sockreqPrograms) Close() error {
 	return _SockreqClose(
 		p.SockreqArrival,
+		p.SockreqArrivalBtf,
 		p.SockreqRecv,
 		p.SockreqSend,
 		p.SockreqState,
+		p.SockreqStateBtf,
 		p.SockreqSyscall,
 	)
 }
