@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -527,9 +528,20 @@ func TestProbesAllAttachHere(t *testing.T) {
 			Available bool   `json:"available"`
 			Detail    string `json:"detail"`
 		} `json:"features"`
+		RequestTiming struct {
+			Hooks    []string `json:"hooks"`
+			Loads    bool     `json:"loads"`
+			Fallback string   `json:"fallback"`
+		} `json:"request_timing"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatal(err)
+	}
+	// 6.18: requests on the target's sockets are timed from the socket
+	// layer's own tracepoints, not the syscalls.
+	if rt := res.RequestTiming; !rt.Loads || rt.Fallback != "" ||
+		!slices.Equal(rt.Hooks, []string{"tcp_probe", "sock_recv_length", "sock_send_length", "inet_sock_set_state"}) {
+		t.Errorf("request timing %+v", rt)
 	}
 	// These probes are here on every kernel of this kind; a new one may
 	// join them, none may go. Every cause has a probe, and all attach.

@@ -36,10 +36,11 @@ func Probes(btfPath, mmapLockVia string, asJSON bool, stdout io.Writer) error {
 		return err
 	}
 	defer tr.Close()
-	probes, features := tr.Probes(), tr.Features()
+	probes, features, sockets := tr.Probes(), tr.Features(), tr.SocketTiming()
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]any{
-			"kernel": KernelRelease(), "probes": wire.NewProbes(probes), "features": features})
+			"kernel": KernelRelease(), "probes": wire.NewProbes(probes), "features": features,
+			"request_timing": socketTimingJSON(sockets)})
 	}
 	fmt.Fprintf(stdout, "kernel %s: %d of %d probes attach\n\n", KernelRelease(), stall.Attached(probes), len(probes))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -52,6 +53,7 @@ func Probes(btfPath, mmapLockVia string, asJSON bool, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, status, strings.Join(p.Tracepoints, ","), detail)
 	}
 	tw.Flush()
+	printSocketTiming(stdout, sockets)
 	fmt.Fprintln(stdout, "\nOptional kernel features:")
 	for _, f := range features {
 		state := "no"
@@ -61,4 +63,35 @@ func Probes(btfPath, mmapLockVia string, asJSON bool, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "  %-13s %-4s %s\n", f.Name, state, f.Detail)
 	}
 	return nil
+}
+
+// printSocketTiming says which hooks time requests on the target's
+// sockets (--latency kernel, the default for --pid) and whether they load.
+func printSocketTiming(w io.Writer, st tracer.SocketTiming) {
+	status := "loads"
+	if st.Err != nil {
+		status = "FAILED: " + st.Err.Error()
+	}
+	fmt.Fprintf(w, "\nRequest timing on the target's sockets (--latency kernel): %s\n", status)
+	for _, h := range st.Hooks {
+		fmt.Fprintf(w, "  %-20s %s\n", h.Tracepoint, h.Why)
+	}
+	if st.Fallback != "" {
+		fmt.Fprintf(w, "  fallback: %s\n", st.Fallback)
+	}
+}
+
+func socketTimingJSON(st tracer.SocketTiming) map[string]any {
+	var hooks []string
+	for _, h := range st.Hooks {
+		hooks = append(hooks, h.Tracepoint)
+	}
+	out := map[string]any{"hooks": hooks, "loads": st.Err == nil}
+	if st.Fallback != "" {
+		out["fallback"] = st.Fallback
+	}
+	if st.Err != nil {
+		out["error"] = st.Err.Error()
+	}
+	return out
 }

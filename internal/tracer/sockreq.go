@@ -68,7 +68,7 @@ func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
 	if t.cfg.sockreqSyscalls {
 		hooks = SockreqViaSyscalls
 	}
-	if err := sockreqState(spec, &hooks[0] == &SockreqViaSock[0]); err != nil {
+	if err := sockreqState(spec, viaSock(hooks)); err != nil {
 		return nil, err
 	}
 	progs := make([]string, len(hooks))
@@ -116,4 +116,44 @@ func sockreqState(spec *ebpf.CollectionSpec, viaSock bool) error {
 		spec.Maps[sockreqMapConns].MaxEntries = 1 // never used
 	}
 	return nil
+}
+
+func viaSock(hooks []SockreqHook) bool { return &hooks[0] == &SockreqViaSock[0] }
+
+// SocketTiming is what numatrace probes says of the socket request
+// timer on this kernel: its hooks, why they are the fallback if they
+// are, and whether they load.
+type SocketTiming struct {
+	Hooks    []SockreqHook
+	Fallback string // why the syscalls are used; "" on the socket layer's tracepoints
+	Err      error  // the programs do not load
+}
+
+// SocketTiming loads the socket request timer's programs for this kernel
+// without attaching them.
+func (t *Tracer) SocketTiming() SocketTiming {
+	st := SocketTiming{Hooks: SockreqHooks(t.kspec)}
+	if !viaSock(st.Hooks) {
+		st.Fallback = "no sock_recv_length/sock_send_length tracepoints (6.3+): every syscall's return is hooked instead, which puts every process's syscalls on the slow path"
+	}
+	spec, err := loadSockreq()
+	if err == nil {
+		err = t.configure(spec)
+	}
+	if err == nil {
+		err = sockreqState(spec, viaSock(st.Hooks))
+	}
+	var coll *ebpf.Collection
+	if err == nil {
+		progs := make([]string, len(st.Hooks))
+		for i, h := range st.Hooks {
+			progs[i] = h.Program
+		}
+		coll, err = t.loadPrograms(spec, t.kspec, progs...)
+	}
+	if coll != nil {
+		coll.Close()
+	}
+	st.Err = err
+	return st
 }
