@@ -322,7 +322,9 @@ func TestExitNoteNamesTheProgramAfterExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { sh.Process.Kill(); sh.Wait() }()
-	nt := startAttach(t, "--pid", fmt.Sprint(sh.Process.Pid), "--json", "--duration", "1m")
+	// No latency: stderr is then the note alone (not also the line that
+	// sh has no inbound TCP).
+	nt := startAttach(t, "--pid", fmt.Sprint(sh.Process.Pid), "--json", "--duration", "1m", "--latency", "off")
 	fmt.Fprintln(gate, "go")
 	nt.wait(t, 30*time.Second)
 	note := regexp.MustCompile(fmt.Sprintf(`^target pid %d \(sleep, was sh at attach\) exited after \d+(\.\d+)?m?s$`, sh.Process.Pid))
