@@ -140,7 +140,12 @@ static __always_inline void exchange_emit(struct sockreq_conn *c)
 			s->tid = c->end_tid;
 			s->flags = c->stall_flags | (c->flags & CONN_PIPELINED ? LAT_PIPELINED : 0);
 			s->_pad = 0;
-			__builtin_memcpy(s->stall_ns, c->stall_ns, sizeof(s->stall_ns));
+			/* A stall is added to the totals as it ends: one that began
+			 * before the request arrived is counted whole. No more than
+			 * the request's own time can have been inside it. */
+#pragma unroll
+			for (int i = 0; i <= CAUSE_MAX; i++)
+				s->stall_ns[i] = c->stall_ns[i] < s->lat_ns ? c->stall_ns[i] : s->lat_ns;
 			lat_submit(s);
 		} else {
 			counter_add(COUNTER_LOST_EVENTS, 1);

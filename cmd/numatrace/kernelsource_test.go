@@ -171,3 +171,14 @@ func TestATargetWithoutInboundTCPSaysSoOnce(t *testing.T) {
 		t.Errorf("the summary has latency: %.300s", lines[len(lines)-1])
 	}
 }
+
+// The memcg incident already under way at attach, with no latency flag:
+// the requests numatrace times on redis's sockets carry its main
+// thread's stalls, and the verdict names memcg_reclaim.
+func TestKernelSourceChargesTheIncidentUnderWay(t *testing.T) {
+	run := runRedisScenario(t, redisScenario{name: "numatrace-e2e-redis-kernel-underway",
+		length: 15 * time.Second, underWay: true, kernelLatency: true, args: []string{"--slo", "5ms"}})
+	if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.report, "explained by memcg_reclaim") {
+		t.Errorf("the verdict does not name memcg_reclaim: %s", run.Correlation.Conclusion)
+	}
+}

@@ -218,6 +218,9 @@ type redisScenario struct {
 	// incident is under way when the SRE attaches.
 	underWay bool
 	args     []string // more numatrace flags
+	// kernelLatency: no latency flag, so numatrace times redis's requests
+	// on its sockets itself; the client's log is still written.
+	kernelLatency bool
 }
 
 // runRedisScenario traces redis under load as the scenario says.
@@ -280,8 +283,11 @@ func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec s
 	// A 5 ms floor, as an SLO would set it: this VM's scheduler alone
 	// gives a 3 ms p99 now and then, with nothing stalled.
 	args := append([]string{"--pid", strconv.Itoa(run.redisPID), "--json", "--window", "500ms",
-		"--latency-file", logPath, "--spike-floor", "5ms", "--duration", (sc.length + 30*time.Second).String(), "--record", rec},
+		"--spike-floor", "5ms", "--duration", (sc.length + 30*time.Second).String(), "--record", rec},
 		sc.args...)
+	if !sc.kernelLatency {
+		args = append(args, "--latency-file", logPath)
+	}
 	nt := startAttach(t, args...)
 	requests := load()
 	time.Sleep(700 * time.Millisecond) // let numatrace read the last lines and close the window
