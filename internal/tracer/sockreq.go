@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -118,7 +119,8 @@ func sockreqState(spec *ebpf.CollectionSpec, viaSock bool) error {
 	return nil
 }
 
-func viaSock(hooks []SockreqHook) bool { return &hooks[0] == &SockreqViaSock[0] }
+// viaSock says whether hooks are the socket layer's tracepoints (all tp_btf).
+func viaSock(hooks []SockreqHook) bool { return slices.Equal(hooks, SockreqViaSock) }
 
 // SocketTiming is what numatrace probes says of the socket request
 // timer on this kernel: its hooks, why they are the fallback if they
