@@ -186,6 +186,12 @@ func (e *Engine) Latency(r latency.Reading) {
 		e.lat.Put(*r.Window)
 		return
 	}
+	if r.Samples != nil {
+		for _, smp := range r.Samples {
+			e.lat.Add(smp)
+		}
+		return
+	}
 	e.lat.Add(r.Sample)
 }
 

@@ -258,3 +258,30 @@ func TestSkippedWindowIsNoSpike(t *testing.T) {
 		t.Fatalf("account %+v", a)
 	}
 }
+
+// A batch of samples (the kernel's request timers hand them on so) is
+// filed as the same samples one by one would be, each in its own window.
+func TestSampleBatchIsFiledLikeSingleSamples(t *testing.T) {
+	var batch []latency.Sample
+	for i := uint64(0); i < 3; i++ {
+		for j := uint64(0); j < 10; j++ {
+			batch = append(batch, latency.Sample{TsNs: start + i*sec + j*ms, LatencyNs: (i + 1) * ms})
+		}
+	}
+	one := New(run.Description{StartNs: start, WindowNs: sec}, Options{})
+	for _, smp := range batch {
+		one.Latency(latency.Reading{Sample: smp})
+	}
+	many := New(run.Description{StartNs: start, WindowNs: sec}, Options{})
+	many.Latency(latency.Reading{Samples: batch})
+	a, _ := one.Finish(start + 3*sec - 1)
+	b, _ := many.Finish(start + 3*sec - 1)
+	if len(a) != 3 || len(b) != 3 {
+		t.Fatalf("%d and %d windows, want 3 each", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].Latency == nil || b[i].Latency == nil || *a[i].Latency != *b[i].Latency || b[i].Latency.Count != 10 || b[i].Latency.P99Ns != uint64(i+1)*ms {
+			t.Errorf("window %d: one by one %+v, as a batch %+v", i, a[i].Latency, b[i].Latency)
+		}
+	}
+}

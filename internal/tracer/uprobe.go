@@ -126,8 +126,9 @@ func (lp *LatencyProbe) attach(ex *link.Executable, f *elf.File, binary, symbol 
 // Run hands every timed call to emit until the probe is closed: when it
 // returned, its latency, the thread it returned on, and the thread's
 // stall time inside it when it began and ended on that thread. A short
-// record is skipped.
-func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall)) {
+// record is skipped. drained (if not nil) is called each time the ring
+// has been read empty: what emit was handed since may go on as one batch.
+func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall), drained func()) {
 	size := int(unsafe.Sizeof(typesLatSample{}))
 	lp.mu.Lock()
 	rd := lp.rd
@@ -136,20 +137,33 @@ func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *s
 		return // closed already
 	}
 	readLoop(rd, func(raw []byte) {
-		if len(raw) < size {
-			return
+		if len(raw) >= size {
+			lp.decode((*typesLatSample)(unsafe.Pointer(&raw[0])), emit)
 		}
-		s := (*typesLatSample)(unsafe.Pointer(&raw[0]))
-		var st *stall.RequestStall
-		if typesLatFlag(s.Flags)&typesLatFlagLAT_PIPELINED != 0 {
-			lp.pipelined.Add(1)
+		if drained != nil && lp.empty() {
+			drained()
 		}
-		if typesLatFlag(s.Flags)&typesLatFlagLAT_STALLS != 0 {
-			st = &stall.RequestStall{FreezeNs: s.StallNs[stall.NumCauses]}
-			copy(st.ByCause[:], s.StallNs[:stall.NumCauses])
-		}
-		emit(s.TsNs, s.LatNs, s.Tid, st)
 	}, nil)
+}
+
+func (lp *LatencyProbe) decode(s *typesLatSample, emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall)) {
+	var st *stall.RequestStall
+	if typesLatFlag(s.Flags)&typesLatFlagLAT_PIPELINED != 0 {
+		lp.pipelined.Add(1)
+	}
+	if typesLatFlag(s.Flags)&typesLatFlagLAT_STALLS != 0 {
+		st = &stall.RequestStall{FreezeNs: s.StallNs[stall.NumCauses]}
+		copy(st.ByCause[:], s.StallNs[:stall.NumCauses])
+	}
+	emit(s.TsNs, s.LatNs, s.Tid, st)
+}
+
+// empty says whether the ring holds no more records (or is closed: the
+// reader's mapping is gone then, so it is asked under the lock Close takes).
+func (lp *LatencyProbe) empty() bool {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return lp.rd == nil || lp.rd.AvailableBytes() == 0
 }
 
 // Pipelined is how many of the exchanges Run emitted carried pipelined
