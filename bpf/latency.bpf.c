@@ -64,6 +64,7 @@ static __always_inline void request_end(__u64 key, __u64 now, bool breakdown)
 	s->tid = tid;
 	s->flags = 0;
 	s->_pad = 0;
+	s->conn = 0; /* no connection: each call is whole as it returns */
 	if (breakdown && cfg_request_stalls && r->tid == tid)
 		s->flags = stalls_since(tid, r->stall_ns, s->stall_ns);
 	else

@@ -173,6 +173,11 @@ struct lat_sample {
 	__u32 tid;
 	__u32 flags; /* enum lat_flag */
 	__u32 _pad;
+	/* sockreq: the connection (its socket's address), 0 for the uprobes.
+	 * Every write of a response emits the exchange so far; user space
+	 * keeps a connection's latest until it is whole (same conn, same
+	 * start: a later write of the same response replaces it). */
+	__u64 conn;
 	__u64 stall_ns[CAUSE_MAX + 1]; /* the thread's stall time inside the request; [CAUSE_MAX] freeze */
 };
 

@@ -7,17 +7,20 @@
  * its response returns.
  *
  *   tcp_probe (a segment with data reaches an established socket): stamps
- *     the arrival of an idle connection's request; on a connection whose
- *     response has been written, it first emits that exchange.
+ *     the arrival of an idle or answered connection's request.
  *   sock_recv_length, sock_send_length (6.3+; before, sys_exit of the
  *     read/write family, the fd mapped to its socket): learns a connection
  *     (if its local port is one of the target's listening ports), notes
- *     the thread serving it, and the return of each write of the response.
- *   inet_sock_set_state: a connection leaving ESTABLISHED emits its last
- *     exchange and is forgotten.
+ *     the thread serving it, and emits the exchange so far as each write
+ *     of the response returns.
+ *   inet_sock_set_state: a connection leaving ESTABLISHED is forgotten.
  *
- * An exchange is emitted only when the next request arrives (or the
- * connection closes), as only then is the response known to be whole.
+ * Each write of a response emits the exchange up to it, named by its
+ * connection and start: user space keeps a connection's latest one and
+ * hands it on once no write has extended it for a while, or the next
+ * exchange begins, or the run ends. So the last exchange of a connection
+ * that stays open is timed, and a connection that is idle for seconds
+ * between requests files each exchange on time.
  * Pipelined requests are timed as one exchange; bytes that arrive after
  * the server read and before it wrote mark the exchange LAT_PIPELINED, so
  * that it is reported, not misread. Not atomic: the softirq and the
@@ -127,40 +130,37 @@ static __always_inline void conn_forget(struct sock *sk)
 	bpf_map_delete_elem(&conns, &key);
 }
 
-/* Emits c's exchange if it has both ends, and leaves c idle. */
-static __always_inline void exchange_emit(struct sockreq_conn *c)
+/* Emits c's exchange as it stands after a write of its response at end_ns. */
+static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *c)
 {
-	if (c->start_ns && c->end_ns > c->start_ns) {
-		struct lat_sample *s = bpf_ringbuf_reserve(&lat_events, sizeof(*s), 0);
+	struct lat_sample *s = bpf_ringbuf_reserve(&lat_events, sizeof(*s), 0);
 
-		if (s) {
-			s->ts_ns = c->end_ns;
-			s->lat_ns = c->end_ns - c->start_ns;
-			s->pid = c->pid;
-			s->tid = c->end_tid;
-			s->flags = c->stall_flags | (c->flags & CONN_PIPELINED ? LAT_PIPELINED : 0);
-			s->_pad = 0;
-			/* A stall is added to the totals as it ends: one that began
-			 * before the request arrived is counted whole. No more than
-			 * the request's own time can have been inside it. */
-#pragma unroll
-			for (int i = 0; i <= CAUSE_MAX; i++)
-				s->stall_ns[i] = c->stall_ns[i] < s->lat_ns ? c->stall_ns[i] : s->lat_ns;
-			lat_submit(s);
-		} else {
-			counter_add(COUNTER_LOST_EVENTS, 1);
-		}
+	if (!s) {
+		counter_add(COUNTER_LOST_EVENTS, 1);
+		return;
 	}
-	c->start_ns = 0;
-	c->end_ns = 0;
-	c->flags = 0;
-	c->stall_flags = 0;
+	s->ts_ns = c->end_ns;
+	s->lat_ns = c->end_ns - c->start_ns;
+	s->pid = c->pid;
+	s->tid = c->end_tid;
+	s->flags = c->stall_flags | (c->flags & CONN_PIPELINED ? LAT_PIPELINED : 0);
+	s->_pad = 0;
+	s->conn = (__u64)sk;
+	/* A stall is added to the totals as it ends: one that began before
+	 * the request arrived is counted whole. No more than the request's
+	 * own time can have been inside it. */
+#pragma unroll
+	for (int i = 0; i <= CAUSE_MAX; i++)
+		s->stall_ns[i] = c->stall_ns[i] < s->lat_ns ? c->stall_ns[i] : s->lat_ns;
+	lat_submit(s);
 }
 
 /* A request's first byte has arrived at c. */
 static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now)
 {
 	c->start_ns = now;
+	c->end_ns = 0;
+	c->stall_flags = 0;
 	c->flags = 0;
 	if (c->tid && cfg_request_stalls) {
 		stalls_snapshot(c->tid, c->stall_start);
@@ -184,8 +184,7 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb)
 	if (BPF_CORE_READ(skb, len) <= (__u32)(doff >> 4) * 4)
 		return; /* an ACK, no data */
 	if (c->end_ns) {
-		exchange_emit(c); /* the next request: the last one's response was whole */
-		exchange_begin(c, now);
+		exchange_begin(c, now); /* the next request: the last one's response was whole */
 	} else if (c->start_ns) {
 		if (c->flags & CONN_READ)
 			c->flags |= CONN_PIPELINED;
@@ -260,11 +259,14 @@ static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bo
 		c->flags |= CONN_READ;
 		return;
 	}
+	if (now <= c->start_ns)
+		return;
 	c->end_ns = now;
 	c->end_tid = tid;
 	c->stall_flags = 0;
 	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
 		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns);
+	exchange_emit(sk, c);
 }
 
 /*
@@ -286,11 +288,10 @@ int BPF_PROG(sockreq_recv, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(sockreq_send, struct sock *sk, int ret, int flags)
 {
-	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
 	if (ret > 0 && current_wanted(&tgid, &tid))
-		socket_io(sk, tgid, tid, true, now);
+		socket_io(sk, tgid, tid, true, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -344,14 +345,8 @@ static __always_inline void state_change(struct sock *sk, int oldstate, int news
 		conn_learn(sk, cfg_filter_tgid, 0);
 		return;
 	}
-	if (oldstate != TCP_ESTABLISHED)
-		return;
-	struct sockreq_conn *c = conn_get(sk);
-
-	if (!c)
-		return;
-	exchange_emit(c);
-	conn_forget(sk);
+	if (oldstate == TCP_ESTABLISHED && conn_get(sk))
+		conn_forget(sk); /* its last exchange went out with its last write */
 }
 
 SEC("tp_btf/inet_sock_set_state")

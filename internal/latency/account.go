@@ -147,6 +147,8 @@ func skipText(s Skip) string {
 		return Count(s.N, "change") + " of the latency histogram's buckets"
 	case SkipPipelined:
 		return Count(s.N, "exchange") + " on the target's sockets carried pipelined requests: each was timed as one, from its first request's arrival to its last response"
+	case SkipLateWrites:
+		return Count(s.N, "write") + " of a response came more than 20 ms after the one before (a streamed response?): each such exchange was timed to its last write before the pause"
 	}
 	return "the latency source skipped " + group(s.N) + " " + s.Kind
 }
@@ -154,12 +156,13 @@ func skipText(s Skip) string {
 // The kinds of input the sources skip (Skip.Kind): internal/latency/source
 // counts them, skipText words them.
 const (
-	SkipMalformed = "malformed lines"
-	SkipNoLatency = "lines without a latency"
-	SkipScrapes   = "failed scrapes"
-	SkipResets    = "counter resets"
-	SkipLayouts   = "bucket layout changes"
-	SkipPipelined = "pipelined exchanges"
+	SkipMalformed  = "malformed lines"
+	SkipNoLatency  = "lines without a latency"
+	SkipScrapes    = "failed scrapes"
+	SkipResets     = "counter resets"
+	SkipLayouts    = "bucket layout changes"
+	SkipPipelined  = "pipelined exchanges"
+	SkipLateWrites = "late writes of a response"
 )
 
 func (a *Account) outsideText() string {

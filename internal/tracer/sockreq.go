@@ -59,7 +59,7 @@ func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
 	if err := t.configure(spec); err != nil {
 		return nil, fmt.Errorf("configure the socket request timer: %w", err)
 	}
-	lp := &LatencyProbe{}
+	lp := &LatencyProbe{exch: newExchanges()}
 	defer func() {
 		if err != nil {
 			lp.Close()

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,5 +101,81 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 	}
 	if p := lp.Pipelined(); p != 0 {
 		t.Errorf("%d exchanges said pipelined, want none", p)
+	}
+}
+
+// A connection that stays open and is idle between requests (a keep-alive
+// client, a health check) has each exchange handed on soon after its
+// reply, the last one too, not only when the next request arrives or the
+// connection closes: that would file each exchange late, after its window
+// closed, and lose the last. A response of several writes is one exchange.
+func TestIdleConnectionsExchangesGoOnTime(t *testing.T) {
+	t.Run("sock tracepoints", func(t *testing.T) { testIdleExchanges(t, false) })
+	t.Run("syscalls", func(t *testing.T) { testIdleExchanges(t, true) })
+}
+
+func testIdleExchanges(t *testing.T, syscalls bool) {
+	testutil.RequireRoot(t)
+	r := testutil.StartRedis(t)
+	topo, err := topology.Read("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(r.Cmd.Process.Pid)}, Topology: topo, RequestStalls: true,
+		sockreqSyscalls: syscalls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	lp, err := tr.AttachSockets([]uint16{uint16(r.Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var arrived []time.Time
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+			mu.Lock()
+			arrived = append(arrived, time.Now())
+			mu.Unlock()
+		}, nil)
+	}()
+	c, err := r.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A reply of 300 KB: redis writes it in more than one write.
+	big := strings.Repeat("x", 300<<10)
+	if _, err := c.Do("SET", "big", big); err != nil {
+		t.Fatal(err)
+	}
+	const requests = 3
+	var replied []time.Time
+	for i := 0; i < requests; i++ {
+		time.Sleep(600 * time.Millisecond) // idle, longer than the engine's Grace
+		if _, err := c.Do("GET", "big"); err != nil {
+			t.Fatal(err)
+		}
+		replied = append(replied, time.Now())
+	}
+	time.Sleep(600 * time.Millisecond) // the connection stays open
+	mu.Lock()
+	got := append([]time.Time(nil), arrived...)
+	mu.Unlock()
+	lp.Close()
+	<-done
+	if len(got) != requests+1 {
+		t.Fatalf("%d exchanges handed on while the connection was open, want %d (the SET and each GET)", len(got), requests+1)
+	}
+	for i, at := range got[1:] {
+		if d := at.Sub(replied[i]); d > 200*time.Millisecond {
+			t.Errorf("GET %d handed on %v after its reply, want within 200 ms (the engine files a sample only within its Grace of 250 ms)", i+1, d)
+		}
+	}
+	if n := lp.LateWrites(); n != 0 {
+		t.Errorf("%d late writes, want none (each reply is written back to back)", n)
 	}
 }

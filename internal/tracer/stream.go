@@ -31,7 +31,7 @@ type RecordReader interface {
 // go to bad and reading goes on, after a pause so a persistent one
 // cannot spin a core. Both ring buffers (stalls, request timings) are
 // read with it.
-func readLoop(rd RecordReader, handle func([]byte), bad func(error)) {
+func readLoop(rd RecordReader, handle func([]byte), idle func(), bad func(error)) {
 	var rec ringbuf.Record
 	for n := 0; ; n++ {
 		// The deadline is renewed every deadlineEvery records, not every
@@ -47,6 +47,9 @@ func readLoop(rd RecordReader, handle func([]byte), bad func(error)) {
 				return // closed, or drained after Flush
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if idle != nil {
+					idle()
+				}
 				continue // nothing arrived this interval: poll again
 			}
 			if bad != nil {
@@ -76,7 +79,7 @@ func Stream(rd RecordReader, dec *Decoder, sink func(stall.Event), bad func(erro
 			return
 		}
 		sink(ev)
-	}, bad)
+	}, nil, bad)
 	return nil
 }
 

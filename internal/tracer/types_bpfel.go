@@ -142,6 +142,7 @@ type typesLatSample struct {
 	Tid     uint32
 	Flags   uint32
 	Pad     uint32
+	Conn    uint64
 	StallNs [10]uint64
 }
 

@@ -39,6 +39,9 @@ type LatencyProbe struct {
 	// pipelined counts the socket exchanges that carried more than one
 	// request (sockreq): timed as one.
 	pipelined atomic.Uint64
+	// exch makes one sample of each socket exchange's per-write ones
+	// (sockreq); nil for the uprobes, whose calls are whole as they return.
+	exch *exchanges
 }
 
 // AttachLatency times every call of symbol in binary (only in process
@@ -136,17 +139,30 @@ func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *s
 	if rd == nil {
 		return // closed already
 	}
-	readLoop(rd, func(raw []byte) {
-		if len(raw) >= size {
-			lp.decode((*typesLatSample)(unsafe.Pointer(&raw[0])), emit)
+	pass := func(s exchangeSample) { emit(s.endNs, s.latNs, s.tid, s.st) }
+	flush := func() {
+		if lp.exch != nil {
+			lp.exch.ripe(monoNs(), pass)
 		}
-		if drained != nil && lp.empty() {
+		if drained != nil {
 			drained()
 		}
-	}, nil)
+	}
+	readLoop(rd, func(raw []byte) {
+		if len(raw) >= size {
+			lp.decode((*typesLatSample)(unsafe.Pointer(&raw[0])), pass)
+		}
+		if lp.empty() {
+			flush()
+		}
+	}, flush, nil)
+	if lp.exch != nil {
+		lp.exch.all(pass) // closed: what is held is as whole as it will be
+		flush()
+	}
 }
 
-func (lp *LatencyProbe) decode(s *typesLatSample, emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall)) {
+func (lp *LatencyProbe) decode(s *typesLatSample, pass func(exchangeSample)) {
 	var st *stall.RequestStall
 	if typesLatFlag(s.Flags)&typesLatFlagLAT_PIPELINED != 0 {
 		lp.pipelined.Add(1)
@@ -155,7 +171,21 @@ func (lp *LatencyProbe) decode(s *typesLatSample, emit func(endNs, latencyNs uin
 		st = &stall.RequestStall{FreezeNs: s.StallNs[stall.NumCauses]}
 		copy(st.ByCause[:], s.StallNs[:stall.NumCauses])
 	}
-	emit(s.TsNs, s.LatNs, s.Tid, st)
+	x := exchangeSample{endNs: s.TsNs, latNs: s.LatNs, tid: s.Tid, st: st}
+	if lp.exch != nil && s.Conn != 0 {
+		lp.exch.add(s.Conn, x, pass)
+		return
+	}
+	pass(x)
+}
+
+// LateWrites is how many writes of a response came after its exchange
+// had been handed on (socket timing only): it was timed to an earlier one.
+func (lp *LatencyProbe) LateWrites() uint64 {
+	if lp.exch == nil {
+		return 0
+	}
+	return lp.exch.lateWrites.Load()
 }
 
 // empty says whether the ring holds no more records (or is closed: the

@@ -24,10 +24,12 @@ type SocketTimers interface {
 }
 
 // SocketTimer is a RequestTimer that also counts the exchanges that
-// carried pipelined requests, each timed as one.
+// carried pipelined requests, each timed as one, and the writes of a
+// response that came after its exchange had been handed on.
 type SocketTimer interface {
 	RequestTimer
 	Pipelined() uint64
+	LateWrites() uint64
 }
 
 // kernelSource streams the exchanges a SocketTimer times.
@@ -78,12 +80,17 @@ func openKernel(env Env, ep *inbound.Endpoints) (Source, error) {
 }
 
 // Skipped says how many exchanges were pipelined: timed as one, which is
-// what the client's batch waited, not each request's own latency.
+// what the client's batch waited, not each request's own latency; and
+// how many responses were timed short, to a write before a pause.
 func (s *kernelSource) Skipped() []latency.Skip {
+	var out []latency.Skip
 	if n := s.timer.Pipelined(); n > 0 {
-		return []latency.Skip{{Kind: latency.SkipPipelined, N: n}}
+		out = append(out, latency.Skip{Kind: latency.SkipPipelined, N: n})
 	}
-	return nil
+	if n := s.timer.LateWrites(); n > 0 {
+		out = append(out, latency.Skip{Kind: latency.SkipLateWrites, N: n})
+	}
+	return out
 }
 
 func (e Env) notice(msg string) {

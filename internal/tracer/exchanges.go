@@ -1,0 +1,108 @@
+//go:build linux
+
+package tracer
+
+import (
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// exchangeHoldNs is how long a connection's exchange is held after its
+// latest write before it is handed on as whole. A response written in
+// several writes is written back to back; a write that comes later than
+// this, after the exchange went on, is counted (lateWrites), not timed.
+// Held samples are released at the reader's next drain or poll (at most
+// PollInterval), which keeps them well inside the engine's Grace.
+const exchangeHoldNs = 20_000_000
+
+// exchangeSample is one emitted exchange, as the ring buffer gave it.
+type exchangeSample struct {
+	endNs, latNs uint64
+	tid          uint32
+	st           *stall.RequestStall
+}
+
+func (s exchangeSample) startNs() uint64 { return s.endNs - s.latNs }
+
+// released is the exchange a connection handed on last: a later write of
+// it is told apart from the next exchange by its start.
+type released struct{ startNs, endNs uint64 }
+
+// exchanges turns the socket timer's per-write samples into one sample
+// per exchange: the BPF side emits the exchange so far at each write of
+// a response (bpf/sockreq.bpf.c), since only user space can wait to see
+// whether another write follows. Used by one goroutine (the reader's).
+type exchanges struct {
+	held       map[uint64]exchangeSample // by connection: the latest write's
+	done       map[uint64]released       // by connection: the last handed on
+	lateWrites atomic.Uint64             // read by the source's Skipped
+	sweptAt    uint64
+}
+
+func newExchanges() *exchanges {
+	return &exchanges{held: map[uint64]exchangeSample{}, done: map[uint64]released{}}
+}
+
+// add takes the exchange of conn as it stood after a write. A sample of
+// the same connection and start replaces the held one; one with another
+// start means the held exchange was whole: it goes to emit.
+func (x *exchanges) add(conn uint64, s exchangeSample, emit func(exchangeSample)) {
+	if h, ok := x.held[conn]; ok {
+		if h.startNs() != s.startNs() {
+			x.release(conn, h, emit)
+		}
+		x.held[conn] = s
+		return
+	}
+	if d, ok := x.done[conn]; ok && d.startNs == s.startNs() {
+		x.lateWrites.Add(1) // its exchange went on already, timed to an earlier write
+		return
+	}
+	x.held[conn] = s
+}
+
+func (x *exchanges) release(conn uint64, s exchangeSample, emit func(exchangeSample)) {
+	delete(x.held, conn)
+	x.done[conn] = released{s.startNs(), s.endNs}
+	emit(s)
+}
+
+// ripe hands on the exchanges no write has extended for exchangeHoldNs
+// by nowNs, and forgets, once a second, the connections whose last
+// exchange went on long ago (closed ones, mostly).
+func (x *exchanges) ripe(nowNs uint64, emit func(exchangeSample)) {
+	for conn, s := range x.held {
+		if s.endNs+exchangeHoldNs <= nowNs {
+			x.release(conn, s, emit)
+		}
+	}
+	if nowNs-x.sweptAt < 1e9 {
+		return
+	}
+	x.sweptAt = nowNs
+	for conn, d := range x.done {
+		if d.endNs+10e9 < nowNs {
+			delete(x.done, conn)
+		}
+	}
+}
+
+// all hands on every held exchange: the run ended, so each is as whole as
+// it will be seen.
+func (x *exchanges) all(emit func(exchangeSample)) {
+	for conn, s := range x.held {
+		x.release(conn, s, emit)
+	}
+}
+
+// monoNs is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+func monoNs() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
