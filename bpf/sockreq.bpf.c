@@ -75,14 +75,24 @@ struct {
 	__type(value, struct sockreq_conn);
 } conns SEC(".maps");
 
-/* The local ports whose connections are timed (host order): the
- * target's listening ports, or --latency-port. Set before attach. */
+/* The local ports whose connections are timed: the target's listening
+ * ports, or --latency-port; a bitmap, bit p%64 of word p/64 for port p
+ * (host order). Set before attach. An array, so that its lookup is
+ * inlined: every segment of every socket of the machine asks it. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u16);
-	__type(value, __u8);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536 / 64);
+	__type(key, __u32);
+	__type(value, __u64);
 } req_ports SEC(".maps");
+
+static __always_inline bool port_timed(__u16 port)
+{
+	__u32 word = port / 64;
+	__u64 *bits = bpf_map_lookup_elem(&req_ports, &word);
+
+	return bits && (*bits & (1ULL << (port % 64)));
+}
 
 /*
  * Where every hook is tp_btf (the sock_*_length path), a connection's
@@ -169,19 +179,30 @@ static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now)
 	}
 }
 
-static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb)
+/*
+ * btf: the hook is tp_btf, whose arguments may be read directly; raw_tp's
+ * need a probe read. A literal at each call, so only one branch is built.
+ * The port is asked first: most segments are of sockets not timed (the
+ * client's side of each exchange, above all), and that is one load.
+ */
+static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, bool btf)
 {
+	__u16 port = btf ? sk->__sk_common.skc_num : BPF_CORE_READ(sk, __sk_common.skc_num);
+
+	if (!port_timed(port))
+		return;
 	struct sockreq_conn *c = conn_get(sk);
 
 	if (!c)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	/* skb->data is at the TCP header here: the payload is what follows it. */
-	unsigned char *th = BPF_CORE_READ(skb, data);
+	unsigned char *th = btf ? skb->data : BPF_CORE_READ(skb, data);
+	__u32 len = btf ? skb->len : BPF_CORE_READ(skb, len);
 	__u8 doff = 0;
 
 	bpf_probe_read_kernel(&doff, 1, th + 12);
-	if (BPF_CORE_READ(skb, len) <= (__u32)(doff >> 4) * 4)
+	if (len <= (__u32)(doff >> 4) * 4)
 		return; /* an ACK, no data */
 	if (c->end_ns) {
 		exchange_begin(c, now); /* the next request: the last one's response was whole */
@@ -196,14 +217,14 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb)
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(sockreq_arrival_btf, struct sock *sk, const struct sk_buff *skb)
 {
-	arrival(sk, skb);
+	arrival(sk, skb, true);
 	return 0;
 }
 
 SEC("raw_tp/tcp_probe")
 int BPF_PROG(sockreq_arrival, struct sock *sk, const struct sk_buff *skb)
 {
-	arrival(sk, skb);
+	arrival(sk, skb, false);
 	return 0;
 }
 
@@ -236,7 +257,7 @@ static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pi
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
 
-	if ((family != AF_INET && family != AF_INET6) || !bpf_map_lookup_elem(&req_ports, &port))
+	if ((family != AF_INET && family != AF_INET6) || !port_timed(port))
 		return NULL;
 	/* An exchange already under way began before we knew of it: it is
 	 * not timed (its start_ns stays 0 until the next request). */
@@ -281,7 +302,7 @@ int BPF_PROG(sockreq_recv, struct sock *sk, int ret, int flags)
 	__u32 tgid, tid;
 
 	if (ret > 0 && current_wanted(&tgid, &tid))
-		socket_io(sk, tgid, tid, false, bpf_ktime_get_ns());
+		socket_io(sk, tgid, tid, false, 0); /* a read needs no time */
 	return 0;
 }
 

@@ -191,12 +191,14 @@ type redisRun struct {
 	hogs     [][2]uint64 // CLOCK_MONOTONIC start and end of each hog run
 	report   string      // `numatrace report` of the recording
 	windows  []redisWindow
+	logPath  string // the client's own log of every request
 }
 
 // redisWindow is one window line: redis's p99 and its main thread's
 // memcg reclaim time.
 type redisWindow struct {
 	index, p99, memcgNs uint64
+	startNs, endNs      uint64 // CLOCK_MONOTONIC
 }
 
 func (r *redisRun) spikeAt(index uint64) *redisSpike {
@@ -233,6 +235,7 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	run.logPath = logPath
 	rec := filepath.Join(t.TempDir(), "redis.ntr")
 	stop := make(chan struct{})
 	var hogs sync.WaitGroup
@@ -301,6 +304,8 @@ func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec s
 		var w struct {
 			Type    string `json:"type"`
 			Index   uint64 `json:"index"`
+			StartNs uint64 `json:"start_ns"`
+			EndNs   uint64 `json:"end_ns"`
 			Latency *struct {
 				P99Ns uint64 `json:"p99_ns"`
 			} `json:"latency"`
@@ -312,7 +317,7 @@ func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec s
 		if json.Unmarshal([]byte(l), &w) != nil || w.Type != "window" || w.Latency == nil {
 			continue
 		}
-		rw := redisWindow{index: w.Index, p99: w.Latency.P99Ns}
+		rw := redisWindow{index: w.Index, p99: w.Latency.P99Ns, startNs: w.StartNs, endNs: w.EndNs}
 		for _, th := range w.Threads {
 			if th.TID == run.redisPID {
 				rw.memcgNs = th.Stalls["memcg_reclaim"]

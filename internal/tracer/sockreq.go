@@ -96,11 +96,15 @@ func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
 	return lp, nil
 }
 
+// setPorts sets the bits of ports in the req_ports bitmap.
 func setPorts(m *ebpf.Map, ports []uint16) error {
-	one := uint8(1)
+	words := map[uint32]uint64{}
 	for _, p := range ports {
-		if err := m.Put(p, one); err != nil {
-			return fmt.Errorf("time port %d: %w", p, err)
+		words[uint32(p)/64] |= 1 << (p % 64)
+	}
+	for w, bits := range words {
+		if err := m.Put(w, bits); err != nil {
+			return fmt.Errorf("time ports %v: %w", ports, err)
 		}
 	}
 	return nil
