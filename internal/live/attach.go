@@ -332,6 +332,7 @@ func (a *Attach) describe(probes []stall.ProbeStatus, tgt *target.Target, starte
 		if _, sym, err := source.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
 			d.LatencyFunction = sym
 		}
+		d.Latency = a.Latency.Describe()
 	}
 	return d
 }

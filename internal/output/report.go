@@ -35,6 +35,9 @@ type Report struct {
 	// Latency is what the latency source gave and what of it was left
 	// out; nil without a source (or from a recording older than that).
 	Latency *latency.Account
+	// LatencySource is where the latencies came from; none when unknown
+	// (a recording from before its header said).
+	LatencySource run.LatencySource
 	// BadRecords counts ring-buffer records that could not be decoded.
 	BadRecords uint64
 }
@@ -46,7 +49,7 @@ type Report struct {
 func NewReport(d run.Description, end run.End, sum aggregate.Summary, c *correlate.Result, topThreads int) *Report {
 	return &Report{Target: d.Target, Kernel: d.Kernel, DurationNs: end.DurationNs, Probes: d.Probes, Summary: sum,
 		Events: end.Events, LateEvents: end.LateEvents, Windows: end.Windows, Note: end.Note, TopThreads: topThreads,
-		MinEventNs: d.MinEventNs, Correlation: c, Latency: end.Latency, BadRecords: end.BadRecords}
+		MinEventNs: d.MinEventNs, Correlation: c, Latency: end.Latency, LatencySource: d.Latency, BadRecords: end.BadRecords}
 }
 
 type probesJSON struct {
@@ -92,6 +95,20 @@ type summaryJSON struct {
 	Correlation      *correlationJSON            `json:"correlation,omitempty"`
 	BadRecords       uint64                      `json:"bad_records"`
 	LatencyInput     *latencyInputJSON           `json:"latency_input,omitempty"`
+	LatencySource    *latencySourceJSON          `json:"latency_source,omitempty"`
+}
+
+// latencySourceJSON is where the latencies came from.
+type latencySourceJSON struct {
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+func latencySource(l run.LatencySource) *latencySourceJSON {
+	if l.Kind == run.LatencyNone {
+		return nil
+	}
+	return &latencySourceJSON{Kind: string(l.Kind), Detail: l.Detail}
 }
 
 // latencyInputJSON is what the latency source gave and what of it was
@@ -151,7 +168,7 @@ func (r *Report) summaryLine() summaryJSON {
 		HistEvicted: r.Summary.HistEvicted, Causes: causeSummariesJSON(&r.Summary.Causes),
 		Unlisted:   stallCountsJSON(&r.Summary.Unlisted),
 		Probes:     probesJSON{Attached: []string{}, Failed: []wire.ProbeStatus{}},
-		BadRecords: r.BadRecords, LatencyInput: latencyInput(r.Latency)}
+		BadRecords: r.BadRecords, LatencyInput: latencyInput(r.Latency), LatencySource: latencySource(r.LatencySource)}
 	if c := r.Correlation; c != nil {
 		s.Spikes = spikesJSON(c.Spikes)
 		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: correlationsJSON(&c.Correlation),

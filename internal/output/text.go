@@ -91,6 +91,9 @@ func (r *Report) text(w io.Writer) {
 	if s.Lost > 0 {
 		fmt.Fprintf(w, "WARNING: %d events were dropped by a full ring buffer; totals and histograms below are still exact\n", s.Lost)
 	}
+	if src := r.LatencySource.String(); src != "" { // after the warnings: a source that gave nothing says so second
+		fmt.Fprintf(w, "latency: %s\n", sanitize.Text(src))
+	}
 	fmt.Fprintln(w)
 	if hint := r.ChildrenHint(); hint != "" {
 		fmt.Fprintf(w, "%s\n\n", sanitize.Text(hint))

@@ -36,11 +36,35 @@ type Header struct {
 	// LatencyFunction is the function a request timer in the kernel timed
 	// (since 1.3), for the verdict on stalls outside it.
 	LatencyFunction string `json:"latency_function,omitempty"`
+	// LatencySource is where the request latencies came from (added in
+	// 1.3's later writers); absent without a source and in older files.
+	LatencySource *LatencySource `json:"latency_source,omitempty"`
 	// FlightRecorder is set when the file holds only the most recent data.
 	FlightRecorder bool `json:"flight_recorder,omitempty"`
 	// Doctor is `numatrace doctor --json` of the machine (and target
 	// process) when tracing started (since 1.2).
 	Doctor json.RawMessage `json:"doctor,omitempty"`
+}
+
+// LatencySource is a run.LatencySource as the header writes it.
+type LatencySource struct {
+	Kind   string `json:"kind"`   // file, prometheus, uprobe, kernel
+	Detail string `json:"detail"` // what of it: a path, a URL, the sockets
+}
+
+func newLatencySource(l run.LatencySource) *LatencySource {
+	if l.Kind == run.LatencyNone {
+		return nil
+	}
+	return &LatencySource{Kind: string(l.Kind), Detail: l.Detail}
+}
+
+// run is the source for the run's description; none when absent.
+func (l *LatencySource) run() run.LatencySource {
+	if l == nil {
+		return run.LatencySource{}
+	}
+	return run.LatencySource{Kind: run.LatencyKind(l.Kind), Detail: l.Detail}
 }
 
 // Host is the machine the recording was made on.
@@ -58,7 +82,7 @@ func NewHeader(d run.Description, host Host, version string, doctor json.RawMess
 	h := Header{Numatrace: version, Started: d.Started, StartNs: d.StartNs, WindowNs: d.WindowNs, Target: d.Target,
 		Probes: wire.NewProbes(d.Probes), MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
 		Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: d.Spikes.On,
-		LatencyFunction: d.LatencyFunction, FlightRecorder: d.FlightRecorder, Doctor: doctor}
+		LatencyFunction: d.LatencyFunction, LatencySource: newLatencySource(d.Latency), FlightRecorder: d.FlightRecorder, Doctor: doctor}
 	h.Host.Kernel = d.Kernel
 	return h
 }
@@ -68,7 +92,7 @@ func (h Header) Run() run.Description {
 	return run.Description{Target: h.Target, Kernel: h.Host.Kernel, Started: h.Started, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Probes: wire.ProbeStatuses(h.Probes), MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
 		Spikes:          run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: h.SpikeOn},
-		LatencyFunction: h.LatencyFunction, FlightRecorder: h.FlightRecorder}
+		LatencyFunction: h.LatencyFunction, Latency: h.LatencySource.run(), FlightRecorder: h.FlightRecorder}
 }
 
 // ClosesAtLost reports whether the recording's lost records mark where the

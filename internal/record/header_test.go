@@ -1,6 +1,8 @@
 package record
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -15,7 +17,7 @@ func TestHeaderCarriesTheRunDescription(t *testing.T) {
 	d := run.Description{Target: "pid 7 (db)", Kernel: "6.18.0", Started: time.Unix(1_764_590_000, 0).UTC(),
 		StartNs: 5e9, WindowNs: 5e8, Probes: []stall.ProbeStatus{{Name: "mmap_lock", Attached: true}},
 		Spikes:          run.Spikes{K: 3, FloorNs: 2e6, SLONs: 4e6, On: "p50"},
-		LatencyFunction: "handle", FlightRecorder: true}
+		LatencyFunction: "handle", FlightRecorder: true, Latency: run.LatencySource{Kind: run.LatencyUprobe, Detail: "calls of /bin/db:handle"}}
 	d.MinEventNs[stall.MmapLock] = 10_000
 	d.MinStallNs[stall.MemcgReclaim] = 1_000
 	h := NewHeader(d, Host{Hostname: "db1", CPUs: 2}, "v1", nil)
@@ -30,5 +32,42 @@ func TestHeaderCarriesTheRunDescription(t *testing.T) {
 	h.MinEventNs["a_cause_from_a_newer_version"] = 1
 	if got := h.Run().MinEventNs; got != d.MinEventNs {
 		t.Errorf("thresholds %v, want %v", got, d.MinEventNs)
+	}
+}
+
+// The latency source goes into the file's header and comes back; a
+// header without one (every file before it) reads as no source, and a
+// run without one writes no key.
+func TestHeaderCarriesTheLatencySource(t *testing.T) {
+	src := run.LatencySource{Kind: run.LatencyKernel, Detail: "requests on sockets of 0.0.0.0:6379 (2 connections at start)"}
+	for _, tc := range []struct {
+		src  run.LatencySource
+		json string // in the header's JSON, or "" for no key
+	}{
+		{src, `"latency_source":{"kind":"kernel","detail":"requests on sockets of 0.0.0.0:6379 (2 connections at start)"}`},
+		{run.LatencySource{}, ""},
+	} {
+		b, err := encodeHeader(NewHeader(run.Description{WindowNs: 1e9, Latency: tc.src}, Host{}, "v1", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := bytes.Contains(b, []byte(`"latency_source"`))
+		if (tc.json == "") == has || (tc.json != "" && !bytes.Contains(b, []byte(tc.json))) {
+			t.Errorf("header %s, want %q", b[16:len(b)-4], tc.json)
+		}
+		r, err := NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Header().Run().Latency; got != tc.src {
+			t.Errorf("read back %+v, want %+v", got, tc.src)
+		}
+	}
+	var old Header // a 1.3 header of before the field
+	if err := json.Unmarshal([]byte(`{"format":"numatrace","window_ns":1000000000,"latency_function":"handle"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if got := old.Run(); got.Latency != (run.LatencySource{}) || got.LatencyFunction != "handle" {
+		t.Errorf("an old header reads as %+v", got)
 	}
 }

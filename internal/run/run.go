@@ -33,8 +33,44 @@ type Description struct {
 	// LatencyFunction is the function a request timer in the kernel timed
 	// ("" for other sources), for the verdict on stalls outside it.
 	LatencyFunction string
+	// Latency is where the request latencies came from; its zero value
+	// is none (or a recording from before the header said).
+	Latency LatencySource
 	// FlightRecorder runs keep only their most recent data.
 	FlightRecorder bool
+}
+
+// LatencyKind is the kind of a run's latency source, by the name the
+// formats write ("" is none).
+type LatencyKind string
+
+// The latency sources.
+const (
+	LatencyNone   LatencyKind = ""
+	LatencyFile   LatencyKind = "file"       // --latency-file
+	LatencyProm   LatencyKind = "prometheus" // --latency-prom
+	LatencyUprobe LatencyKind = "uprobe"     // --latency-uprobe
+	LatencyKernel LatencyKind = "kernel"     // the target's own sockets
+)
+
+// LatencySource says where a run's request latencies came from, for the
+// report and the view: a kind, and what of it (a path, a URL and metric,
+// a function, the sockets and what their timing leaves out).
+type LatencySource struct {
+	Kind   LatencyKind
+	Detail string
+}
+
+// String is the one line the report and the view show, "" for none:
+// "kernel: requests on 0.0.0.0:6379 (12 connections at start); ...".
+func (l LatencySource) String() string {
+	switch {
+	case l.Kind == LatencyNone:
+		return ""
+	case l.Detail == "":
+		return string(l.Kind)
+	}
+	return string(l.Kind) + ": " + l.Detail
 }
 
 // Spikes are the spike detection settings of a run with a latency source.

@@ -79,7 +79,7 @@ func InfoFromHeader(h record.Header) Info {
 	probes := wire.ProbeStatuses(h.Probes)
 	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Started: h.Started,
-		ProbesAttached: stall.Attached(probes), ProbesTotal: stall.Asked(probes)}
+		ProbesAttached: stall.Attached(probes), ProbesTotal: stall.Asked(probes), Latency: h.Run().Latency}
 	if len(h.Doctor) > 0 {
 		var rep doctor.Report
 		if err := json.Unmarshal(h.Doctor, &rep); err == nil {

@@ -56,10 +56,19 @@ func (s *spikesScreen) Hints() []string { return []string{hint(s.keys.Show)} }
 
 func (s *spikesScreen) View() []string {
 	c := s.analysis()
-	if c == nil {
+	src := s.frame.Info.Latency.String()
+	if c == nil && src == "" {
 		return []string{"", "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."}
 	}
-	lines := append(wrap(sanitize.Text(c.Conclusion), s.width), "")
+	var lines []string
+	if src != "" { // one line: the root cuts it to the width
+		lines = append(lines, "latency: "+sanitize.Text(src))
+	}
+	if c == nil {
+		return lines
+	}
+	lines = append(lines, wrap(sanitize.Text(c.Conclusion), s.width)...)
+	lines = append(lines, "")
 	if len(c.Spikes) == 0 {
 		return lines
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -31,6 +32,8 @@ type Info struct {
 	Started        time.Time // wall clock at StartNs
 	// Findings are doctor's, when it ran.
 	Findings []string
+	// Latency is where the run's latencies come from (none: unknown).
+	Latency run.LatencySource
 }
 
 // recentEvents is how many stall events each thread keeps for the

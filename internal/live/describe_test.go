@@ -1,0 +1,31 @@
+//go:build linux
+
+package live
+
+import (
+	"testing"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/latency/source"
+	"github.com/numatrace/numatrace/internal/run"
+	"github.com/numatrace/numatrace/internal/target"
+)
+
+// The run's description says which latency source the flags named, for
+// the report, the view and the recording; with none it says none.
+func TestDescriptionSaysTheLatencySource(t *testing.T) {
+	tgt := &target.Target{Kind: target.Process, ID: 7, Comm: "db"}
+	for _, tc := range []struct {
+		lat  source.Config
+		want run.LatencySource
+	}{
+		{source.Config{Uprobe: "/usr/bin/db:handle"}, run.LatencySource{Kind: run.LatencyUprobe, Detail: "calls of /usr/bin/db:handle, timed in the kernel"}},
+		{source.Config{File: "/tmp/req.log"}, run.LatencySource{Kind: run.LatencyFile, Detail: "/tmp/req.log"}},
+		{source.Config{Mode: source.ModeOff}, run.LatencySource{}},
+	} {
+		a := &Attach{Latency: tc.lat, SpikeK: 2}
+		if got := a.describe(nil, tgt, time.Now(), 1).Latency; got != tc.want {
+			t.Errorf("%+v: described as %+v, want %+v", tc.lat, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
+)
+
+// The Spikes screen says where the latencies come from, in one line cut
+// to the width, from the recording's header (the live view builds the
+// same header), before the analysis and once it is there.
+func TestSpikesScreenSaysTheLatencySource(t *testing.T) {
+	src := run.LatencySource{Kind: run.LatencyKernel, Detail: "requests on sockets of 0.0.0.0:6379, [::]:6379 (12 connections at start); " +
+		"server-side: excludes the network and the client's own queues"}
+	h := record.NewHeader(run.Description{Target: "pid 10 (redis)", StartNs: 1, WindowNs: 1e9, Latency: src}, record.Host{}, "v1", nil)
+	s := NewStore(InfoFromHeader(h), liveWindowsForTest)
+	feed(s)
+	for _, analysis := range []*correlate.Result{nil, {Conclusion: "No spikes."}} {
+		s.Analysis(analysis)
+		m := NewLive(s, Options{NoTicks: true, Now: func() uint64 { return 2e9 }})
+		drive(t, m, 80, 24)
+		m.Update(keyTab)
+		var line string
+		for _, l := range strings.Split(m.View(), "\n") {
+			if strings.HasPrefix(l, "latency: ") {
+				line = l
+			}
+		}
+		if want := "latency: kernel: requests on sockets of 0.0.0.0:6379"; !strings.HasPrefix(line, want) ||
+			ansi.StringWidth(line) != 80 || !strings.HasSuffix(line, "…") {
+			t.Errorf("with analysis %v the Spikes screen's source line is %q, want %q... cut to 80 cells\n%s", analysis, line, want, m.View())
+		}
+	}
+}
