@@ -75,7 +75,7 @@ func openKernel(env Env, ep *inbound.Endpoints) (Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	env.notice(fmt.Sprintf("timing requests on %s; server-side: excludes the network and the client's own queues", ep))
+	env.notice(fmt.Sprintf("timing requests on %s; %s", ep, serverSide))
 	return &kernelSource{uprobeSource: uprobeSource{timer: t}, timer: t}, nil
 }
 
