@@ -38,6 +38,8 @@ need stress-ng stress-ng
 need perf linux-perf
 need gcc gcc
 need trace-cmd trace-cmd
+need redis-server redis-server
+need redis-benchmark redis-tools
 command -v go >/dev/null 2>&1 || { echo "bench: needs the Go toolchain (go.mod's version) on PATH" >&2; exit 1; }
 
 STATS=/proc/sys/kernel/bpf_stats_enabled

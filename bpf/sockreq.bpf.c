@@ -274,6 +274,7 @@ static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bo
 	if (!c)
 		return;
 	c->tid = tid;
+	c->pid = tgid; /* learnt at birth, it had none when following forks */
 	if (!c->start_ns)
 		return;
 	if (!write) {

@@ -51,6 +51,12 @@ type result struct {
 			Error       string   `json:"error"`
 			Tracepoints []string `json:"tracepoints"`
 		} `json:"probes"`
+		RequestTiming struct {
+			Hooks    []string `json:"hooks"`
+			Loads    bool     `json:"loads"`
+			Fallback string   `json:"fallback"`
+			Error    string   `json:"error"`
+		} `json:"request_timing"`
 	} `json:"probes"`
 	Workload struct {
 		PID     int              `json:"pid"`
@@ -228,6 +234,32 @@ func probeAttached(k Kernel, name string) bool {
 // the lock's slow path from 5.19 on.
 var mmapLockVia = map[string]string{"6.1": "contention_begin", "6.12": "contention_begin"}
 
+// socketLayerHooks: the kernels with the socket layer's own tracepoints
+// (sock_recv_length, sock_send_length: 6.3+), which time requests on the
+// target's sockets; the others fall back to every syscall's return.
+var socketLayerHooks = map[string]bool{"6.12": true}
+
+// checkRequestTiming: the request timer on the target's sockets (the
+// default latency source for --pid) loads on every kernel of the matrix,
+// with the hooks its version has, and says why when it falls back.
+func checkRequestTiming(t *testing.T, k Kernel, r *result) {
+	rt := r.Probes.RequestTiming
+	t.Logf("request timing on %s: hooks %v, loads %v %s", k.Name, rt.Hooks, rt.Loads, rt.Error)
+	if !rt.Loads {
+		t.Errorf("the socket request timer does not load on %s: %s", k.Name, rt.Error)
+	}
+	want := "sys_exit"
+	if socketLayerHooks[k.Name] {
+		want = "sock_send_length"
+	}
+	if !slices.Contains(rt.Hooks, want) {
+		t.Errorf("request timing on %s hooks %v, want %s among them", k.Name, rt.Hooks, want)
+	}
+	if (rt.Fallback != "") == socketLayerHooks[k.Name] {
+		t.Errorf("request timing on %s: fallback %q, socket layer's hooks %v", k.Name, rt.Fallback, socketLayerHooks[k.Name])
+	}
+}
+
 // taskStorage: the kernels whose open stalls are in task storage (5.12+);
 // the others keep them in the pendings hash.
 var taskStorage = map[string]bool{"6.1": true, "6.12": true}
@@ -249,6 +281,7 @@ func checkProbes(t *testing.T, k Kernel, r *result) {
 	if !found {
 		t.Error("numatrace probes does not say where open stalls are kept")
 	}
+	checkRequestTiming(t, k, r)
 	for _, p := range r.Probes.Probes {
 		if p.Name == "mmap_lock" && p.Attached {
 			t.Logf("mmap_lock on %s: %v", k.Name, p.Tracepoints)

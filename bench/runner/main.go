@@ -52,6 +52,7 @@ type config struct {
 	stormPairs int
 	stormDur   time.Duration
 	onlyStorm  bool
+	onlySocket bool
 }
 
 func main() {
@@ -83,6 +84,7 @@ func main() {
 	flag.IntVar(&c.stormPairs, "storm-pairs", 22, "the storm: mmap+munmap pairs per thread (two stall events each)")
 	flag.DurationVar(&c.stormDur, "storm-duration", 3*time.Minute, "the storm: how long threads are started")
 	flag.BoolVar(&c.onlyStorm, "only-storm", false, "measure the storm alone (to try it; the report is then incomplete)")
+	flag.BoolVar(&c.onlySocket, "only-socket", false, "measure the socket request timer alone and print its section (BENCHMARKS.md is left as it is)")
 	flag.Parse()
 
 	for _, p := range []struct{ flag, v string }{
@@ -157,6 +159,14 @@ func run(ctx context.Context, c *config) (err error) {
 	r := newResults(c)
 	r.env = collectEnv(ctx)
 
+	if c.onlySocket {
+		ex := &extra{}
+		if err := measureSocketTiming(ctx, c, ex); err != nil {
+			return fmt.Errorf("socket timing: %w", err)
+		}
+		ex.renderSocketTiming(os.Stdout)
+		return nil
+	}
 	w, err := prepareWorkloads(c, &cl)
 	if err != nil {
 		return err
@@ -259,6 +269,9 @@ func measureAll(ctx context.Context, c *config, w *workloads, r *results, tracer
 	}
 	if err := measureRequestTimer(ctx, c, ex); err != nil {
 		return fmt.Errorf("request timer: %w", err)
+	}
+	if err := measureSocketTiming(ctx, c, ex); err != nil {
+		return fmt.Errorf("socket timing: %w", err)
 	}
 	if err := measureThroughput(ctx, c, w, ex); err != nil {
 		return err

@@ -53,6 +53,7 @@ type extra struct {
 	rssKB, rssPeakKB uint64
 
 	request requestTimer
+	socket  socketTiming
 	runq    runqCost
 	storm   *stormResult
 }

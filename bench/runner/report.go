@@ -123,6 +123,7 @@ func (r *results) write(path string, ex *extra) []string {
 	ex.render(&b)
 	ex.renderStorm(&b)
 	ex.renderRequestTimer(&b)
+	ex.renderSocketTiming(&b)
 	ex.renderRunq(&b)
 
 	if !replaceFile(path, b.Bytes()) {

@@ -187,11 +187,14 @@ func (a *Attach) Check() error {
 	if _, err := correlate.ParsePercentile(a.SpikeOn); err != nil {
 		return badInput("%s: %v", a.Command, err)
 	}
-	if a.PID != 0 && !a.Children {
-		a.Latency.DefaultKernel() // one process: its own sockets time its requests
+	if a.PID != 0 {
+		// One process (and with --children its descendants, which serve
+		// what it accepts or listens on: PostgreSQL's backends, nginx's
+		// workers): its own sockets time its requests.
+		a.Latency.DefaultKernel()
 	}
-	if a.Latency.Mode == source.ModeKernel && (a.PID == 0 || a.Children) {
-		return badInput("%s: --latency kernel times the sockets of one process: give --pid (without --children)", a.Command)
+	if a.Latency.Mode == source.ModeKernel && a.PID == 0 {
+		return badInput("%s: --latency kernel times the sockets of one process (and its children, with --children): give --pid", a.Command)
 	}
 	if (a.SLO > 0 || a.SpikeOn != string(correlate.P99)) && !a.Latency.Set() {
 		return badInput("%s: --slo and --spike-on need a latency source (--latency-file, --latency-prom or --latency-uprobe)", a.Command)

@@ -44,9 +44,10 @@ func SockreqHooks(kspec *btf.Spec) []SockreqHook {
 // AttachSockets times the request/response exchanges on the inbound TCP
 // connections of the traced process whose local port is one of ports:
 // from the first byte of a request arriving to the return of the last
-// write of its response. The tracer must filter on that one process.
+// write of its response. The tracer must filter on that one process (and,
+// following forks, its descendants: a forking server's children serve).
 func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
-	if singleTgid(t.cfg) == 0 {
+	if t.cfg.Filter != FilterPIDs || len(t.cfg.PIDs) != 1 || t.cfg.CgroupID != 0 {
 		return nil, fmt.Errorf("socket request timing needs one traced process (--pid)")
 	}
 	if len(ports) == 0 {

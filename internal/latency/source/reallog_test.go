@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,10 +31,10 @@ import (
 
 func TestRealNginxAccessLog(t *testing.T) {
 	testutil.RequireRoot(t)
-	nginx := requireTool(t, "nginx", "nginx")
+	nginx := testutil.RequireTool(t, "nginx", "nginx")
 	env := realEnv()
-	dir := sharedTempDir(t)
-	port := freeTCPPort(t)
+	dir := testutil.SharedTempDir(t)
+	port := testutil.FreeTCPPort(t)
 	www := filepath.Join(dir, "www")
 	os.Mkdir(www, 0o755)
 	// Files of 4 to 40 KiB sent at 400 KiB/s take 10 to 100 ms: latencies
@@ -85,12 +84,12 @@ http {
 
 func TestRealPgbenchLog(t *testing.T) {
 	testutil.RequireRoot(t)
-	bin := postgresBin(t)
-	pgbench := requireTool(t, "pgbench", "postgresql")
+	bin := testutil.PostgresBin(t)
+	pgbench := testutil.RequireTool(t, "pgbench", "postgresql")
 	env := realEnv()
-	dir := sharedTempDir(t)
-	port := strconv.Itoa(freeTCPPort(t))
-	startPostgres(t, bin, filepath.Join(dir, "pg"), port)
+	dir := testutil.SharedTempDir(t)
+	port := strconv.Itoa(testutil.FreeTCPPort(t))
+	testutil.StartPostgres(t, bin, filepath.Join(dir, "pg"), port)
 	db := []string{"-h", "127.0.0.1", "-p", port, "-U", "postgres", "postgres"}
 	run(t, dir, pgbench, append([]string{"-i", "-q", "-s", "1"}, db...)...)
 	run(t, dir, pgbench, append([]string{"-T", "5", "-R", "200", "-c", "2", "-j", "1", "-l", "--log-prefix", filepath.Join(dir, "pgbench_log")}, db...)...)
@@ -238,51 +237,6 @@ func countLines(t *testing.T, path string) int {
 	return strings.Count(string(b), "\n")
 }
 
-func requireTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil { // a PATH without sbin
-		p, err = exec.LookPath("/usr/sbin/" + name)
-	}
-	testutil.RequireFeature(t, err == nil, name+" not installed (make deps installs Debian's "+pkg+")")
-	return p
-}
-
-// postgresBin is where Debian puts PostgreSQL's server programs.
-func postgresBin(t *testing.T) string {
-	t.Helper()
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
-	sort.Strings(found)
-	testutil.RequireFeature(t, len(found) > 0, "PostgreSQL's server not installed (make deps installs Debian's postgresql)")
-	return filepath.Dir(found[len(found)-1])
-}
-
-// startPostgres makes a cluster in data, owned by the postgres user, and
-// runs it on 127.0.0.1:port until the test ends.
-func startPostgres(t *testing.T, bin, data, port string) {
-	t.Helper()
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("chown", "postgres:", data).CombinedOutput(); err != nil {
-		t.Fatalf("chown: %v: %s", err, out)
-	}
-	asPostgres := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
-		cmd.Env = append(os.Environ(), "LC_ALL=C")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	asPostgres(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
-	opts := "-p " + port + " -k " + data + " -c listen_addresses=127.0.0.1 -c fsync=off"
-	asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", filepath.Join(data, "log"), "-w", "start")
-	t.Cleanup(func() {
-		exec.Command("runuser", "-u", "postgres", "--", filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run()
-	})
-}
-
 func run(t *testing.T, dir, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -290,27 +244,6 @@ func run(t *testing.T, dir, name string, args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
 	}
-}
-
-// sharedTempDir is a temp dir other users (nginx's workers, postgres)
-// can reach.
-func sharedTempDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		os.Chmod(d, 0o755)
-	}
-	return dir
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func waitListening(t *testing.T, addr string) {
