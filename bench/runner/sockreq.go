@@ -46,14 +46,20 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 			return nil
 		}
 	}
-	if err := setBPFStats(true); err != nil {
-		return err
-	}
 	for round := 0; round < socketRounds; round++ {
 		for _, mode := range []string{"none", "kernel", "bare"} {
-			rps, ns, other, err := socketRound(ctx, c, mode, round)
+			// Throughput with bpf_stats off (its clock reads would be
+			// charged to numatrace); then the programs' run time in a run
+			// of its own with it on.
+			rps, _, other, err := socketRound(ctx, c, mode, round, false)
 			if err != nil {
 				return err
+			}
+			var ns float64
+			if mode != "none" {
+				if _, ns, _, err = socketRound(ctx, c, mode, round, true); err != nil {
+					return err
+				}
 			}
 			switch mode {
 			case "none":
@@ -74,8 +80,12 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 }
 
 // socketRound is one redis run: its throughput, the sockreq programs' ns
-// per request, and (none and kernel only) the non-target's time.
-func socketRound(ctx context.Context, c *config, mode string, round int) (rps, ns, other float64, err error) {
+// per request (with stats), and (none and kernel, without stats) the
+// non-target's time.
+func socketRound(ctx context.Context, c *config, mode string, round int, stats bool) (rps, ns, other float64, err error) {
+	if err := setBPFStats(stats); err != nil {
+		return 0, 0, 0, err
+	}
 	port := strconv.Itoa(16379 + round)
 	srv, err := startProc("redis-server", filepath.Join(c.workdir, "redis.log"), io.Discard,
 		"taskset", "-c", redisCPU, "redis-server", "--port", port, "--save", "", "--appendonly", "no")
@@ -131,7 +141,7 @@ func socketRound(ctx context.Context, c *config, mode string, round int) (rps, n
 		}
 		ns = float64(u.ns) / (2 * requests)
 	}
-	if mode != "bare" {
+	if mode != "bare" && !stats {
 		if other, err = timeNonTarget(ctx); err != nil {
 			return 0, 0, 0, err
 		}
@@ -181,7 +191,7 @@ func (ex *extra) renderSocketTiming(w io.Writer) {
 	p("")
 	p("## Timing requests on the target's sockets")
 	p("")
-	p("The default latency source of `attach --pid` (`--latency kernel`): redis-server on CPU %s saturated by redis-benchmark on CPU %s (GET and SET, 12 connections, 400,000 each), %d rounds of nothing attached, numatrace with the kernel source, and with it but no per-request stall breakdown (`--request-stalls=false`); the sockreq programs' run time per request from bpf_stats (both sides of loopback run them: the client's segments and calls miss); and `dd bs=1 count=2M` (4M syscalls) of a process that is not the target, beside redis idle, with numatrace on redis and without. Ratios are of medians in one run.", redisCPU, benchCPU, socketRounds)
+	p("The default latency source of `attach --pid` (`--latency kernel`): redis-server on CPU %s saturated by redis-benchmark on CPU %s (GET and SET, 12 connections, 400,000 each), %d rounds of nothing attached, numatrace with the kernel source, and with it but no per-request stall breakdown (`--request-stalls=false`), with bpf_stats off; the sockreq programs' run time per request from bpf_stats in runs of their own (both sides of loopback run them: the client's segments and calls miss); and `dd bs=1 count=2M` (4M syscalls) of a process that is not the target, beside redis idle, with numatrace on redis and without. Ratios are of medians in one run.", redisCPU, benchCPU, socketRounds)
 	p("")
 	if ex.socket.why != "" {
 		p("Not measured: %s.", ex.socket.why)
