@@ -37,8 +37,9 @@ import (
 )
 
 const (
-	redisCPU = 0 // redis and the load generator
-	hogCPU   = 1
+	redisCPU   = 0 // redis and the load generator
+	hogCPU     = 1
+	hogFileMiB = 16 << 10 // the most the hog's file grows to (about 8 s here)
 )
 
 func startRedisInCgroup(t *testing.T, cg string) (pid int, addr string) {
@@ -142,7 +143,11 @@ func loadGen(t *testing.T, addr, logPath string, conns, rate int, stop <-chan st
 }
 
 // runHog fills cgroup cg with dirty page cache from CPU hogCPU for the
-// given time, then deletes its file, which gives the memory back.
+// given time, then deletes its file, which gives the memory back. Its
+// file grows to hogFileMiB, is deleted and begins again: one file
+// growing for 33 s wrote 64 GB at this disk's speed and filled it. (A
+// file rewritten in place instead is another incident: redis then waits
+// for a CPU more than for memory.)
 func runHog(t *testing.T, cg string, d time.Duration) {
 	dir, err := os.MkdirTemp("/var/tmp", "numatrace-hog") // a real disk: the pages need writeback, unlike tmpfs
 	if err != nil {
@@ -150,8 +155,9 @@ func runHog(t *testing.T, cg string, d time.Duration) {
 		return
 	}
 	defer os.RemoveAll(dir)
-	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d timeout %.1f dd if=/dev/zero of=%s/hog bs=1M count=100000",
-		cg, hogCPU, d.Seconds(), dir)
+	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d timeout %.1f sh -c "+
+		"'while :; do dd if=/dev/zero of=%s/hog bs=1M count=%d status=none || exit 1; rm %s/hog; done'",
+		cg, hogCPU, d.Seconds(), dir, hogFileMiB, dir)
 	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil && !strings.Contains(err.Error(), "exit status 124") {
 		t.Errorf("hog: %v: %s", err, out)
 	}
