@@ -1,12 +1,15 @@
 package inbound
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"testing"
 	"testing/fstest"
+
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 // This process's own listeners, on IPv4 and IPv6, and the connection
@@ -18,9 +21,7 @@ func TestFindsThisProcesssListenersAndConnections(t *testing.T) {
 	}
 	defer l4.Close()
 	l6, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
+	testutil.RequireFeature(t, err == nil, fmt.Sprintf("no IPv6 loopback: %v", err))
 	defer l6.Close()
 	c, err := net.Dial("tcp4", l4.Addr().String())
 	if err != nil {
