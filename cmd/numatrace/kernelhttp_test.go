@@ -120,15 +120,7 @@ func httpClient(t *testing.T, port, conns, rate int, stop <-chan struct{}) <-cha
 			}
 		}()
 	}
-	all := make(chan [][2]uint64, 1)
-	go func() {
-		var out [][2]uint64
-		for range conns {
-			out = append(out, <-results...)
-		}
-		all <- out
-	}()
-	return all
+	return gatherConns(results, conns)
 }
 
 // dialBlocking connects a blocking TCP socket to 127.0.0.1:port.

@@ -114,15 +114,7 @@ func respClient(t *testing.T, r *testutil.Redis, conns, rate int, stop <-chan st
 			}
 		}()
 	}
-	all := make(chan [][2]uint64, 1)
-	go func() {
-		var out [][2]uint64
-		for range conns {
-			out = append(out, <-results...)
-		}
-		all <- out
-	}()
-	return all
+	return gatherConns(results, conns)
 }
 
 type latencyWindow struct {
@@ -265,4 +257,17 @@ func clientP99s(t *testing.T, run *redisRun) map[uint64]uint64 {
 		}
 	}
 	return out
+}
+
+// gatherConns joins the results of conns connections, once all are in.
+func gatherConns(results <-chan [][2]uint64, conns int) <-chan [][2]uint64 {
+	all := make(chan [][2]uint64, 1)
+	go func() {
+		var out [][2]uint64
+		for range conns {
+			out = append(out, <-results...)
+		}
+		all <- out
+	}()
+	return all
 }

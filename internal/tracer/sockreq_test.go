@@ -25,22 +25,7 @@ func TestSocketExchangesOfARealRedis(t *testing.T) {
 // testSocketExchanges times redis through the socket layer's tracepoints,
 // or through the syscalls as before 6.3.
 func testSocketExchanges(t *testing.T, syscalls bool) {
-	testutil.RequireRoot(t)
-	r := testutil.StartRedis(t)
-	topo, err := topology.Read("/sys")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(r.Cmd.Process.Pid)}, Topology: topo, RequestStalls: true,
-		sockreqSyscalls: syscalls})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	lp, err := tr.AttachSockets([]uint16{uint16(r.Port)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, lp := timeRedisSockets(t, syscalls)
 	type got struct {
 		lat   uint64
 		tid   uint32
@@ -115,22 +100,7 @@ func TestIdleConnectionsExchangesGoOnTime(t *testing.T) {
 }
 
 func testIdleExchanges(t *testing.T, syscalls bool) {
-	testutil.RequireRoot(t)
-	r := testutil.StartRedis(t)
-	topo, err := topology.Read("/sys")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(r.Cmd.Process.Pid)}, Topology: topo, RequestStalls: true,
-		sockreqSyscalls: syscalls})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	lp, err := tr.AttachSockets([]uint16{uint16(r.Port)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, lp := timeRedisSockets(t, syscalls)
 	var mu sync.Mutex
 	var arrived []time.Time
 	done := make(chan struct{})
@@ -178,4 +148,28 @@ func testIdleExchanges(t *testing.T, syscalls bool) {
 	if n := lp.LateWrites(); n != 0 {
 		t.Errorf("%d late writes, want none (each reply is written back to back)", n)
 	}
+}
+
+// timeRedisSockets starts redis-server and times its sockets, through the
+// socket layer's tracepoints or (syscalls) as before 6.3; the tracer
+// closes as the test ends.
+func timeRedisSockets(t *testing.T, syscalls bool) (*testutil.Redis, *LatencyProbe) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	r := testutil.StartRedis(t)
+	topo, err := topology.Read("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(r.Cmd.Process.Pid)}, Topology: topo, RequestStalls: true,
+		sockreqSyscalls: syscalls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	lp, err := tr.AttachSockets([]uint16{uint16(r.Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, lp
 }
