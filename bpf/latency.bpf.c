@@ -66,9 +66,10 @@ static __always_inline void request_end(__u64 key, __u64 now, bool breakdown)
 	s->_pad = 0;
 	s->conn = 0; /* no connection: each call is whole as it returns */
 	if (breakdown && cfg_request_stalls && r->tid == tid)
-		s->flags = stalls_since(tid, r->stall_ns, s->stall_ns);
+		s->flags = stalls_since(tid, r->stall_ns, s->stall_ns, NULL);
 	else
 		__builtin_memset(s->stall_ns, 0, sizeof(s->stall_ns));
+	__builtin_memset(s->totals_ns, 0, sizeof(s->totals_ns)); /* sockreq's only */
 	lat_submit(s);
 	bpf_map_delete_elem(&req_start, &key);
 }

@@ -179,6 +179,10 @@ struct lat_sample {
 	 * start: a later write of the same response replaces it). */
 	__u64 conn;
 	__u64 stall_ns[CAUSE_MAX + 1]; /* the thread's stall time inside the request; [CAUSE_MAX] freeze */
+	/* sockreq, with LAT_STALLS: the thread's stall totals at ts_ns. Against
+	 * the connection's exchange before, they say what the thread stalled
+	 * while the connection was idle (a paced client's late request). */
+	__u64 totals_ns[CAUSE_MAX + 1];
 };
 
 #endif

@@ -27,11 +27,12 @@ static __always_inline void stalls_snapshot(__u32 tid, __u64 *snap)
 }
 
 /*
- * Fills delta with what thread tid stalled since its totals were snap.
- * Returns LAT_STALLS, or 0 when the totals went back (the LRU evicted the
- * thread's entry and it began again) and the breakdown is unknown.
+ * Fills delta with what thread tid stalled since its totals were snap, and
+ * totals (unless NULL) with its totals now. Returns LAT_STALLS, or 0 when
+ * the totals went back (the LRU evicted the thread's entry and it began
+ * again) and the breakdown is unknown.
  */
-static __always_inline __u32 stalls_since(__u32 tid, const __u64 *snap, __u64 *delta)
+static __always_inline __u32 stalls_since(__u32 tid, const __u64 *snap, __u64 *delta, __u64 *totals)
 {
 	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
 	__u32 flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
@@ -43,6 +44,8 @@ static __always_inline __u32 stalls_since(__u32 tid, const __u64 *snap, __u64 *d
 		if (ts && now_ns < snap[i])
 			flags = 0;
 		delta[i] = ts && now_ns >= snap[i] ? now_ns - snap[i] : 0;
+		if (totals)
+			totals[i] = now_ns;
 	}
 	return flags;
 }

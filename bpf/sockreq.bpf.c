@@ -62,6 +62,7 @@ struct sockreq_conn {
 	__u32 flags;    /* enum sockreq_flag */
 	__u64 stall_start[CAUSE_MAX + 1]; /* tid's stall totals at the arrival */
 	__u64 stall_ns[CAUSE_MAX + 1];    /* the exchange's stalls up to end_ns */
+	__u64 stall_totals[CAUSE_MAX + 1]; /* end_tid's totals at end_ns */
 	__u32 stall_flags;                /* LAT_STALLS when stall_ns holds them */
 	__u32 start_tid;                  /* whose totals stall_start are */
 };
@@ -160,8 +161,10 @@ static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *
 	 * the request arrived is counted whole. No more than the request's
 	 * own time can have been inside it. */
 #pragma unroll
-	for (int i = 0; i <= CAUSE_MAX; i++)
+	for (int i = 0; i <= CAUSE_MAX; i++) {
 		s->stall_ns[i] = c->stall_ns[i] < s->lat_ns ? c->stall_ns[i] : s->lat_ns;
+		s->totals_ns[i] = c->stall_flags ? c->stall_totals[i] : 0;
+	}
 	lat_submit(s);
 }
 
@@ -287,7 +290,7 @@ static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bo
 	c->end_tid = tid;
 	c->stall_flags = 0;
 	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
-		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns);
+		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns, c->stall_totals);
 	exchange_emit(sk, c);
 }
 

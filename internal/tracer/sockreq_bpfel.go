@@ -58,17 +58,18 @@ type sockreqPendingKey struct {
 }
 
 type sockreqSockreqConn struct {
-	_          structs.HostLayout
-	StartNs    uint64
-	EndNs      uint64
-	Tid        uint32
-	EndTid     uint32
-	Pid        uint32
-	Flags      uint32
-	StallStart [10]uint64
-	StallNs    [10]uint64
-	StallFlags uint32
-	StartTid   uint32
+	_           structs.HostLayout
+	StartNs     uint64
+	EndNs       uint64
+	Tid         uint32
+	EndTid      uint32
+	Pid         uint32
+	Flags       uint32
+	StallStart  [10]uint64
+	StallNs     [10]uint64
+	StallTotals [10]uint64
+	StallFlags  uint32
+	StartTid    uint32
 }
 
 type sockreqTaskPendings struct {

@@ -135,15 +135,16 @@ const (
 )
 
 type typesLatSample struct {
-	_       structs.HostLayout
-	TsNs    uint64
-	LatNs   uint64
-	Pid     uint32
-	Tid     uint32
-	Flags   uint32
-	Pad     uint32
-	Conn    uint64
-	StallNs [10]uint64
+	_        structs.HostLayout
+	TsNs     uint64
+	LatNs    uint64
+	Pid      uint32
+	Tid      uint32
+	Flags    uint32
+	Pad      uint32
+	Conn     uint64
+	StallNs  [10]uint64
+	TotalsNs [10]uint64
 }
 
 type typesMigrRec struct {
