@@ -149,6 +149,8 @@ func skipText(s Skip) string {
 		return Count(s.N, "exchange") + " on the target's sockets carried pipelined requests: each was timed as one, from its first request's arrival to its last response"
 	case SkipLateWrites:
 		return Count(s.N, "write") + " of a response came more than 20 ms after the one before (a streamed response?): each such exchange was timed to its last write before the pause"
+	case SkipDueWaits:
+		return Count(s.N, "request") + " on paced connections reached the socket late, sent as soon as a frozen response came: each was counted from when its connection's schedule had it due, as the client counts it (an estimate)"
 	}
 	return "the latency source skipped " + group(s.N) + " " + s.Kind
 }
@@ -163,6 +165,7 @@ const (
 	SkipLayouts    = "bucket layout changes"
 	SkipPipelined  = "pipelined exchanges"
 	SkipLateWrites = "late writes of a response"
+	SkipDueWaits   = "requests counted from when they were due"
 )
 
 func (a *Account) outsideText() string {

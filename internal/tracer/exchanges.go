@@ -23,6 +23,9 @@ type exchangeSample struct {
 	endNs, latNs uint64
 	tid          uint32
 	st           *stall.RequestStall
+	// totals are the serving thread's stall totals at endNs (by cause,
+	// then the freeze), where st is known: pacing.go's gap between exchanges.
+	totals [stall.NumCauses + 1]uint64
 }
 
 func (s exchangeSample) startNs() uint64 { return s.endNs - s.latNs }
@@ -38,12 +41,14 @@ type released struct{ startNs, endNs uint64 }
 type exchanges struct {
 	held       map[uint64]exchangeSample // by connection: the latest write's
 	done       map[uint64]released       // by connection: the last handed on
+	paces      map[uint64]*pace          // by connection: its schedule (pacing.go)
 	lateWrites atomic.Uint64             // read by the source's Skipped
+	dueWaits   atomic.Uint64             // exchanges counted from when they were due
 	sweptAt    uint64
 }
 
 func newExchanges() *exchanges {
-	return &exchanges{held: map[uint64]exchangeSample{}, done: map[uint64]released{}}
+	return &exchanges{held: map[uint64]exchangeSample{}, done: map[uint64]released{}, paces: map[uint64]*pace{}}
 }
 
 // add takes the exchange of conn as it stood after a write. A sample of
@@ -67,6 +72,15 @@ func (x *exchanges) add(conn uint64, s exchangeSample, emit func(exchangeSample)
 func (x *exchanges) release(conn uint64, s exchangeSample, emit func(exchangeSample)) {
 	delete(x.held, conn)
 	x.done[conn] = released{s.startNs(), s.endNs}
+	p := x.paces[conn]
+	if p == nil {
+		p = &pace{}
+		x.paces[conn] = p
+	}
+	if wait, inherited := p.dueWait(s); wait > 0 {
+		x.dueWaits.Add(1)
+		s = s.withWait(wait, inherited)
+	}
 	emit(s)
 }
 
@@ -86,6 +100,7 @@ func (x *exchanges) ripe(nowNs uint64, emit func(exchangeSample)) {
 	for conn, d := range x.done {
 		if d.endNs+10e9 < nowNs {
 			delete(x.done, conn)
+			delete(x.paces, conn)
 		}
 	}
 }

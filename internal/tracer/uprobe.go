@@ -175,6 +175,7 @@ func (lp *LatencyProbe) decode(s *typesLatSample, pass func(exchangeSample)) {
 	}
 	x := exchangeSample{endNs: s.TsNs, latNs: s.LatNs, tid: s.Tid, st: st}
 	if lp.exch != nil && s.Conn != 0 {
+		x.totals = s.TotalsNs // zeros without st: unknown (pacing.go)
 		lp.exch.add(s.Conn, x, pass)
 		return
 	}
@@ -199,6 +200,16 @@ func (lp *LatencyProbe) LateWrites() uint64 {
 		return 0
 	}
 	return lp.exch.lateWrites.Load()
+}
+
+// DueWaits is how many exchanges on paced connections were counted from
+// when they were due rather than from their arrival: sent late because
+// the exchange before them was frozen (socket timing only; pacing.go).
+func (lp *LatencyProbe) DueWaits() uint64 {
+	if lp.exch == nil {
+		return 0
+	}
+	return lp.exch.dueWaits.Load()
 }
 
 // empty says whether the ring holds no more records (or is closed: the

@@ -16,7 +16,7 @@ import (
 // same header), before the analysis and once it is there.
 func TestSpikesScreenSaysTheLatencySource(t *testing.T) {
 	src := run.LatencySource{Kind: run.LatencyKernel, Detail: "requests on sockets of 0.0.0.0:6379, [::]:6379 (12 connections at start); " +
-		"server-side: excludes the network and the client's own queues"}
+		"server-side: excludes the network and the client's own queues, but a paced connection's requests held up by a frozen one count from when they were due"}
 	h := record.NewHeader(run.Description{Target: "pid 10 (redis)", StartNs: 1, WindowNs: 1e9, Latency: src}, record.Host{}, "v1", nil)
 	s := NewStore(InfoFromHeader(h), liveWindowsForTest)
 	feed(s)

@@ -12,7 +12,7 @@ import (
 // serverSide is what timing requests on the server's own sockets leaves
 // out of them, as the client would see them (the startup notice says it
 // too).
-const serverSide = "server-side: excludes the network and the client's own queues"
+const serverSide = "server-side: excludes the network and the client's own queues, but a paced connection's requests held up by a frozen one count from when they were due"
 
 // Describe says which source c names, for the run's description: the
 // report and the view show it, the recording keeps it. The kernel source

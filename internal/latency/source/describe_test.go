@@ -25,7 +25,7 @@ func TestConfigDescribesItsSource(t *testing.T) {
 			rundesc.LatencySource{Kind: rundesc.LatencyProm, Detail: "redis_latency_seconds at http://host:9100/metrics"}},
 		{Config{Uprobe: "/usr/bin/x:handle"}, rundesc.LatencySource{Kind: rundesc.LatencyUprobe, Detail: "calls of /usr/bin/x:handle, timed in the kernel"}},
 		{Config{Mode: ModeKernel, inbound: &ep}, rundesc.LatencySource{Kind: rundesc.LatencyKernel,
-			Detail: "requests on sockets of 0.0.0.0:6379, [::]:6379 (12 connections at start); server-side: excludes the network and the client's own queues"}},
+			Detail: "requests on sockets of 0.0.0.0:6379, [::]:6379 (12 connections at start); server-side: excludes the network and the client's own queues, but a paced connection's requests held up by a frozen one count from when they were due"}},
 		{Config{Mode: ModeKernel}, rundesc.LatencySource{}}, // FindInbound found none: off
 		{Config{Mode: ModeOff}, rundesc.LatencySource{}},
 		{Config{}, rundesc.LatencySource{}},

@@ -30,6 +30,7 @@ type SocketTimer interface {
 	RequestTimer
 	Pipelined() uint64
 	LateWrites() uint64
+	DueWaits() uint64
 }
 
 // kernelSource streams the exchanges a SocketTimer times.
@@ -89,6 +90,9 @@ func (s *kernelSource) Skipped() []latency.Skip {
 	}
 	if n := s.timer.LateWrites(); n > 0 {
 		out = append(out, latency.Skip{Kind: latency.SkipLateWrites, N: n})
+	}
+	if n := s.timer.DueWaits(); n > 0 {
+		out = append(out, latency.Skip{Kind: latency.SkipDueWaits, N: n})
 	}
 	return out
 }

@@ -1,0 +1,224 @@
+//go:build linux
+
+package tracer
+
+import (
+	"slices"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// A client that sends on a schedule (an open-loop load generator, a
+// service's timer, a rate-limited benchmark) counts each request from
+// when it was due. While the server is frozen, the requests that came
+// due on a connection busy with a frozen exchange wait in the client, not
+// in the socket: they reach the server just after the frozen response,
+// look fast there, and are slow to the client. pacing estimates that
+// wait from the server's side, per connection, as wrk2 and HdrHistogram
+// correct a client's own measurement for coordinated omission: a request
+// sent right after the previous response, on a connection otherwise on a
+// steady schedule, was due one interval after the one before it.
+const (
+	// queuedGapNs: a request arriving within this of the previous
+	// response's last write was sent as soon as that response came (or
+	// its client just happened to be due then).
+	queuedGapNs = 1_000_000
+	// A connection is paced when, of its last exchanges (up to
+	// paceWindow, pacedMin at least), three in four arrived on their
+	// own, not right after a response, and pacedGaps intervals between
+	// those are known: soon after attach, since an incident is under way.
+	paceWindow = 16
+	pacedMin   = 8
+	pacedGaps  = 6
+	// maxBacklogNs caps an estimated wait: a backlog longer than this is
+	// a client that cannot keep up with its schedule, or one that is not
+	// on a schedule at all; the connection is no longer taken as paced.
+	maxBacklogNs = 1_000_000_000
+	// stalledKept is how many of a connection's latest exchanges that
+	// stalled are kept, to charge a wait behind them to their causes.
+	stalledKept = 8
+)
+
+// pace is one connection's schedule, as its exchanges showed it.
+type pace struct {
+	prev        exchangeSample // the last exchange, as measured
+	prevDue     uint64         // when it was due (its start, unless estimated)
+	onTime      uint16         // the last exchanges, newest in bit 0: 1 arrived on its own
+	seen        uint8          // how many of the last paceWindow are in onTime
+	gaps        [paceWindow]uint64
+	nGaps       int
+	nextGap     int
+	stalled     [stalledKept]stalledExchange
+	nextStalled int
+}
+
+type stalledExchange struct {
+	startNs, endNs uint64
+	st             *stall.RequestStall
+}
+
+// schedule says whether the connection's requests come on a schedule:
+// its interval (the median gap between on-time arrivals), and whether it
+// is periodic (the middle half of the gaps within a quarter of it), as a
+// fixed-rate client's are and a Poisson one's are not.
+func (p *pace) schedule() (intervalNs uint64, periodic, ok bool) {
+	n := 0
+	for i := range int(p.seen) {
+		n += int(p.onTime >> i & 1)
+	}
+	if int(p.seen) < pacedMin || 4*n < 3*int(p.seen) || p.nGaps < pacedGaps {
+		return 0, false, false
+	}
+	g := slices.Clone(p.gaps[:p.nGaps])
+	slices.Sort(g)
+	mid := g[len(g)/2]
+	lo, hi := g[len(g)/4], g[len(g)*3/4]
+	return mid, 4*lo >= 3*mid && 4*hi <= 5*mid, true
+}
+
+func (p *pace) push(onTime bool) {
+	p.onTime <<= 1
+	if onTime {
+		p.onTime |= 1
+	}
+	p.seen = min(p.seen+1, paceWindow)
+}
+
+// forget drops what the connection's schedule was thought to be.
+func (p *pace) forget() {
+	p.onTime, p.seen, p.nGaps, p.nextGap = 0, 0, 0, 0
+}
+
+// dueWait is the pacing estimate for the exchange s that follows the
+// connection's last one: how long before it arrived it was due (0 when
+// it was not held up), and what stalled in that time. A request was held
+// up, on a connection with a schedule, when
+//   - it was sent as soon as the reply before it came, later than the
+//     schedule had it due: it waited behind that exchange; or
+//   - on a periodic schedule, it came more than half an interval late:
+//     held up by what of that lateness the exchange before it was still
+//     under way, and by the serving thread's stalls in the gap after it
+//     (the client could not send while the server was frozen: it shares
+//     the server's CPU, or waits on another of its connections).
+//
+// It updates the connection's schedule with s.
+func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.RequestStall) {
+	start, first := s.startNs(), p.prev.endNs == 0
+	queued := !first && start >= p.prev.endNs && start-p.prev.endNs < queuedGapNs
+	due := start
+	if g, periodic, ok := p.schedule(); ok && p.prevDue+g < start {
+		expected := p.prevDue + g
+		switch {
+		case queued:
+			due = expected
+			inherited = p.stallsIn(due, start)
+		case periodic && start-expected > g/2:
+			busy := p.prev.endNs - min(max(expected, p.prev.startNs()), p.prev.endNs)
+			gap, _ := p.idleStalls(s)
+			due = max(expected, start-min(busy+gap.FreezeNs, start))
+			if due < start {
+				inherited = p.stallsIn(due, start)
+				add(inherited, scaledTo(gap, start-due-min(busy, start-due)))
+			}
+		}
+	}
+	switch {
+	case due < start && start-due <= maxBacklogNs:
+		waitNs = start - due
+	case due < start: // a backlog too long to be a freeze
+		p.forget()
+		due, inherited = start, nil
+	case queued:
+		p.push(false)
+	default:
+		if !first && start > p.prev.startNs() && p.prevDue == p.prev.startNs() {
+			p.gaps[p.nextGap] = start - p.prev.startNs()
+			p.nextGap = (p.nextGap + 1) % paceWindow
+			p.nGaps = min(p.nGaps+1, paceWindow)
+		}
+		p.push(true)
+	}
+	p.prev, p.prevDue = s, due
+	if s.st != nil && s.st.FreezeNs > 0 {
+		p.stalled[p.nextStalled] = stalledExchange{start, s.endNs, s.st}
+		p.nextStalled = (p.nextStalled + 1) % stalledKept
+	}
+	return waitNs, inherited
+}
+
+// idleStalls is what the serving thread stalled between the connection's
+// last exchange and s's arrival: its totals at s's end, less s's own
+// stalls, less its totals at the last exchange's end. Known only when
+// the same thread served both and knew its stalls.
+func (p *pace) idleStalls(s exchangeSample) (gap stall.RequestStall, known bool) {
+	if s.st == nil || p.prev.st == nil || s.tid != p.prev.tid {
+		return gap, false
+	}
+	own := append(s.st.ByCause[:], s.st.FreezeNs)
+	for i, now := range s.totals {
+		if before := p.prev.totals[i] + own[i]; now > before {
+			if i < int(stall.NumCauses) {
+				gap.ByCause[i] = now - before
+			} else {
+				gap.FreezeNs = now - before
+			}
+		}
+	}
+	return gap, true
+}
+
+// add adds b's stalls to a's.
+func add(a, b *stall.RequestStall) {
+	for c := range a.ByCause {
+		a.ByCause[c] += b.ByCause[c]
+	}
+	a.FreezeNs += b.FreezeNs
+}
+
+// scaledTo is st scaled down so that its freeze is no more than ns.
+func scaledTo(st stall.RequestStall, ns uint64) *stall.RequestStall {
+	if st.FreezeNs <= ns {
+		return &st
+	}
+	f := float64(ns) / float64(st.FreezeNs)
+	for c := range st.ByCause {
+		st.ByCause[c] = uint64(f * float64(st.ByCause[c]))
+	}
+	st.FreezeNs = ns
+	return &st
+}
+
+// stallsIn is the connection's stall time between fromNs and toNs: each
+// kept exchange's breakdown, pro rata of its time inside that span (a
+// request waiting behind a frozen one waited for what froze it).
+func (p *pace) stallsIn(fromNs, toNs uint64) *stall.RequestStall {
+	var out stall.RequestStall
+	for _, e := range p.stalled {
+		lo, hi := max(e.startNs, fromNs), min(e.endNs, toNs)
+		if e.st == nil || hi <= lo || e.endNs <= e.startNs {
+			continue
+		}
+		share := float64(hi-lo) / float64(e.endNs-e.startNs)
+		for c := range out.ByCause {
+			out.ByCause[c] += uint64(share * float64(e.st.ByCause[c]))
+		}
+		out.FreezeNs += uint64(share * float64(e.st.FreezeNs))
+	}
+	return &out
+}
+
+// withWait is s counted from when it was due, waitNs before it arrived,
+// with what stalled in that wait added to its own breakdown.
+func (s exchangeSample) withWait(waitNs uint64, inherited *stall.RequestStall) exchangeSample {
+	if s.st == nil && inherited.FreezeNs == 0 {
+		s.latNs += waitNs // nothing is known of its own stalls, nor did any come before
+		return s
+	}
+	st := inherited
+	if s.st != nil {
+		add(st, s.st)
+	}
+	s.latNs += waitNs
+	s.st = st
+	return s
+}

@@ -1,0 +1,159 @@
+//go:build linux
+
+package tracer
+
+import (
+	"testing"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+const ms = uint64(1_000_000)
+
+// handOn passes one exchange per call through x, as the reader does, and
+// returns what was emitted for it.
+func handOn(x *exchanges, conn, start, end uint64, st *stall.RequestStall) exchangeSample {
+	var out exchangeSample
+	x.add(conn, exchangeSample{endNs: end, latNs: end - start, tid: 1, st: st}, func(exchangeSample) {})
+	x.all(func(s exchangeSample) { out = s })
+	return out
+}
+
+// A connection on a 4 ms schedule, frozen 30 ms in memcg reclaim: the
+// requests that came due meanwhile were sent as soon as the frozen reply
+// came, and are counted from when they were due, charged to what froze
+// the one they waited behind, as the client's own clock has them.
+func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
+	x := newExchanges()
+	at := 1000 * ms
+	for range 20 { // on schedule, 0.2 ms each
+		if got := handOn(x, 1, at, at+ms/5, nil); got.latNs != ms/5 {
+			t.Fatalf("an on-time exchange was counted %d ns", got.latNs)
+		}
+		at += 4 * ms
+	}
+	var frozen stall.RequestStall
+	frozen.ByCause[stall.MemcgReclaim], frozen.FreezeNs = 29*ms, 29*ms
+	handOn(x, 1, at, at+30*ms, &frozen)
+	// Seven came due at +4 ... +28 ms; each goes right after the reply before it.
+	next := at + 30*ms + ms/10
+	for k := uint64(1); k <= 7; k++ {
+		got := handOn(x, 1, next, next+ms/10, nil)
+		if want := next + ms/10 - (at + 4*k*ms); got.latNs != want {
+			t.Errorf("request %d behind the freeze: %v ns, want %v (from when it was due)", k, got.latNs, want)
+		}
+		// Its wait lay inside the frozen exchange from its due time on.
+		wantMemcg := uint64(float64(30*ms-4*k*ms) / float64(30*ms) * float64(29*ms))
+		if got.st == nil || diff(int(got.st.ByCause[stall.MemcgReclaim]), int(wantMemcg)) > 1000 {
+			t.Errorf("request %d: breakdown %+v, want memcg about %d", k, got.st, wantMemcg)
+		}
+		next += ms / 5
+	}
+	if got := handOn(x, 1, at+32*ms, at+32*ms+ms/5, nil); got.latNs != ms/5 {
+		t.Errorf("back on schedule: %d ns, want its own 0.2 ms", got.latNs)
+	}
+	if n := x.dueWaits.Load(); n != 7 {
+		t.Errorf("%d counted from when due, want 7", n)
+	}
+}
+
+// A client that sends each request as soon as the reply before it comes
+// (closed loop: redis-benchmark, pgbench without -R) has no schedule: its
+// requests after a slow one are counted from their arrival, as that
+// client counts them.
+func TestClosedLoopConnectionIsNotCorrected(t *testing.T) {
+	x := newExchanges()
+	at := 1000 * ms
+	for i := range 200 {
+		lat := ms / 5
+		if i%50 == 49 {
+			lat = 30 * ms
+		}
+		if got := handOn(x, 1, at, at+lat, nil); got.latNs != lat {
+			t.Fatalf("exchange %d counted %d ns, want %d", i, got.latNs, lat)
+		}
+		at += lat + ms/20
+	}
+	if n := x.dueWaits.Load(); n != 0 {
+		t.Errorf("%d counted from when due on a closed-loop connection", n)
+	}
+}
+
+// A connection whose "backlog" grows past a second is not a freeze but a
+// client off its schedule (or none): the estimate stops, and what is
+// timed is the server's side again.
+func TestEndlessBacklogStopsTheEstimate(t *testing.T) {
+	x := newExchanges()
+	at := 1000 * ms
+	for range 20 {
+		handOn(x, 1, at, at+ms/5, nil)
+		at += 4 * ms
+	}
+	// From here on it sends back to back, 5 ms each: 1 ms a request behind schedule.
+	var last exchangeSample
+	for range 1500 {
+		last = handOn(x, 1, at, at+5*ms, nil)
+		at += 5*ms + ms/10
+	}
+	if last.latNs != 5*ms {
+		t.Errorf("after 1.5 k requests behind schedule: %d ns, want the server's own 5 ms", last.latNs)
+	}
+	if n := x.dueWaits.Load(); n == 0 || n > 1000 {
+		t.Errorf("%d counted from when due; want some, fewer than the backlog cap's", n)
+	}
+}
+
+// handOnStalled is handOn for an exchange served by thread 1 whose stall
+// totals at its end are totals (memcg reclaim only), none inside it.
+func handOnStalled(x *exchanges, conn, start, end, totals uint64) exchangeSample {
+	var out exchangeSample
+	s := exchangeSample{endNs: end, latNs: end - start, tid: 1, st: &stall.RequestStall{}}
+	s.totals[stall.MemcgReclaim], s.totals[stall.NumCauses] = totals, totals
+	x.add(conn, s, func(exchangeSample) {})
+	x.all(func(s exchangeSample) { out = s })
+	return out
+}
+
+// A fixed-rate client that could not send while the server was frozen
+// (it shares the server's CPU): its next request comes 40 ms late after
+// an idle gap in which the serving thread stalled 41 ms, and the ones
+// due meanwhile follow it back to back. All are counted from when they
+// were due, their wait charged to the thread's stall in the gap. On an
+// irregular (Poisson) schedule, or after a gap with no stall, a late
+// arrival is only a long gap: nothing is added.
+func TestLateAfterAFrozenIdleGap(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		jitter   func(i int) uint64
+		stallNs  uint64
+		wantWait uint64
+	}{
+		{"periodic", func(int) uint64 { return 2 * ms }, 41 * ms, 40 * ms},
+		{"periodic, no stall in the gap", func(int) uint64 { return 2 * ms }, 0, 0},
+		{"irregular", func(i int) uint64 { return []uint64{0, 1, 3, 6, 12}[i%5] * ms }, 41 * ms, 0},
+	} {
+		x := newExchanges()
+		at := 1000 * ms
+		for i := range 20 {
+			handOnStalled(x, 1, at, at+ms/5, 0)
+			at += 2*ms + tc.jitter(i)
+		}
+		// Due at `at`; sent 40 ms late, once the thread's 41 ms stall is over.
+		late := at + 40*ms
+		got := handOnStalled(x, 1, late, late+ms/5, tc.stallNs)
+		if want := ms/5 + tc.wantWait; got.latNs != want {
+			t.Errorf("%s: the late request counted %v ns, want %v", tc.name, got.latNs, want)
+		}
+		if tc.wantWait > 0 && (got.st == nil || got.st.ByCause[stall.MemcgReclaim] != tc.wantWait) {
+			t.Errorf("%s: breakdown %+v, want memcg %d (the stall, up to the wait)", tc.name, got.st, tc.wantWait)
+		}
+		if tc.wantWait == 0 {
+			continue
+		}
+		// The next, due 4 ms after it, went as soon as its reply came.
+		next := late + ms/5 + ms/10
+		if got := handOnStalled(x, 1, next, next+ms/5, tc.stallNs); got.latNs != next+ms/5-(at+4*ms) {
+			t.Errorf("%s: the one behind it counted %v ns, want %v", tc.name, got.latNs, next+ms/5-(at+4*ms))
+		}
+	}
+}
