@@ -74,13 +74,23 @@ func startGoHTTPServer(t *testing.T) (*exec.Cmd, int) {
 
 // httpClient GETs /item on 127.0.0.1:port over conns keep-alive
 // connections (one each), rate requests a second in all on a fixed
-// schedule, until stop; it yields each request's end (wall clock) and
-// latency, from its write to the end of the response's body. Each
-// connection is a blocking socket read and written with plain syscalls
-// on a real-time thread of its own, as a precise C client would: Go's
-// net/http client, its poller and the wait for a CPU add a millisecond
-// or more under load, which is the client's time, not the server's.
+// schedule, until stop (preciseClient).
 func httpClient(t *testing.T, port, conns, rate int, stop <-chan struct{}) <-chan [][2]uint64 {
+	return preciseClient(t, port, conns, rate, stop, func(k int) []byte {
+		return fmt.Appendf(nil, "GET /item?k=%d HTTP/1.1\r\nHost: test\r\n\r\n", k%1000)
+	}, readHTTPResponse)
+}
+
+// preciseClient sends request(k) on conns connections to 127.0.0.1:port,
+// rate requests a second in all on a fixed schedule, until stop, and
+// reads each reply with read; it yields each request's end (wall clock)
+// and latency, from its write to the end of its reply. Each connection
+// is a blocking socket read and written with plain syscalls on a
+// real-time thread of its own, as a precise C client would: a Go client's
+// poller and the wait for a CPU add a millisecond or more under load,
+// which is the client's time, not the server's.
+func preciseClient(t *testing.T, port, conns, rate int, stop <-chan struct{},
+	request func(k int) []byte, read func(fd int, buf []byte) error) <-chan [][2]uint64 {
 	t.Helper()
 	interval := time.Second / time.Duration(rate)
 	start := time.Now()
@@ -105,14 +115,14 @@ func httpClient(t *testing.T, port, conns, rate int, stop <-chan struct{}) <-cha
 					return
 				case <-time.After(time.Until(start.Add(time.Duration(k*conns+c) * interval))):
 				}
-				req := fmt.Sprintf("GET /item?k=%d HTTP/1.1\r\nHost: test\r\n\r\n", k%1000)
+				req := request(k)
 				sent := time.Now()
-				if _, err := unix.Write(fd, []byte(req)); err != nil {
+				if _, err := unix.Write(fd, req); err != nil {
 					t.Errorf("write: %v", err)
 					return
 				}
-				if err := readHTTPResponse(fd, buf); err != nil {
-					t.Errorf("GET: %v", err)
+				if err := read(fd, buf); err != nil {
+					t.Errorf("request %q: %v", req, err)
 					return
 				}
 				end := time.Now()
