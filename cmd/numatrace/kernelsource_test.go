@@ -232,6 +232,9 @@ func TestKernelSourceChargesTheIncidentUnderWay(t *testing.T) {
 		if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.report, "explained by memcg_reclaim") {
 			t.Errorf("%s: the verdict does not name memcg_reclaim: %s", length, run.Correlation.Conclusion)
 		}
+		if !strings.Contains(run.report, "requests on paced connections reached the socket late") {
+			t.Errorf("%s: the report does not say which requests were counted from when they were due:\n%s", length, run.report)
+		}
 	}
 }
 

@@ -150,7 +150,7 @@ func skipText(s Skip) string {
 	case SkipLateWrites:
 		return Count(s.N, "write") + " of a response came more than 20 ms after the one before (a streamed response?): each such exchange was timed to its last write before the pause"
 	case SkipDueWaits:
-		return Count(s.N, "request") + " on paced connections reached the socket late, sent as soon as a frozen response came: each was counted from when its connection's schedule had it due, as the client counts it (an estimate)"
+		return Count(s.N, "request") + " on paced connections reached the socket late, held up by a frozen exchange before them or by the server's freeze: each was counted from when its connection's schedule had it due, as the client counts it (an estimate)"
 	}
 	return "the latency source skipped " + group(s.N) + " " + s.Kind
 }

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"math/bits"
 	"slices"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -37,17 +38,24 @@ const (
 	// stalledKept is how many of a connection's latest exchanges that
 	// stalled are kept, to charge a wait behind them to their causes.
 	stalledKept = 8
+	resortEvery = 4
 )
 
 // pace is one connection's schedule, as its exchanges showed it.
 type pace struct {
-	prev        exchangeSample // the last exchange, as measured
-	prevDue     uint64         // when it was due (its start, unless estimated)
-	onTime      uint16         // the last exchanges, newest in bit 0: 1 arrived on its own
-	seen        uint8          // how many of the last paceWindow are in onTime
-	gaps        [paceWindow]uint64
-	nGaps       int
-	nextGap     int
+	prev    exchangeSample // the last exchange, as measured
+	prevDue uint64         // when it was due (its start, unless estimated)
+	onTime  uint16         // the last exchanges, newest in bit 0: 1 arrived on its own
+	seen    uint8          // how many of the last paceWindow are in onTime
+	gaps    [paceWindow]uint64
+	nGaps   int
+	nextGap int
+	// The schedule's interval and shape, from gaps, refreshed once
+	// resortEvery new gaps have come: sorting per request would cost the
+	// reader more than the rest of its work on the exchange.
+	interval    uint64
+	periodic    bool
+	newGaps     int
 	stalled     [stalledKept]stalledExchange
 	nextStalled int
 }
@@ -62,18 +70,19 @@ type stalledExchange struct {
 // is periodic (the middle half of the gaps within a quarter of it), as a
 // fixed-rate client's are and a Poisson one's are not.
 func (p *pace) schedule() (intervalNs uint64, periodic, ok bool) {
-	n := 0
-	for i := range int(p.seen) {
-		n += int(p.onTime >> i & 1)
-	}
+	n := bits.OnesCount16(p.onTime & (1<<p.seen - 1))
 	if int(p.seen) < pacedMin || 4*n < 3*int(p.seen) || p.nGaps < pacedGaps {
 		return 0, false, false
 	}
-	g := slices.Clone(p.gaps[:p.nGaps])
-	slices.Sort(g)
-	mid := g[len(g)/2]
-	lo, hi := g[len(g)/4], g[len(g)*3/4]
-	return mid, 4*lo >= 3*mid && 4*hi <= 5*mid, true
+	if p.interval == 0 || p.newGaps >= resortEvery {
+		var sorted [paceWindow]uint64
+		g := sorted[:p.nGaps]
+		copy(g, p.gaps[:p.nGaps])
+		slices.Sort(g)
+		mid, lo, hi := g[len(g)/2], g[len(g)/4], g[len(g)*3/4]
+		p.interval, p.periodic, p.newGaps = mid, 4*lo >= 3*mid && 4*hi <= 5*mid, 0
+	}
+	return p.interval, p.periodic, true
 }
 
 func (p *pace) push(onTime bool) {
@@ -86,7 +95,7 @@ func (p *pace) push(onTime bool) {
 
 // forget drops what the connection's schedule was thought to be.
 func (p *pace) forget() {
-	p.onTime, p.seen, p.nGaps, p.nextGap = 0, 0, 0, 0
+	p.onTime, p.seen, p.nGaps, p.nextGap, p.interval = 0, 0, 0, 0, 0
 }
 
 // dueWait is the pacing estimate for the exchange s that follows the
@@ -135,6 +144,7 @@ func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.Reques
 			p.gaps[p.nextGap] = start - p.prev.startNs()
 			p.nextGap = (p.nextGap + 1) % paceWindow
 			p.nGaps = min(p.nGaps+1, paceWindow)
+			p.newGaps++
 		}
 		p.push(true)
 	}

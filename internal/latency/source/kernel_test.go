@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -133,5 +134,37 @@ func TestTimedRequestsGoOnInBatches(t *testing.T) {
 	<-r.done
 	if want := []int{3, 1, maxBatch, 5}; !slices.Equal(sizes, want) {
 		t.Errorf("batch sizes %v, want %v", sizes, want)
+	}
+}
+
+// countingTimer is a SocketTimer whose counters are set.
+type countingTimer struct {
+	burstTimer
+	pipelined, late, due uint64
+}
+
+func (c *countingTimer) Pipelined() uint64  { return c.pipelined }
+func (c *countingTimer) LateWrites() uint64 { return c.late }
+func (c *countingTimer) DueWaits() uint64   { return c.due }
+
+// The socket source counts what it timed other than as the server saw
+// it, each kind once, and says none it did not do.
+func TestKernelSourceSaysWhatItEstimated(t *testing.T) {
+	for _, tc := range []struct {
+		timer countingTimer
+		want  []latency.Skip
+	}{
+		{countingTimer{}, nil},
+		{countingTimer{pipelined: 2, due: 31}, []latency.Skip{{Kind: latency.SkipPipelined, N: 2}, {Kind: latency.SkipDueWaits, N: 31}}},
+	} {
+		src := &kernelSource{timer: &tc.timer}
+		if got := src.Skipped(); !slices.Equal(got, tc.want) {
+			t.Errorf("skipped %v, want %v", got, tc.want)
+		}
+	}
+	a := latency.Account{Samples: 1000}
+	a.Skipped = []latency.Skip{{Kind: latency.SkipDueWaits, N: 31}}
+	if p := a.Problems(); len(p) != 1 || !strings.Contains(p[0].Text, "31 requests on paced connections reached the socket late") {
+		t.Errorf("problems %+v", p)
 	}
 }
