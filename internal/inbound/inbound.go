@@ -41,15 +41,20 @@ func (e Endpoints) Ports() []uint16 {
 
 // String is "127.0.0.1:6379, 12 connections".
 func (e Endpoints) String() string {
-	addrs := make([]string, len(e.Listeners))
-	for i, l := range e.Listeners {
-		addrs[i] = l.String()
-	}
 	n := fmt.Sprintf("%d connections", e.Conns)
 	if e.Conns == 1 {
 		n = "1 connection"
 	}
-	return strings.Join(addrs, ", ") + ", " + n
+	return e.Addrs() + ", " + n
+}
+
+// Addrs lists the listeners: "0.0.0.0:6379, [::]:6379".
+func (e Endpoints) Addrs() string {
+	addrs := make([]string, len(e.Listeners))
+	for i, l := range e.Listeners {
+		addrs[i] = l.String()
+	}
+	return strings.Join(addrs, ", ")
 }
 
 // Find reads process pid's endpoints from proc (a /proc): its sockets

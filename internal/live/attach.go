@@ -22,6 +22,7 @@ import (
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/kubecg"
 	"github.com/numatrace/numatrace/internal/latency/source"
+	"github.com/numatrace/numatrace/internal/monoclock"
 	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
@@ -193,7 +194,7 @@ func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (trac
 func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Topology, stdout, stderr io.Writer) error {
 	ctx, cancel := runContext(a.Duration)
 	defer cancel()
-	started, startNs := time.Now(), monotonicNs()
+	started, startNs := time.Now(), monoclock.Ns()
 	fe := a.frontEnd(endOnBrokenPipe(stdout, cancel), stderr)
 	var doc *doctor.Report
 	if a.RecordTo != "" || fe.view {
@@ -285,7 +286,7 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 // the caller closes it) into a session.
 func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *target.Target, h record.Header,
 	fe *frontEnd) (session.Options, source.Source, error) {
-	opt := session.Options{Now: monotonicNs, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
+	opt := session.Options{Now: monoclock.Ns, Gone: tgt.WaitGone(ctx), Warn: fe.warn}
 	if tgt.Children {
 		opt.Gone = tgt.WaitTreeGone(ctx, tr.TargetPIDs)
 	}
@@ -417,12 +418,6 @@ func writeReady(path string) error {
 // may name a process, a cgroup or a file, so they are escaped.
 func warnTo(w io.Writer) func(error) {
 	return func(err error) { fmt.Fprintf(w, "numatrace: %s\n", sanitize.Text(err.Error())) }
-}
-
-func monotonicNs() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }
 
 // KernelRelease is the running kernel's release, as uname -r says it.

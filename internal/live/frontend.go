@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/monoclock"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/procsnap"
 	"github.com/numatrace/numatrace/internal/record"
@@ -102,8 +103,8 @@ func (fe *frontEnd) report(rep *output.Report, stderr io.Writer) error {
 // quits; quitting stops tracing. A signal quits both.
 func (fe *frontEnd) runView(ctx context.Context, k session.Kernel, eng *engine.Engine, opt session.Options) (*session.Result, error) {
 	opt.OnSnapshot, opt.SnapshotEvery = fe.store.Snapshot, time.Second
-	model := tui.NewLive(fe.store, tui.Options{Now: monotonicNs, ReadProcfs: func() (record.Procfs, error) {
-		return procsnap.Read("/proc", "/sys", nil, monotonicNs())
+	model := tui.NewLive(fe.store, tui.Options{Now: monoclock.Ns, ReadProcfs: func() (record.Procfs, error) {
+		return procsnap.Read("/proc", "/sys", nil, monoclock.Ns())
 	}})
 	prog := tui.Program(model, os.Stdin, fe.stdout)
 	runCtx, cancel := context.WithCancel(ctx)

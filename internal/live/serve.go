@@ -19,6 +19,7 @@ import (
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/exporter"
+	"github.com/numatrace/numatrace/internal/monoclock"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/session"
 	"github.com/numatrace/numatrace/internal/topology"
@@ -68,9 +69,9 @@ func (s *Serve) serve(ln net.Listener, tr *tracer.Tracer, exp *exporter.Exporter
 	healthy.Store(true)
 	sessErr := make(chan error, 1)
 	go func() {
-		d := run.Description{StartNs: monotonicNs(), WindowNs: uint64(s.Trace.Window)}
+		d := run.Description{StartNs: monoclock.Ns(), WindowNs: uint64(s.Trace.Window)}
 		eng := engine.New(d, engine.Options{Sinks: []engine.Sink{exp}})
-		_, err := session.Run(ctx, tr, eng, session.Options{Now: monotonicNs, Warn: warnTo(stderr)})
+		_, err := session.Run(ctx, tr, eng, session.Options{Now: monoclock.Ns, Warn: warnTo(stderr)})
 		healthy.Store(false)
 		sessErr <- err
 		stop() // the trace ended on its own: stop serving too

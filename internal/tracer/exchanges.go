@@ -5,8 +5,6 @@ package tracer
 import (
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -111,13 +109,4 @@ func (x *exchanges) all(emit func(exchangeSample)) {
 	for conn, s := range x.held {
 		x.release(conn, s, emit)
 	}
-}
-
-// monoNs is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-func monoNs() uint64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return uint64(ts.Nano())
 }

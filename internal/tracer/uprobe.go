@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/numatrace/numatrace/internal/monoclock"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -143,7 +144,7 @@ func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *s
 	pass := func(s exchangeSample) { emit(s.endNs, s.latNs, s.tid, s.st) }
 	flush := func() {
 		if lp.exch != nil {
-			lp.exch.ripe(monoNs(), pass)
+			lp.exch.ripe(monoclock.Ns(), pass)
 		}
 		if drained != nil {
 			drained()

@@ -2,7 +2,6 @@ package source
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/numatrace/numatrace/internal/inbound"
 	"github.com/numatrace/numatrace/internal/latency"
@@ -56,10 +55,6 @@ func (c Config) fileDetail() string {
 // socketsDetail is "requests on sockets of 0.0.0.0:6379, [::]:6379
 // (12 connections at start); server-side: ...".
 func socketsDetail(ep inbound.Endpoints) string {
-	addrs := make([]string, len(ep.Listeners))
-	for i, l := range ep.Listeners {
-		addrs[i] = l.String()
-	}
 	return fmt.Sprintf("requests on sockets of %s (%s at start); %s",
-		strings.Join(addrs, ", "), latency.Count(uint64(ep.Conns), "connection"), serverSide)
+		ep.Addrs(), latency.Count(uint64(ep.Conns), "connection"), serverSide)
 }
