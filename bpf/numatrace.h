@@ -163,6 +163,11 @@ struct thread_stall {
 enum lat_flag {
 	LAT_STALLS = 1, /* stall_ns holds the request's stalls (it ended on the thread it began on) */
 	LAT_PIPELINED = 2, /* socket exchanges: more bytes arrived after the server read and before it wrote */
+	/* sockreq: the record ends before stall_ns (LAT_HEAD_SIZE bytes): the
+	 * exchange stalled not at all, and the thread's totals are what they
+	 * were at the connection's record before. Most exchanges: a quarter
+	 * of the ring's bytes and of the cache lines the reader pulls over. */
+	LAT_PLAIN = 4,
 };
 
 /* One request timed in the kernel: by the latency uprobes, or on a socket (sockreq). */
@@ -184,5 +189,7 @@ struct lat_sample {
 	 * while the connection was idle (a paced client's late request). */
 	__u64 totals_ns[CAUSE_MAX + 1];
 };
+
+#define LAT_HEAD_SIZE __builtin_offsetof(struct lat_sample, stall_ns)
 
 #endif

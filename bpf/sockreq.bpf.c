@@ -63,6 +63,7 @@ struct sockreq_conn {
 	__u64 stall_start[CAUSE_MAX + 1]; /* tid's stall totals at the arrival */
 	__u64 stall_ns[CAUSE_MAX + 1];    /* the exchange's stalls up to end_ns */
 	__u64 stall_totals[CAUSE_MAX + 1]; /* end_tid's totals at end_ns */
+	__u64 emitted_sum; /* the sum of the totals in the connection's last record: LAT_PLAIN */
 	__u32 stall_flags;                /* LAT_STALLS when stall_ns holds them */
 	__u32 start_tid;                  /* whose totals stall_start are */
 };
@@ -141,30 +142,50 @@ static __always_inline void conn_forget(struct sock *sk)
 	bpf_map_delete_elem(&conns, &key);
 }
 
+/* Reserves a record: the head alone (LAT_PLAIN) or the whole of it. */
+static __always_inline struct lat_sample *lat_reserve(bool plain)
+{
+	struct lat_sample *s = plain ? bpf_ringbuf_reserve(&lat_events, LAT_HEAD_SIZE, 0) :
+				       bpf_ringbuf_reserve(&lat_events, sizeof(*s), 0);
+
+	if (!s)
+		counter_add(COUNTER_LOST_EVENTS, 1);
+	return s;
+}
+
 /* Emits c's exchange as it stands after a write of its response at end_ns. */
 static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *c)
 {
-	struct lat_sample *s = bpf_ringbuf_reserve(&lat_events, sizeof(*s), 0);
+	__u64 lat = c->end_ns - c->start_ns, stalled = 0, sum = 0;
 
-	if (!s) {
-		counter_add(COUNTER_LOST_EVENTS, 1);
-		return;
-	}
-	s->ts_ns = c->end_ns;
-	s->lat_ns = c->end_ns - c->start_ns;
-	s->pid = c->pid;
-	s->tid = c->end_tid;
-	s->flags = c->stall_flags | (c->flags & CONN_PIPELINED ? LAT_PIPELINED : 0);
-	s->_pad = 0;
-	s->conn = (__u64)sk;
-	/* A stall is added to the totals as it ends: one that began before
-	 * the request arrived is counted whole. No more than the request's
-	 * own time can have been inside it. */
 #pragma unroll
 	for (int i = 0; i <= CAUSE_MAX; i++) {
-		s->stall_ns[i] = c->stall_ns[i] < s->lat_ns ? c->stall_ns[i] : s->lat_ns;
-		s->totals_ns[i] = c->stall_flags ? c->stall_totals[i] : 0;
+		stalled |= c->stall_ns[i];
+		sum += c->stall_totals[i];
 	}
+	bool plain = c->stall_flags && !stalled && sum == c->emitted_sum;
+	struct lat_sample *s = lat_reserve(plain);
+
+	if (!s)
+		return;
+	s->ts_ns = c->end_ns;
+	s->lat_ns = lat;
+	s->pid = c->pid;
+	s->tid = c->end_tid;
+	s->flags = c->stall_flags | (c->flags & CONN_PIPELINED ? LAT_PIPELINED : 0) | (plain ? LAT_PLAIN : 0);
+	s->_pad = 0;
+	s->conn = (__u64)sk;
+	if (!plain) {
+		/* A stall is added to the totals as it ends: one that began
+		 * before the request arrived is counted whole. No more than the
+		 * request's own time can have been inside it. */
+#pragma unroll
+		for (int i = 0; i <= CAUSE_MAX; i++) {
+			s->stall_ns[i] = c->stall_ns[i] < lat ? c->stall_ns[i] : lat;
+			s->totals_ns[i] = c->stall_flags ? c->stall_totals[i] : 0;
+		}
+	}
+	c->emitted_sum = c->stall_flags ? sum : 0;
 	lat_submit(s);
 }
 

@@ -24,6 +24,9 @@ type exchangeSample struct {
 	// totals are the serving thread's stall totals at endNs (by cause,
 	// then the freeze), where st is known: pacing.go's gap between exchanges.
 	totals [stall.NumCauses + 1]uint64
+	// totalsSame: the record carried no totals (LAT_PLAIN) because they
+	// were those of the connection's record before; add fills them in.
+	totalsSame bool
 }
 
 func (s exchangeSample) startNs() uint64 { return s.endNs - s.latNs }
@@ -53,7 +56,17 @@ func newExchanges() *exchanges {
 // the same connection and start replaces the held one; one with another
 // start means the held exchange was whole: it goes to emit.
 func (x *exchanges) add(conn uint64, s exchangeSample, emit func(exchangeSample)) {
-	if h, ok := x.held[conn]; ok {
+	h, holding := x.held[conn]
+	if s.totalsSame {
+		switch p := x.paces[conn]; {
+		case holding:
+			s.totals = h.totals
+		case p != nil:
+			s.totals = p.prev.totals
+		}
+		s.totalsSame = false
+	}
+	if holding {
 		if h.startNs() != s.startNs() {
 			x.release(conn, h, emit)
 		}
@@ -62,6 +75,9 @@ func (x *exchanges) add(conn uint64, s exchangeSample, emit func(exchangeSample)
 	}
 	if d, ok := x.done[conn]; ok && d.startNs == s.startNs() {
 		x.lateWrites.Add(1) // its exchange went on already, timed to an earlier write
+		if p := x.paces[conn]; p != nil {
+			p.prev.totals = s.totals // the connection's latest record, for the next LAT_PLAIN one
+		}
 		return
 	}
 	x.held[conn] = s

@@ -2,7 +2,10 @@
 
 package tracer
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // The per-write samples of a connection become one sample per exchange:
 // a later write of the same response replaces the held one, the next
@@ -48,5 +51,40 @@ func TestExchangesOneSamplePerExchange(t *testing.T) {
 	x.ripe(20_000*ms, emit)
 	if len(x.done) != 0 {
 		t.Errorf("%d connections remembered after 20 s", len(x.done))
+	}
+}
+
+// A LAT_PLAIN record carries no totals: they are those of its
+// connection's record before, held or handed on, and a connection's
+// first record's are zero.
+func TestPlainRecordsTakeTheTotalsBefore(t *testing.T) {
+	x := newExchanges()
+	var out []exchangeSample
+	emit := func(s exchangeSample) { out = append(out, s) }
+	full := func(conn, start, end, total uint64) {
+		s := exchangeSample{endNs: end, latNs: end - start, tid: 1}
+		s.totals[0] = total
+		x.add(conn, s, emit)
+	}
+	plain := func(conn, start, end uint64) {
+		x.add(conn, exchangeSample{endNs: end, latNs: end - start, tid: 1, totalsSame: true}, emit)
+	}
+	const ms = 1_000_000
+	plain(1, 10*ms, 11*ms) // the connection's first: nothing before it
+	full(1, 20*ms, 21*ms, 7)
+	plain(1, 20*ms, 22*ms) // the same response's second write, while held
+	plain(1, 30*ms, 31*ms) // the next exchange, after the held one went on
+	x.all(emit)
+	plain(1, 40*ms, 41*ms) // after all went on: the last handed on
+	x.all(emit)
+	var got []uint64
+	for _, s := range out {
+		got = append(got, s.totals[0])
+		if s.totalsSame {
+			t.Errorf("exchange ending %d still marked totalsSame", s.endNs)
+		}
+	}
+	if want := []uint64{0, 7, 7, 7}; !slices.Equal(got, want) {
+		t.Errorf("totals %v, want %v", got, want)
 	}
 }

@@ -68,6 +68,7 @@ type sockreqSockreqConn struct {
 	StallStart  [10]uint64
 	StallNs     [10]uint64
 	StallTotals [10]uint64
+	EmittedSum  uint64
 	StallFlags  uint32
 	StartTid    uint32
 }

@@ -132,6 +132,7 @@ type typesLatFlag uint32
 const (
 	typesLatFlagLAT_STALLS    typesLatFlag = 1
 	typesLatFlagLAT_PIPELINED typesLatFlag = 2
+	typesLatFlagLAT_PLAIN     typesLatFlag = 4
 )
 
 type typesLatSample struct {

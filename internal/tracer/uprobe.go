@@ -150,9 +150,14 @@ func (lp *LatencyProbe) Run(emit func(endNs, latencyNs uint64, tid uint32, st *s
 			drained()
 		}
 	}
+	var plain typesLatSample // a LAT_PLAIN record, its missing arrays zero
 	readLoop(rd, func(raw []byte) {
-		if len(raw) >= size {
+		switch {
+		case len(raw) >= size:
 			lp.decode((*typesLatSample)(unsafe.Pointer(&raw[0])), pass)
+		case len(raw) >= latHeadSize:
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&plain)), latHeadSize), raw)
+			lp.decode(&plain, pass)
 		}
 		if lp.empty() {
 			flush()
@@ -177,11 +182,16 @@ func (lp *LatencyProbe) decode(s *typesLatSample, pass func(exchangeSample)) {
 	x := exchangeSample{endNs: s.TsNs, latNs: s.LatNs, tid: s.Tid, st: st}
 	if lp.exch != nil && s.Conn != 0 {
 		x.totals = s.TotalsNs // zeros without st: unknown (pacing.go)
+		x.totalsSame = typesLatFlag(s.Flags)&typesLatFlagLAT_PLAIN != 0
 		lp.exch.add(s.Conn, x, pass)
 		return
 	}
 	pass(x)
 }
+
+// latHeadSize is a LAT_PLAIN record's length: lat_sample up to its
+// stall_ns, all zero in such an exchange.
+const latHeadSize = int(unsafe.Offsetof(typesLatSample{}.StallNs))
 
 // newStall hands out a breakdown from a slab of them: one allocation
 // per sample was most of the reader's garbage at 80,000 requests a second.
