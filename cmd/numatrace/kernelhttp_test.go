@@ -78,19 +78,19 @@ func startGoHTTPServer(t *testing.T) (*exec.Cmd, int) {
 func httpClient(t *testing.T, port, conns, rate int, stop <-chan struct{}) <-chan [][2]uint64 {
 	return preciseClient(t, port, conns, rate, stop, func(k int) []byte {
 		return fmt.Appendf(nil, "GET /item?k=%d HTTP/1.1\r\nHost: test\r\n\r\n", k%1000)
-	}, readHTTPResponse)
+	}, httpResponseWhole)
 }
 
 // preciseClient sends request(k) on conns connections to 127.0.0.1:port,
 // rate requests a second in all on a fixed schedule, until stop, and
-// reads each reply with read; it yields each request's end (wall clock)
-// and latency, from its write to the end of its reply. Each connection
+// reads each reply until whole says it is; it yields each request's end
+// (wall clock) and latency, from its write to the end of its reply. Each connection
 // is a blocking socket read and written with plain syscalls on a
 // real-time thread of its own, as a precise C client would: a Go client's
 // poller and the wait for a CPU add a millisecond or more under load,
 // which is the client's time, not the server's.
 func preciseClient(t *testing.T, port, conns, rate int, stop <-chan struct{},
-	request func(k int) []byte, read func(fd int, buf []byte) error) <-chan [][2]uint64 {
+	request func(k int) []byte, whole func(reply []byte) (bool, error)) <-chan [][2]uint64 {
 	t.Helper()
 	interval := time.Second / time.Duration(rate)
 	start := time.Now()
@@ -121,7 +121,7 @@ func preciseClient(t *testing.T, port, conns, rate int, stop <-chan struct{},
 					t.Errorf("write: %v", err)
 					return
 				}
-				if err := read(fd, buf); err != nil {
+				if err := readReply(fd, buf, whole); err != nil {
 					t.Errorf("request %q: %v", req, err)
 					return
 				}
@@ -148,9 +148,30 @@ func dialBlocking(t *testing.T, port int) int {
 	return fd
 }
 
-// readHTTPResponse reads one HTTP/1.1 response with a Content-Length
-// from fd (a keep-alive connection with one request outstanding).
-func readHTTPResponse(fd int, buf []byte) error {
+// httpResponseWhole says whether b holds one whole HTTP/1.1 response
+// with a Content-Length (a keep-alive connection, one request outstanding).
+func httpResponseWhole(b []byte) (bool, error) {
+	head, body, ok := strings.Cut(string(b), "\r\n\r\n")
+	if !ok {
+		return false, nil
+	}
+	if !strings.HasPrefix(head, "HTTP/1.1 200") {
+		return false, fmt.Errorf("response %.40q", head)
+	}
+	i := strings.Index(strings.ToLower(head), "content-length:")
+	if i < 0 {
+		return false, fmt.Errorf("no Content-Length in %.200q", head)
+	}
+	line, _, _ := strings.Cut(head[i+len("content-length:"):], "\r\n")
+	want, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return false, fmt.Errorf("Content-Length %q", line)
+	}
+	return len(body) >= want, nil
+}
+
+// readReply reads fd into buf until whole says the reply in it is.
+func readReply(fd int, buf []byte, whole func([]byte) (bool, error)) error {
 	n := 0
 	for {
 		m, err := unix.Read(fd, buf[n:])
@@ -158,24 +179,8 @@ func readHTTPResponse(fd int, buf []byte) error {
 			return fmt.Errorf("read: %d bytes, %v", m, err)
 		}
 		n += m
-		head, body, ok := strings.Cut(string(buf[:n]), "\r\n\r\n")
-		if !ok {
-			continue
-		}
-		if !strings.HasPrefix(head, "HTTP/1.1 200") {
-			return fmt.Errorf("response %.40q", head)
-		}
-		i := strings.Index(strings.ToLower(head), "content-length:")
-		if i < 0 {
-			return fmt.Errorf("no Content-Length in %.200q", head)
-		}
-		line, _, _ := strings.Cut(head[i+len("content-length:"):], "\r\n")
-		want, err := strconv.Atoi(strings.TrimSpace(line))
-		if err != nil {
-			return fmt.Errorf("Content-Length %q", line)
-		}
-		if len(body) >= want {
-			return nil
+		if done, err := whole(buf[:n]); done || err != nil {
+			return err
 		}
 	}
 }

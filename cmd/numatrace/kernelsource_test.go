@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -94,38 +92,27 @@ func respClient(t *testing.T, r *testutil.Redis, conns, rate int, stop <-chan st
 		}
 		v := strconv.Itoa(k)
 		return fmt.Appendf(nil, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n%s\r\n", len(v), v)
-	}, readRESPReply)
+	}, respReplyWhole)
 }
 
-// readRESPReply reads one reply to PING, GET or SET from fd: a simple
-// string, an error, or a bulk string (nil included).
-func readRESPReply(fd int, buf []byte) error {
-	n := 0
-	for {
-		m, err := unix.Read(fd, buf[n:])
-		if err != nil || m == 0 {
-			return fmt.Errorf("read: %d bytes, %v", m, err)
-		}
-		n += m
-		head, rest, ok := strings.Cut(string(buf[:n]), "\r\n")
-		if !ok {
-			continue
-		}
-		switch head[0] {
-		case '+':
-			return nil
-		case '$':
-			size, err := strconv.Atoi(head[1:])
-			if err != nil {
-				return fmt.Errorf("reply %q", head)
-			}
-			if size < 0 || len(rest) >= size+2 {
-				return nil
-			}
-		default:
-			return fmt.Errorf("reply %q", head)
-		}
+// respReplyWhole says whether b holds one whole reply to PING, GET or
+// SET: a simple string, or a bulk string (nil included).
+func respReplyWhole(b []byte) (bool, error) {
+	head, rest, ok := strings.Cut(string(b), "\r\n")
+	if !ok {
+		return false, nil
 	}
+	switch head[0] {
+	case '+':
+		return true, nil
+	case '$':
+		size, err := strconv.Atoi(head[1:])
+		if err != nil {
+			return false, fmt.Errorf("reply %q", head)
+		}
+		return size < 0 || len(rest) >= size+2, nil
+	}
+	return false, fmt.Errorf("reply %q", head)
 }
 
 type latencyWindow struct {
