@@ -125,7 +125,7 @@ func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.Reques
 			inherited = p.stallsIn(due, start)
 		case periodic && start-expected > g/2:
 			busy := p.prev.endNs - min(max(expected, p.prev.startNs()), p.prev.endNs)
-			gap, _ := p.idleStalls(s)
+			gap := p.idleStalls(s)
 			due = max(expected, start-min(busy+gap.FreezeNs, start))
 			if due < start {
 				inherited = p.stallsIn(due, start)
@@ -160,23 +160,21 @@ func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.Reques
 
 // idleStalls is what the serving thread stalled between the connection's
 // last exchange and s's arrival: its totals at s's end, less s's own
-// stalls, less its totals at the last exchange's end. Known only when
-// the same thread served both and knew its stalls.
-func (p *pace) idleStalls(s exchangeSample) (gap stall.RequestStall, known bool) {
+// stalls, less its totals at the last exchange's end. Nothing when not
+// known: another thread served one of them, or did not know its stalls.
+func (p *pace) idleStalls(s exchangeSample) (gap stall.RequestStall) {
 	if s.st == nil || p.prev.st == nil || s.tid != p.prev.tid {
-		return gap, false
+		return gap
 	}
-	own := append(s.st.ByCause[:], s.st.FreezeNs)
-	for i, now := range s.totals {
-		if before := p.prev.totals[i] + own[i]; now > before {
-			if i < int(stall.NumCauses) {
-				gap.ByCause[i] = now - before
-			} else {
-				gap.FreezeNs = now - before
-			}
+	for c := range gap.ByCause {
+		if before := p.prev.totals[c] + s.st.ByCause[c]; s.totals[c] > before {
+			gap.ByCause[c] = s.totals[c] - before
 		}
 	}
-	return gap, true
+	if before := p.prev.totals[stall.NumCauses] + s.st.FreezeNs; s.totals[stall.NumCauses] > before {
+		gap.FreezeNs = s.totals[stall.NumCauses] - before
+	}
+	return gap
 }
 
 // add adds b's stalls to a's.
