@@ -3,8 +3,13 @@
  * Requests timed on the target's own inbound TCP connections, with no
  * parsing and no preparation: an exchange starts when the first byte of a
  * request arrives at the socket (so time queued while the server was
- * frozen counts, as the client sees it) and ends when the last write of
- * its response returns.
+ * frozen counts, as the client sees it) and ends when the last byte of
+ * its response was sent: the socket's transmit clock, read as the last
+ * write returns or as the next request arrives, whichever is first. Not
+ * the write's return itself: a server thread held up after its send
+ * (preempted, or its vCPU taken by the host) keeps the call from
+ * returning while the client already has the reply, and on the same
+ * machine the client may send again before it returns.
  *
  *   tcp_probe (a segment with data reaches an established socket): stamps
  *     the arrival of an idle or answered connection's request.
@@ -23,7 +28,10 @@
  * between requests files each exchange on time.
  * Pipelined requests are timed as one exchange; bytes that arrive after
  * the server read and before it wrote mark the exchange LAT_PIPELINED, so
- * that it is reported, not misread. Not atomic: the softirq and the
+ * that it is reported, not misread. Bytes that arrive once the server has
+ * queued some of its response (its write_seq moved), before that write
+ * returned, are the next request: the exchange ends there, and the
+ * return of that write is its tail, not the next one's response. Not atomic: the softirq and the
  * serving thread may touch a connection at once on two CPUs; a lost race
  * misplaces one exchange's boundary, never a connection.
  */
@@ -50,6 +58,7 @@ enum sockreq_flag {
 	CONN_READ = 1,      /* the server read since the request arrived */
 	CONN_PIPELINED = 2, /* and bytes arrived after that read, before a write */
 	CONN_STALLS = 4,    /* stall_start is tid's totals at the arrival */
+	CONN_TAIL = 8,      /* a write of the last exchange's response has yet to return */
 };
 
 /* One connection's exchange in progress. */
@@ -66,6 +75,8 @@ struct sockreq_conn {
 	__u64 emitted_sum; /* the sum of the totals in the connection's last record: LAT_PLAIN */
 	__u32 stall_flags;                /* LAT_STALLS when stall_ns holds them */
 	__u32 start_tid;                  /* whose totals stall_start are */
+	__u32 seq_start;                  /* the server's write_seq at the arrival */
+	__u32 _pad;
 };
 
 /* The target's inbound connections, by socket. An LRU: a connection
@@ -189,10 +200,11 @@ static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *
 	lat_submit(s);
 }
 
-/* A request's first byte has arrived at c. */
-static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now)
+/* A request's first byte has arrived at c; seq is the server's write_seq. */
+static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now, __u32 seq)
 {
 	c->start_ns = now;
+	c->seq_start = seq;
 	c->end_ns = 0;
 	c->stall_flags = 0;
 	c->flags = 0;
@@ -201,6 +213,36 @@ static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now)
 		c->start_tid = c->tid;
 		c->flags = CONN_STALLS;
 	}
+}
+
+/*
+ * When sk last sent, if all it was given has gone out since start: the
+ * clock TCP refreshes as it transmits (and as it receives, which is later
+ * still, and no later than now). Otherwise now: data still queued goes
+ * out later, and now is the best bound there is.
+ */
+static __always_inline __u64 sent_at(struct sock *sk, __u64 start, __u64 now)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+
+	if (!bpf_core_field_exists(tp->tcp_clock_cache))
+		return now;
+	__u32 queued = BPF_CORE_READ(tp, write_seq), sent = BPF_CORE_READ(tp, snd_nxt);
+	__u64 clock = BPF_CORE_READ(tp, tcp_clock_cache);
+
+	return queued == sent && clock > start && clock < now ? clock : now;
+}
+
+/* c's exchange ends: its response's latest write, by tid, returned (or
+ * the next request arrived) at now. */
+static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c, __u32 tid, __u64 now)
+{
+	c->end_ns = sent_at(sk, c->start_ns, now);
+	c->end_tid = tid;
+	c->stall_flags = 0;
+	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
+		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns, c->stall_totals);
+	exchange_emit(sk, c);
 }
 
 /*
@@ -228,13 +270,21 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 	bpf_probe_read_kernel(&doff, 1, th + 12);
 	if (len <= (__u32)(doff >> 4) * 4)
 		return; /* an ACK, no data */
+	__u32 seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+
 	if (c->end_ns) {
-		exchange_begin(c, now); /* the next request: the last one's response was whole */
+		exchange_begin(c, now, seq); /* the next request: the last one's response was whole */
+	} else if (c->start_ns && seq != c->seq_start && now > c->start_ns) {
+		/* The response is on its way and its write has not returned:
+		 * the client has it, or this would not be its next request. */
+		exchange_end(sk, c, c->tid, now);
+		exchange_begin(c, now, seq);
+		c->flags |= CONN_TAIL;
 	} else if (c->start_ns) {
 		if (c->flags & CONN_READ)
 			c->flags |= CONN_PIPELINED;
 	} else {
-		exchange_begin(c, now);
+		exchange_begin(c, now, seq);
 	}
 }
 
@@ -305,14 +355,13 @@ static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bo
 		c->flags |= CONN_READ;
 		return;
 	}
+	if (c->flags & CONN_TAIL) {
+		c->flags &= ~CONN_TAIL; /* the last exchange's write: ended at the arrival */
+		return;
+	}
 	if (now <= c->start_ns)
 		return;
-	c->end_ns = now;
-	c->end_tid = tid;
-	c->stall_flags = 0;
-	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
-		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns, c->stall_totals);
-	exchange_emit(sk, c);
+	exchange_end(sk, c, tid, now);
 }
 
 /*

@@ -71,6 +71,8 @@ type sockreqSockreqConn struct {
 	EmittedSum  uint64
 	StallFlags  uint32
 	StartTid    uint32
+	SeqStart    uint32
+	Pad         uint32
 }
 
 type sockreqTaskPendings struct {
