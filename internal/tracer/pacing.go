@@ -18,7 +18,10 @@ import (
 // wait from the server's side, per connection, as wrk2 and HdrHistogram
 // correct a client's own measurement for coordinated omission: a request
 // sent right after the previous response, on a connection otherwise on a
-// steady schedule, was due one interval after the one before it.
+// fixed-rate schedule, was due one interval after the one before it. On
+// an irregular one (pgbench -R sends at Poisson times; a pool hands a
+// connection whichever request waits) when it was due cannot be told
+// from the server's side, and nothing is estimated.
 const (
 	// queuedGapNs: a request arriving within this of the previous
 	// response's last write was sent as soon as that response came (or
@@ -41,6 +44,16 @@ const (
 	// stalled are kept, to charge a wait behind them to their causes.
 	stalledKept = 8
 	resortEvery = 4
+	// The middle half of 16 gaps of a Poisson client lies within a third
+	// of their median now and then (1 to 2% of samples): past
+	// longRunGaps gaps, a schedule is periodic only if the spread of all
+	// its gaps so far (their coefficient of variation, over the last
+	// longRunMemory or so) agrees, under maxPeriodicCV2: a Poisson
+	// client's is 1, a fixed-rate one's whose timers fire up to a
+	// millisecond late on a 4 ms schedule about 0.04.
+	longRunGaps    = 16
+	longRunMemory  = 64
+	maxPeriodicCV2 = 0.25
 )
 
 // pace is one connection's schedule, as its exchanges showed it.
@@ -55,11 +68,15 @@ type pace struct {
 	// The schedule's interval and shape, from gaps, refreshed once
 	// resortEvery new gaps have come: sorting per request would cost the
 	// reader more than the rest of its work on the exchange.
-	interval    uint64
-	periodic    bool
-	newGaps     int
-	stalled     [stalledKept]stalledExchange
-	nextStalled int
+	interval uint64
+	periodic bool
+	newGaps  int
+	// The gaps' running mean and mean square, over about the last
+	// longRunMemory of them, and how many there were.
+	gapMean, gapSquare float64
+	allGaps            int
+	stalled            [stalledKept]stalledExchange
+	nextStalled        int
 }
 
 type stalledExchange struct {
@@ -69,8 +86,11 @@ type stalledExchange struct {
 
 // schedule says whether the connection's requests come on a schedule:
 // its interval (the median gap between on-time arrivals), and whether it
-// is periodic (the middle half of the gaps within a quarter of it), as a
-// fixed-rate client's are and a Poisson one's are not.
+// is periodic (the middle half of the gaps within a third of it), as a
+// fixed-rate client's are, even when its timers fire up to a millisecond
+// late on a 4 ms schedule, and a Poisson one's (a quarter of its gaps
+// under 0.42 of the median, a quarter over 2.0) are not, even in a
+// sample of 16.
 func (p *pace) schedule() (intervalNs uint64, periodic, ok bool) {
 	n := bits.OnesCount16(p.onTime & (1<<p.seen - 1))
 	if int(p.seen) < pacedMin || 4*n < 3*int(p.seen) || p.nGaps < pacedGaps {
@@ -82,9 +102,30 @@ func (p *pace) schedule() (intervalNs uint64, periodic, ok bool) {
 		copy(g, p.gaps[:p.nGaps])
 		slices.Sort(g)
 		mid, lo, hi := g[len(g)/2], g[len(g)/4], g[len(g)*3/4]
-		p.interval, p.periodic, p.newGaps = mid, 4*lo >= 3*mid && 4*hi <= 5*mid, 0
+		p.interval, p.periodic, p.newGaps = mid, 3*lo >= 2*mid && 3*hi <= 4*mid && p.steadyInTheLongRun(), 0
 	}
 	return p.interval, p.periodic, true
+}
+
+// addGap counts a gap between on-time arrivals.
+func (p *pace) addGap(g uint64) {
+	p.gaps[p.nextGap] = g
+	p.nextGap = (p.nextGap + 1) % paceWindow
+	p.nGaps = min(p.nGaps+1, paceWindow)
+	p.newGaps++
+	p.allGaps++
+	w := 1 / float64(min(p.allGaps, longRunMemory))
+	p.gapMean += w * (float64(g) - p.gapMean)
+	p.gapSquare += w * (float64(g)*float64(g) - p.gapSquare)
+}
+
+// steadyInTheLongRun says whether the gaps so far vary as a fixed-rate
+// schedule's do, once there are enough of them to tell.
+func (p *pace) steadyInTheLongRun() bool {
+	if p.allGaps < longRunGaps || p.gapMean == 0 {
+		return true
+	}
+	return p.gapSquare/(p.gapMean*p.gapMean)-1 < maxPeriodicCV2
 }
 
 func (p *pace) push(onTime bool) {
@@ -98,32 +139,35 @@ func (p *pace) push(onTime bool) {
 // forget drops what the connection's schedule was thought to be.
 func (p *pace) forget() {
 	p.onTime, p.seen, p.nGaps, p.nextGap, p.interval = 0, 0, 0, 0, 0
+	p.gapMean, p.gapSquare, p.allGaps = 0, 0, 0
 }
 
 // dueWait is the pacing estimate for the exchange s that follows the
 // connection's last one: how long before it arrived it was due (0 when
 // it was not held up), and what stalled in that time. A request was held
-// up, on a connection with a schedule, when
+// up, on a connection with a periodic schedule, when
 //   - it was sent as soon as the reply before it came, later than the
 //     schedule had it due: it waited behind that exchange; or
-//   - on a periodic schedule, it came more than half an interval late:
-//     held up by what of that lateness the exchange before it was still
-//     under way, and by the serving thread's stalls in the gap after it
+//   - it came late otherwise: held up by at most what of its lateness
+//     the exchange before it was still under way (the client sends one
+//     at a time), and the serving thread's stalls in the gap after it
 //     (the client could not send while the server was frozen: it shares
-//     the server's CPU, or waits on another of its connections).
+//     the server's CPU, or waits on another of its connections). The
+//     rest of its lateness is the client's own (a timer that fired late,
+//     its CPU taken), which no server-side timer sees.
 //
 // It updates the connection's schedule with s.
 func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.RequestStall) {
 	start, first := s.startNs(), p.prev.endNs == 0
 	queued := !first && start >= p.prev.endNs && start-p.prev.endNs < queuedGapNs
 	due := start
-	if g, periodic, ok := p.schedule(); ok && p.prevDue+g < start {
+	if g, periodic, ok := p.schedule(); ok && periodic && p.prevDue+g < start {
 		expected := p.prevDue + g
 		switch {
 		case queued:
 			due = expected
 			inherited = p.stallsIn(due, start)
-		case periodic && start-expected > g/2:
+		default:
 			busy := p.prev.endNs - min(max(expected, p.prev.startNs()), p.prev.endNs)
 			gap := p.idleStalls(s)
 			due = max(expected, start-min(busy+gap.FreezeNs, start))
@@ -143,10 +187,7 @@ func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.Reques
 		p.push(false)
 	default:
 		if !first && start > p.prev.startNs() && p.prevDue == p.prev.startNs() {
-			p.gaps[p.nextGap] = start - p.prev.startNs()
-			p.nextGap = (p.nextGap + 1) % paceWindow
-			p.nGaps = min(p.nGaps+1, paceWindow)
-			p.newGaps++
+			p.addGap(start - p.prev.startNs())
 		}
 		p.push(true)
 	}

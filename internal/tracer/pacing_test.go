@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -54,6 +55,77 @@ func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
 	}
 	if n := x.dueWaits.Load(); n != 7 {
 		t.Errorf("%d counted from when due, want 7", n)
+	}
+}
+
+// On a 4 ms schedule, an exchange that runs 0.5 ms past when the next
+// request was due, and the next sent 1.2 ms after its reply (its client
+// was slow to send, not only held up): the 0.5 ms it waited behind the
+// exchange is counted, the client's own 1.2 ms is not.
+func TestSlightlyLateBehindASlowExchange(t *testing.T) {
+	x := newExchanges()
+	at := 1000 * ms
+	for range 20 {
+		handOn(x, 1, at, at+ms/5, nil)
+		at += 4 * ms
+	}
+	handOn(x, 1, at, at+4*ms+ms/2, nil) // due again at +4 ms; its reply at +4.5 ms
+	next := at + 4*ms + ms/2 + 6*ms/5
+	if got := handOn(x, 1, next, next+ms/5, nil); got.latNs != ms/5+ms/2 {
+		t.Errorf("the request behind it: %v ns, want its own 0.2 ms and the 0.5 ms it was held up", got.latNs)
+	}
+}
+
+// A connection on an irregular schedule (pgbench -R sends at Poisson
+// times, a pool hands a connection whichever request waits), frozen 30
+// ms: when the requests sent right after the freeze were due cannot be
+// told from the server's side (most such arrivals just happen to be due
+// then), so they are timed as the server saw them, not from a guessed
+// due time one median gap after the one before.
+func TestIrregularScheduleIsNotCorrected(t *testing.T) {
+	x := newExchanges()
+	at := 1000 * ms
+	gaps := []uint64{2, 9, 3, 14, 5, 1, 7, 4} // exponential-like, mean 5.6 ms
+	for i := range 40 {
+		handOn(x, 1, at, at+ms/5, nil)
+		at += gaps[i%len(gaps)] * ms
+	}
+	var frozen stall.RequestStall
+	frozen.ByCause[stall.MemcgReclaim], frozen.FreezeNs = 29*ms, 29*ms
+	handOn(x, 1, at, at+30*ms, &frozen)
+	next := at + 30*ms + ms/10
+	for k := 0; k < 3; k++ {
+		if got := handOn(x, 1, next, next+ms/10, nil); got.latNs != ms/10 {
+			t.Errorf("request %d after the freeze: %v ns, want its own 0.1 ms", k, got.latNs)
+		}
+		next += ms / 5
+	}
+	if n := x.dueWaits.Load(); n != 0 {
+		t.Errorf("%d counted from when due on an irregular schedule, want none", n)
+	}
+}
+
+// pgbench -R over a long run: requests due at Poisson times (mean 5 ms),
+// each sent when due or, if its connection is still busy, as soon as the
+// reply before it comes; exchanges of 0.4 ms, one in 50 of 5 ms. Now and
+// then 16 of its gaps look periodic; the spread of all of them does not,
+// so none of its requests is counted from a guessed due time.
+func TestPoissonClientStaysIrregular(t *testing.T) {
+	x := newExchanges()
+	rng := rand.New(rand.NewPCG(1, 2))
+	due, free := 1000*ms, uint64(0)
+	for i := range 5000 {
+		due += uint64(rng.ExpFloat64() * float64(5*ms))
+		sent := max(due, free+ms/50)
+		took := 2 * ms / 5
+		if i%50 == 49 {
+			took = 5 * ms
+		}
+		handOn(x, 1, sent, sent+took, nil)
+		free = sent + took
+	}
+	if n := x.dueWaits.Load(); n != 0 {
+		t.Errorf("%d of a Poisson client's requests counted from when due, want none", n)
 	}
 }
 
