@@ -24,12 +24,13 @@ import (
 func TestKernelTimesRedisRequestsWithNoLatencyFlag(t *testing.T) {
 	testutil.RequireRoot(t)
 	r := testutil.StartRedis(t)
+	pinTasks(t, r.Cmd.Process.Pid, serverCPU)
 	addr := fmt.Sprintf("127.0.0.1:%d", r.Port)
 	nt := startAttach(t, "--pid", strconv.Itoa(r.Cmd.Process.Pid), "--json", "--window", "1s", "--duration", "60s")
 	// The client's wall-clock end times, on numatrace's CLOCK_MONOTONIC.
 	monoMinusWall := int64(monotonicNs()) - time.Now().UnixNano()
 	stop := make(chan struct{})
-	done := respClient(t, r, 4, 1000, stop)
+	done := respClient(t, r, clientConns, 1000, stop)
 	time.Sleep(8 * time.Second)
 	close(stop)
 	client := <-done
