@@ -44,16 +44,6 @@ const (
 	// stalled are kept, to charge a wait behind them to their causes.
 	stalledKept = 8
 	resortEvery = 4
-	// The middle half of 16 gaps of a Poisson client lies within a third
-	// of their median now and then (1 to 2% of samples): past
-	// longRunGaps gaps, a schedule is periodic only if the spread of all
-	// its gaps so far (their coefficient of variation, over the last
-	// longRunMemory or so) agrees, under maxPeriodicCV2: a Poisson
-	// client's is 1, a fixed-rate one's whose timers fire up to a
-	// millisecond late on a 4 ms schedule about 0.04.
-	longRunGaps    = 16
-	longRunMemory  = 64
-	maxPeriodicCV2 = 0.25
 )
 
 // pace is one connection's schedule, as its exchanges showed it.
@@ -68,15 +58,11 @@ type pace struct {
 	// The schedule's interval and shape, from gaps, refreshed once
 	// resortEvery new gaps have come: sorting per request would cost the
 	// reader more than the rest of its work on the exchange.
-	interval uint64
-	periodic bool
-	newGaps  int
-	// The gaps' running mean and mean square, over about the last
-	// longRunMemory of them, and how many there were.
-	gapMean, gapSquare float64
-	allGaps            int
-	stalled            [stalledKept]stalledExchange
-	nextStalled        int
+	interval    uint64
+	periodic    bool
+	newGaps     int
+	stalled     [stalledKept]stalledExchange
+	nextStalled int
 }
 
 type stalledExchange struct {
@@ -89,8 +75,8 @@ type stalledExchange struct {
 // is periodic (the middle half of the gaps within a third of it), as a
 // fixed-rate client's are, even when its timers fire up to a millisecond
 // late on a 4 ms schedule, and a Poisson one's (a quarter of its gaps
-// under 0.42 of the median, a quarter over 2.0) are not, even in a
-// sample of 16.
+// under 0.42 of the median, a quarter over 2.0) are not, but for one
+// sample of 16 in 50 or 100.
 func (p *pace) schedule() (intervalNs uint64, periodic, ok bool) {
 	n := bits.OnesCount16(p.onTime & (1<<p.seen - 1))
 	if int(p.seen) < pacedMin || 4*n < 3*int(p.seen) || p.nGaps < pacedGaps {
@@ -102,7 +88,7 @@ func (p *pace) schedule() (intervalNs uint64, periodic, ok bool) {
 		copy(g, p.gaps[:p.nGaps])
 		slices.Sort(g)
 		mid, lo, hi := g[len(g)/2], g[len(g)/4], g[len(g)*3/4]
-		p.interval, p.periodic, p.newGaps = mid, 3*lo >= 2*mid && 3*hi <= 4*mid && p.steadyInTheLongRun(), 0
+		p.interval, p.periodic, p.newGaps = mid, 3*lo >= 2*mid && 3*hi <= 4*mid, 0
 	}
 	return p.interval, p.periodic, true
 }
@@ -113,19 +99,6 @@ func (p *pace) addGap(g uint64) {
 	p.nextGap = (p.nextGap + 1) % paceWindow
 	p.nGaps = min(p.nGaps+1, paceWindow)
 	p.newGaps++
-	p.allGaps++
-	w := 1 / float64(min(p.allGaps, longRunMemory))
-	p.gapMean += w * (float64(g) - p.gapMean)
-	p.gapSquare += w * (float64(g)*float64(g) - p.gapSquare)
-}
-
-// steadyInTheLongRun says whether the gaps so far vary as a fixed-rate
-// schedule's do, once there are enough of them to tell.
-func (p *pace) steadyInTheLongRun() bool {
-	if p.allGaps < longRunGaps || p.gapMean == 0 {
-		return true
-	}
-	return p.gapSquare/(p.gapMean*p.gapMean)-1 < maxPeriodicCV2
 }
 
 func (p *pace) push(onTime bool) {
@@ -139,7 +112,6 @@ func (p *pace) push(onTime bool) {
 // forget drops what the connection's schedule was thought to be.
 func (p *pace) forget() {
 	p.onTime, p.seen, p.nGaps, p.nextGap, p.interval = 0, 0, 0, 0, 0
-	p.gapMean, p.gapSquare, p.allGaps = 0, 0, 0
 }
 
 // dueWait is the pacing estimate for the exchange s that follows the

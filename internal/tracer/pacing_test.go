@@ -3,7 +3,6 @@
 package tracer
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -102,30 +101,6 @@ func TestIrregularScheduleIsNotCorrected(t *testing.T) {
 	}
 	if n := x.dueWaits.Load(); n != 0 {
 		t.Errorf("%d counted from when due on an irregular schedule, want none", n)
-	}
-}
-
-// pgbench -R over a long run: requests due at Poisson times (mean 5 ms),
-// each sent when due or, if its connection is still busy, as soon as the
-// reply before it comes; exchanges of 0.4 ms, one in 50 of 5 ms. Now and
-// then 16 of its gaps look periodic; the spread of all of them does not,
-// so none of its requests is counted from a guessed due time.
-func TestPoissonClientStaysIrregular(t *testing.T) {
-	x := newExchanges()
-	rng := rand.New(rand.NewPCG(1, 2))
-	due, free := 1000*ms, uint64(0)
-	for i := range 5000 {
-		due += uint64(rng.ExpFloat64() * float64(5*ms))
-		sent := max(due, free+ms/50)
-		took := 2 * ms / 5
-		if i%50 == 49 {
-			took = 5 * ms
-		}
-		handOn(x, 1, sent, sent+took, nil)
-		free = sent + took
-	}
-	if n := x.dueWaits.Load(); n != 0 {
-		t.Errorf("%d of a Poisson client's requests counted from when due, want none", n)
 	}
 }
 
