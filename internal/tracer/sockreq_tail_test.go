@@ -12,7 +12,6 @@ import (
 
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
-	"github.com/numatrace/numatrace/internal/topology"
 )
 
 // A request that arrives while the server's write of the reply before it
@@ -41,20 +40,7 @@ func testNextRequestDuringWrite(t *testing.T, syscalls bool) {
 	served := make(chan error, 1)
 	go serveBigThenSmall(lfd, big, served)
 
-	topo, err := topology.Read("/sys")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(unix.Getpid())}, Topology: topo, RequestStalls: true,
-		sockreqSyscalls: syscalls})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	lp, err := tr.AttachSockets([]uint16{uint16(port)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lp := timeSockets(t, unix.Getpid(), port, syscalls)
 	var mu sync.Mutex
 	var lats []time.Duration
 	done := make(chan struct{})

@@ -157,19 +157,27 @@ func timeRedisSockets(t *testing.T, syscalls bool) (*testutil.Redis, *LatencyPro
 	t.Helper()
 	testutil.RequireRoot(t)
 	r := testutil.StartRedis(t)
+	return r, timeSockets(t, r.Cmd.Process.Pid, r.Port, syscalls)
+}
+
+// timeSockets times the sockets of pid's port, through the socket
+// layer's tracepoints or (syscalls) as before 6.3; the tracer closes as
+// the test ends.
+func timeSockets(t *testing.T, pid, port int, syscalls bool) *LatencyProbe {
+	t.Helper()
 	topo, err := topology.Read("/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(r.Cmd.Process.Pid)}, Topology: topo, RequestStalls: true,
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(pid)}, Topology: topo, RequestStalls: true,
 		sockreqSyscalls: syscalls})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	lp, err := tr.AttachSockets([]uint16{uint16(r.Port)})
+	lp, err := tr.AttachSockets([]uint16{uint16(port)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, lp
+	return lp
 }
