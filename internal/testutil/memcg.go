@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MemcgV1 is where this machine mounts the cgroup v1 memory controller.
@@ -29,7 +31,11 @@ type MemcgWorkload struct {
 // PID is the shell's pid.
 func (w *MemcgWorkload) PID() int { return w.Cmd.Process.Pid }
 
-// BigFile returns a 400 MiB file in the temp dir, creating it once.
+// BigFile returns a 400 MiB file in the temp dir, creating it once. A
+// file it creates leaves no pages cached, as one dropped from the cache
+// would: a first reader in a small cgroup must reclaim, not find the
+// writer's pages (on a fresh machine the first test to ask read it all
+// from the cache, and stalled nothing).
 func BigFile(t testing.TB) string {
 	t.Helper()
 	// /var/tmp, not a possibly-tmpfs /tmp: the pages must be page cache that
@@ -51,6 +57,13 @@ func BigFile(t testing.TB) string {
 		if _, err := f.Write(buf); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Written back first: the kernel drops only clean pages.
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
