@@ -137,7 +137,10 @@ type Hits struct {
 	Threads  int
 	WorstTID uint32
 	WorstNs  uint64 // the longest one thread was frozen by it, in total
-	Process  string // comm of the most affected process
+	// LongestNs is its longest single stall, of any thread: a window's
+	// total can be many short waits, none of which held a request long.
+	LongestNs uint64
+	Process   string // comm of the most affected process
 }
 
 // hit returns w's hits for cause c.
@@ -190,6 +193,7 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 			continue
 		}
 		h.Threads++
+		h.LongestNs = max(h.LongestNs, t.ByCause[c].MaxNs)
 		p := procs[t.PID]
 		if p == nil {
 			p = &proc{}
@@ -224,6 +228,8 @@ type CauseInSpike struct {
 	WorstTID uint32
 	WorstNs  uint64
 	Process  string // comm of the most affected process
+	// LongestNs is its longest single stall in the window.
+	LongestNs uint64
 	// ExposureNs is the longest one thread was frozen by the cause, in
 	// this window or the one before it (whose backlog this one drains).
 	ExposureNs uint64

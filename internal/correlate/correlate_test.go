@@ -427,3 +427,31 @@ func TestConsecutiveSpikesKeepTheirOwnCauses(t *testing.T) {
 		}
 	}
 }
+
+// A window over the SLO in which the serving thread froze once for 16 ms
+// in memcg reclaim and also waited 20 ms for a CPU in 80 short waits
+// (none over 1 ms): both cover the 14 ms excess, and the spike is the
+// freeze's, which held the slowest requests (the CI run whose incident
+// test charged such windows to runq_wait, by its larger total).
+func TestOneLongFreezeOutranksManyShortWaits(t *testing.T) {
+	lat, ws := build(10, map[uint64]uint64{5: 19 * ms}, nil)
+	w := ws[5]
+	tw := &aggregate.ThreadWindow{PID: 1661, TID: 1661, Comm: "redis-server", TotalNs: 36 * ms}
+	tw.ByCause[stall.MemcgReclaim] = aggregate.CauseTotal{Count: 1, TotalNs: 16 * ms, MaxNs: 16 * ms}
+	tw.ByCause[stall.RunqWait] = aggregate.CauseTotal{Count: 80, TotalNs: 20 * ms, MaxNs: ms}
+	w.Threads[1661] = tw
+	w.Causes[stall.MemcgReclaim], w.Causes[stall.RunqWait] = tw.ByCause[stall.MemcgReclaim], tw.ByCause[stall.RunqWait]
+	r := analyze(lat, ws, Config{StartNs: 1e9, SLONs: 5 * ms})
+	var sp *Spike
+	for i := range r.Spikes {
+		if r.Spikes[i].Index == 5 {
+			sp = &r.Spikes[i]
+		}
+	}
+	if sp == nil {
+		t.Fatalf("window 5 is no spike: %+v", r.Spikes)
+	}
+	if sp.Causes[0].Cause != stall.MemcgReclaim || sp.Causes[0].Coverage != 1 || sp.Causes[1].Cause != stall.RunqWait {
+		t.Fatalf("charged %s first: %s", sp.Causes[0].Cause, sp.Verdict)
+	}
+}

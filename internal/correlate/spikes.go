@@ -155,7 +155,8 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 		}
 		h := w.hit(c)
 		ci := CauseInSpike{Cause: c, StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
-			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, ExposureNs: h.WorstNs}
+			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, LongestNs: h.LongestNs,
+			ExposureNs: h.WorstNs}
 		if l := w.Latency; l != nil && l.Requests != nil {
 			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c]
 			ci.inSlowExcessNs = l.Requests.SlowExcessStallNs[c]
@@ -178,6 +179,11 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 		a, b := sp.Causes[i], sp.Causes[j]
 		if a.Coverage != b.Coverage {
 			return a.Coverage > b.Coverage
+		}
+		// Both cover as much: the one whose single freeze was longest
+		// held the slowest requests, not the one with more short waits.
+		if a.LongestNs != b.LongestNs {
+			return a.LongestNs > b.LongestNs
 		}
 		return a.StallNs > b.StallNs
 	})
