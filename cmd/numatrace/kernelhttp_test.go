@@ -137,41 +137,59 @@ func pinTasks(t *testing.T, pid, cpu int) {
 func preciseClient(t *testing.T, port, conns, rate int, stop <-chan struct{},
 	request func(k int) []byte, whole func(reply []byte) (bool, error)) <-chan [][2]uint64 {
 	t.Helper()
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
+	sched := clientSchedule{start: time.Now(), interval: time.Second / time.Duration(rate), conns: conns}
 	results := make(chan [][2]uint64, conns)
 	for c := 0; c < conns; c++ {
 		fd := dialBlocking(t, port)
 		go func() {
-			realtimeClientThread(t)
-			defer unix.Close(fd)
 			var out [][2]uint64
 			defer func() { results <- out }()
-			buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
-			var p punctual
-			for k := 0; ; k++ {
-				due := start.Add(time.Duration(k*conns+c) * interval)
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Until(due)):
-				}
-				req := request(k)
-				sent := time.Now()
-				if _, err := unix.Write(fd, req); err != nil {
-					t.Errorf("write: %v", err)
-					return
-				}
-				end, err := readReply(fd, buf, oob, whole)
-				if err != nil {
-					t.Errorf("request %q: %v", req, err)
-					return
-				}
-				out = append(out, [2]uint64{uint64(end.UnixNano()), uint64(p.latency(due, end.Sub(sent)))})
-			}
+			clientConn(t, fd, c, sched, stop, request, whole, func(end time.Time, lat time.Duration) {
+				out = append(out, [2]uint64{uint64(end.UnixNano()), uint64(lat)})
+			})
 		}()
 	}
 	return gatherConns(results, conns)
+}
+
+// clientSchedule is an open-loop client's fixed-rate schedule: request
+// k of connection c is due at start + (k*conns + c) * interval.
+type clientSchedule struct {
+	start    time.Time
+	interval time.Duration
+	conns    int
+}
+
+// clientConn runs connection c of sched on fd (closed at the end) from a
+// real-time client thread until stop: it sends request(k) when due, reads
+// until whole says the reply is, and hands record the reply's arrival
+// and the request's latency as a punctual client counts it.
+func clientConn(t *testing.T, fd, c int, sched clientSchedule, stop <-chan struct{},
+	request func(k int) []byte, whole func(reply []byte) (bool, error), record func(end time.Time, lat time.Duration)) {
+	realtimeClientThread(t)
+	defer unix.Close(fd)
+	buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
+	var p punctual
+	for k := 0; ; k++ {
+		due := sched.start.Add(time.Duration(k*sched.conns+c) * sched.interval)
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Until(due)):
+		}
+		req := request(k)
+		sent := time.Now()
+		if _, err := unix.Write(fd, req); err != nil {
+			t.Errorf("write: %v", err)
+			return
+		}
+		end, err := readReply(fd, buf, oob, whole)
+		if err != nil {
+			t.Errorf("request %.60q: %v", req, err)
+			return
+		}
+		record(end, p.latency(due, end.Sub(sent)))
+	}
 }
 
 // realtimeClientThread locks the calling goroutine to its thread and

@@ -28,7 +28,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -42,11 +41,11 @@ const (
 	hogFileMiB = 16 << 10  // the most the hog's file grows to (about 8 s here)
 )
 
-func startRedisInCgroup(t *testing.T, cg string) (pid int, addr string) {
+func startRedisInCgroup(t *testing.T, cg string) (pid, port int) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	testutil.RequireFeature(t, err == nil, "redis-server not installed (make deps installs it)")
-	port := freePort(t)
+	port = freePort(t)
 	// The shell joins the cgroup before it execs, so redis is charged
 	// from its first page.
 	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d %s --port %d --bind 127.0.0.1 --save '' --appendonly no --protected-mode no --daemonize no",
@@ -56,16 +55,16 @@ func startRedisInCgroup(t *testing.T, cg string) (pid int, addr string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for i := 0; i < 100; i++ {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return cmd.Process.Pid, addr
+			return cmd.Process.Pid, port
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("redis-server did not start")
-	return 0, ""
+	return 0, 0
 }
 
 // loadGen is an open-loop load generator in the manner of wrk2: conns
@@ -79,60 +78,37 @@ func startRedisInCgroup(t *testing.T, cg string) (pid int, addr string) {
 // they were most of the time redis waited for one, 2.9 s in 110 s, and
 // flipped some runs' verdicts to runq_wait). Latencies go to logPath as
 // NDJSON until stop; the returned channel yields the request count.
-func loadGen(t *testing.T, addr, logPath string, conns, rate int, stop <-chan struct{}) <-chan int {
+func loadGen(t *testing.T, port int, logPath string, conns, rate int, stop <-chan struct{}) <-chan int {
 	t.Helper()
 	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, portStr, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(portStr)
 	var (
 		mu    sync.Mutex
 		w     = bufio.NewWriter(f)
 		total int
 		wg    sync.WaitGroup
 	)
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
+	sched := clientSchedule{start: time.Now(), interval: time.Second / time.Duration(rate), conns: conns}
 	value := strings.Repeat("v", 2048)
 	for c := 0; c < conns; c++ {
 		fd := dialBlocking(t, port)
+		set := func(k int) []byte {
+			key := "key:" + strconv.Itoa(k*conns+c)
+			return fmt.Appendf(nil, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(key), key, len(value), value)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			realtimeClientThread(t)
-			defer unix.Close(fd)
-			buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
-			var p punctual
-			for k := 0; ; k++ {
-				n := k*conns + c
-				due := start.Add(time.Duration(n) * interval)
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Until(due)):
-				}
-				key := "key:" + strconv.Itoa(n)
-				req := fmt.Appendf(nil, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(key), key, len(value), value)
-				sent := time.Now()
-				if _, err := unix.Write(fd, req); err != nil {
-					t.Errorf("redis: write: %v", err)
-					return
-				}
-				end, err := readReply(fd, buf, oob, respReplyWhole)
-				if err != nil {
-					t.Errorf("redis: %v", err)
-					return
-				}
-				lat := p.latency(due, end.Sub(sent))
+			clientConn(t, fd, c, sched, stop, set, respReplyWhole, func(end time.Time, lat time.Duration) {
 				mu.Lock()
+				defer mu.Unlock()
 				fmt.Fprintf(w, "{\"ts_ns\":%d,\"latency_ns\":%d}\n", end.UnixNano(), lat.Nanoseconds())
 				if total++; total%50 == 0 {
 					w.Flush()
 				}
-				mu.Unlock()
-			}
+			})
 		}()
 	}
 	done := make(chan int, 1)
@@ -244,8 +220,8 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 	writebackOnCPU(t, hogCPU)
 	cg := testutil.MemcgCgroup(t, sc.name, 256<<20)
 	run := &redisRun{}
-	var addr string
-	run.redisPID, addr = startRedisInCgroup(t, cg)
+	var port int
+	run.redisPID, port = startRedisInCgroup(t, cg)
 	logPath := filepath.Join(t.TempDir(), "latency.ndjson")
 	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -255,7 +231,7 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 	stop := make(chan struct{})
 	var hogs sync.WaitGroup
 	if sc.underWay {
-		done := loadGen(t, addr, logPath, 4, 1000, stop)
+		done := loadGen(t, port, logPath, 4, 1000, stop)
 		hogs.Add(1)
 		go func() { defer hogs.Done(); runHog(t, cg, sc.length+8*time.Second) }()
 		time.Sleep(4 * time.Second) // the incident is on
@@ -267,7 +243,7 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 		})
 	} else {
 		run.requests = runRedisTrace(t, run, sc, logPath, rec, func() int {
-			done := loadGen(t, addr, logPath, 4, 1000, stop)
+			done := loadGen(t, port, logPath, 4, 1000, stop)
 			start := time.Now()
 			for _, at := range sc.hogAt {
 				time.Sleep(time.Until(start.Add(at)))

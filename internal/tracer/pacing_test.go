@@ -19,22 +19,38 @@ func handOn(x *exchanges, conn, start, end uint64, st *stall.RequestStall) excha
 	return out
 }
 
+// onSchedule hands on 20 exchanges of connection 1, 0.2 ms each, on a 4
+// ms schedule from at; it returns when the next is due, and whether each
+// was counted as its own 0.2 ms.
+func onSchedule(x *exchanges, at uint64) (next uint64, own bool) {
+	own = true
+	for range 20 {
+		if got := handOn(x, 1, at, at+ms/5, nil); got.latNs != ms/5 {
+			own = false
+		}
+		at += 4 * ms
+	}
+	return at, own
+}
+
+// memcgFreeze is an exchange's breakdown: frozen ns in memcg reclaim.
+func memcgFreeze(ns uint64) *stall.RequestStall {
+	var st stall.RequestStall
+	st.ByCause[stall.MemcgReclaim], st.FreezeNs = ns, ns
+	return &st
+}
+
 // A connection on a 4 ms schedule, frozen 30 ms in memcg reclaim: the
 // requests that came due meanwhile were sent as soon as the frozen reply
 // came, and are counted from when they were due, charged to what froze
 // the one they waited behind, as the client's own clock has them.
 func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
 	x := newExchanges()
-	at := 1000 * ms
-	for range 20 { // on schedule, 0.2 ms each
-		if got := handOn(x, 1, at, at+ms/5, nil); got.latNs != ms/5 {
-			t.Fatalf("an on-time exchange was counted %d ns", got.latNs)
-		}
-		at += 4 * ms
+	at, own := onSchedule(x, 1000*ms)
+	if !own {
+		t.Fatalf("an on-time exchange was not counted as its own 0.2 ms")
 	}
-	var frozen stall.RequestStall
-	frozen.ByCause[stall.MemcgReclaim], frozen.FreezeNs = 29*ms, 29*ms
-	handOn(x, 1, at, at+30*ms, &frozen)
+	handOn(x, 1, at, at+30*ms, memcgFreeze(29*ms))
 	// Seven came due at +4 ... +28 ms; each goes right after the reply before it.
 	next := at + 30*ms + ms/10
 	for k := uint64(1); k <= 7; k++ {
@@ -63,11 +79,7 @@ func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
 // exchange is counted, the client's own 1.2 ms is not.
 func TestSlightlyLateBehindASlowExchange(t *testing.T) {
 	x := newExchanges()
-	at := 1000 * ms
-	for range 20 {
-		handOn(x, 1, at, at+ms/5, nil)
-		at += 4 * ms
-	}
+	at, _ := onSchedule(x, 1000*ms)
 	handOn(x, 1, at, at+4*ms+ms/2, nil) // due again at +4 ms; its reply at +4.5 ms
 	next := at + 4*ms + ms/2 + 6*ms/5
 	if got := handOn(x, 1, next, next+ms/5, nil); got.latNs != ms/5+ms/2 {
@@ -89,9 +101,7 @@ func TestIrregularScheduleIsNotCorrected(t *testing.T) {
 		handOn(x, 1, at, at+ms/5, nil)
 		at += gaps[i%len(gaps)] * ms
 	}
-	var frozen stall.RequestStall
-	frozen.ByCause[stall.MemcgReclaim], frozen.FreezeNs = 29*ms, 29*ms
-	handOn(x, 1, at, at+30*ms, &frozen)
+	handOn(x, 1, at, at+30*ms, memcgFreeze(29*ms))
 	next := at + 30*ms + ms/10
 	for k := 0; k < 3; k++ {
 		if got := handOn(x, 1, next, next+ms/10, nil); got.latNs != ms/10 {
@@ -131,11 +141,7 @@ func TestClosedLoopConnectionIsNotCorrected(t *testing.T) {
 // timed is the server's side again.
 func TestEndlessBacklogStopsTheEstimate(t *testing.T) {
 	x := newExchanges()
-	at := 1000 * ms
-	for range 20 {
-		handOn(x, 1, at, at+ms/5, nil)
-		at += 4 * ms
-	}
+	at, _ := onSchedule(x, 1000*ms)
 	// From here on it sends back to back, 5 ms each: 1 ms a request behind schedule.
 	var last exchangeSample
 	for range 1500 {
@@ -213,14 +219,8 @@ func TestLateAfterAFrozenIdleGap(t *testing.T) {
 // whose client p99 was 2.07 s).
 func TestFreezeLongerThanTheBacklogCapCounts(t *testing.T) {
 	x := newExchanges()
-	at := 1000 * ms
-	for range 20 {
-		handOn(x, 1, at, at+ms/5, nil)
-		at += 4 * ms
-	}
-	var frozen stall.RequestStall
-	frozen.ByCause[stall.MemcgReclaim], frozen.FreezeNs = 2000*ms, 2000*ms
-	handOn(x, 1, at, at+2000*ms, &frozen)
+	at, _ := onSchedule(x, 1000*ms)
+	handOn(x, 1, at, at+2000*ms, memcgFreeze(2000*ms))
 	next := at + 2000*ms + ms/10
 	for k := uint64(1); k <= 499; k++ {
 		got := handOn(x, 1, next, next+ms/10, nil)
