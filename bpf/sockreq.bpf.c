@@ -258,9 +258,6 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 	if (!port_timed(port))
 		return;
 	struct sockreq_conn *c = conn_get(sk);
-
-	if (!c)
-		return;
 	__u64 now = bpf_ktime_get_ns();
 	/* skb->data is at the TCP header here: the payload is what follows it. */
 	unsigned char *th = btf ? skb->data : BPF_CORE_READ(skb, data);
@@ -272,9 +269,21 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 		return; /* an ACK, no data */
 	__u32 seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
 
+	if (!c) {
+		/* Accepted before we attached, and its server has not read or
+		 * written it since: frozen, as likely as not, in the incident
+		 * the user attached for. Its request is timed from now; the
+		 * connection is its server's (pid, tid) from its first read or
+		 * write by one of the target's threads. */
+		struct sockreq_conn unclaimed = {};
+
+		c = conn_make(sk, &unclaimed);
+		if (!c)
+			return;
+	}
 	if (c->end_ns) {
 		exchange_begin(c, now, seq); /* the next request: the last one's response was whole */
-	} else if (c->start_ns && seq != c->seq_start && now > c->start_ns) {
+	} else if (c->pid && c->start_ns && seq != c->seq_start && now > c->start_ns) {
 		/* The response is on its way and its write has not returned:
 		 * the client has it, or this would not be its next request. */
 		exchange_end(sk, c, c->tid, now);

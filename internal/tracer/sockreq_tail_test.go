@@ -170,3 +170,73 @@ func mustWrite(t *testing.T, fd int, s string) {
 		t.Fatal(err)
 	}
 }
+
+// A connection accepted before attach whose server has not touched it
+// since (frozen, in the incident the user attached for) has its next
+// request timed from its arrival: the server sleeps 100 ms before it
+// reads, and the exchange is timed at 100 ms or more, not dropped as
+// begun before the timer knew the connection.
+func TestRequestOnAConnectionAcceptedBeforeAttach(t *testing.T) {
+	testutil.RequireRoot(t)
+	lfd, port := blockingListener(t)
+	attached, served := make(chan struct{}), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		cfd, _, err := unix.Accept(lfd)
+		if err != nil {
+			served <- err
+			return
+		}
+		defer unix.Close(cfd)
+		req := make([]byte, 1)
+		for i := 0; i < 2; i++ {
+			if i == 1 {
+				<-attached
+				time.Sleep(100 * time.Millisecond) // frozen as the request arrives
+			}
+			if _, err := unix.Read(cfd, req); err != nil {
+				served <- err
+				return
+			}
+			if _, err := unix.Write(cfd, []byte("k")); err != nil {
+				served <- err
+				return
+			}
+		}
+		served <- nil
+	}()
+	fd := dialSmallBuffer(t, port)
+	one := make([]byte, 1)
+	mustWrite(t, fd, "a") // served before attach
+	if _, err := unix.Read(fd, one); err != nil {
+		t.Fatal(err)
+	}
+	lp := timeSockets(t, unix.Getpid(), port, false)
+	var mu sync.Mutex
+	var lats []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+			mu.Lock()
+			lats = append(lats, time.Duration(lat))
+			mu.Unlock()
+		}, nil)
+	}()
+	close(attached)
+	mustWrite(t, fd, "b")
+	if _, err := unix.Read(fd, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * PollInterval)
+	lp.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lats) != 1 || lats[0] < 100*time.Millisecond {
+		t.Fatalf("exchanges timed %v, want one of 100 ms or more (from b's arrival)", lats)
+	}
+}
