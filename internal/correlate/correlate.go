@@ -278,6 +278,12 @@ type CauseCorrelation struct {
 	Spearman *float64
 	// Covered is the share of spikes in which it covers at least half.
 	Covered float64
+	// ExcessShare is the share of the spikes' summed excess latency it
+	// covers.
+	ExcessShare float64
+	// LargerInSpikes says its median dose in the spike windows is above
+	// its median in the normal ones (or there were no normal ones).
+	LargerInSpikes bool
 	// InSlowRequests is the share of the slow requests' time that was
 	// this stall, over the run, when requests were timed in the kernel.
 	InSlowRequests *float64

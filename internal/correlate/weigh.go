@@ -11,19 +11,25 @@ import (
 
 // A cause explains a spike when it covers at least half of it; it
 // explains the run's spikes when it does so in at least half of them and
-// its dose tracks the latency (a positive rank correlation of its
-// exposure with the windows' latency). Present through a whole incident,
-// a cause still explains it when its stall time rises and falls with the
-// latency; present in every spike but covering a sliver of each, it does
-// not. A cause that covers at least half of a fifth of the spikes
-// explains them in part. "Tracks" means a rank correlation above 0.3: a
-// weak one (0.1) is what a cause that is merely always there shows, such
-// as run-queue wait on a busy machine.
+// it is the reason rather than merely there. Either its dose tracks the
+// latency (a positive rank correlation of its exposure with the windows'
+// latency), or it covers at least half of the spikes' whole excess and
+// froze threads longer in the spikes than in the normal windows. The
+// second holds where the first cannot be seen: attached mid-incident,
+// nearly every window is a spike and their latencies are close, so the
+// ranks are noise (the same redis incident read "explained" in one run
+// and "explained only in part" in the next). Present in every window but
+// no larger in the spikes, or covering a sliver of each, a cause does not
+// explain them. A cause that covers at least half of a fifth of the
+// spikes explains them in part. "Tracks" means a rank correlation above
+// 0.3: a weak one (0.1) is what a cause that is merely always there
+// shows, such as run-queue wait on a busy machine.
 const (
 	explainCoverage = 0.5
 	explainShare    = 0.5
 	partlyShare     = 0.2
 	explainSpearman = 0.3
+	explainExcess   = 0.5
 )
 
 // outsideShown is the stall time of the serving threads, over the run,
@@ -53,6 +59,8 @@ func (r *Result) weigh(seen []*Window, cfg Config) {
 func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Config) CauseCorrelation {
 	var inSpike, spikes, inNormal, normals, covered int
 	var slowNs, slowStallNs uint64
+	var excess, coveredExcess float64
+	var spikeDoses, normalDoses []float64
 	xs := make([]float64, 0, len(seen))
 	ys := make([]float64, 0, len(seen))
 	for _, w := range seen {
@@ -74,12 +82,16 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 				if ci.Coverage >= explainCoverage {
 					covered++
 				}
+				coveredExcess += ci.Coverage * float64(sp.ExcessNs)
 			}
+			excess += float64(sp.ExcessNs)
+			spikeDoses = append(spikeDoses, dose)
 		} else {
 			normals++
 			if ns > 0 {
 				inNormal++
 			}
+			normalDoses = append(normalDoses, dose)
 		}
 		y := float64(cfg.WindowNs) // no request completed: all waited at least that long
 		if w.Latency != nil && w.Latency.Count > 0 {
@@ -108,6 +120,10 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 	if rho, ok := Spearman(xs, ys); ok {
 		cc.Spearman = &rho
 	}
+	if excess > 0 {
+		cc.ExcessShare = coveredExcess / excess
+	}
+	cc.LargerInSpikes = spikes > 0 && (normals == 0 || medianOf(spikeDoses) > medianOf(normalDoses))
 	if slowNs > 0 {
 		share := float64(slowStallNs) / float64(slowNs)
 		cc.InSlowRequests = &share
@@ -217,12 +233,16 @@ func (r *Result) judge(spikes int, cfg Config) string {
 		}
 		n := int(math.Round(cc.Covered * float64(spikes)))
 		tracks := cc.Spearman == nil || *cc.Spearman > explainSpearman
+		dominates := cc.ExcessShare >= explainExcess && cc.LargerInSpikes
 		switch {
-		case cc.Covered >= explainShare && tracks:
+		case cc.Covered >= explainShare && (tracks || dominates):
 			r.Explained = append(r.Explained, c)
 			rho := ""
-			if cc.Spearman != nil {
+			switch {
+			case cc.Spearman != nil && tracks:
 				rho = fmt.Sprintf(", and its length tracks %s (rank correlation %.2f)", cfg.On, *cc.Spearman)
+			case !tracks:
+				rho = fmt.Sprintf(", and %.0f%% of their whole excess latency", cc.ExcessShare*100)
 			}
 			why = append(why, fmt.Sprintf("%s (%sit covers at least half of %d of the %d spikes%s%s)",
 				c, notMemory(c), n, spikes, rho, inSlow(*cc)))
@@ -267,4 +287,17 @@ func notMemory(c stall.Cause) string {
 		return "not memory management: the serving threads waited for a CPU; "
 	}
 	return ""
+}
+
+// medianOf is the median of v (0 for none); it sorts v.
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }

@@ -92,6 +92,8 @@ type causeCorrelationJSON struct {
 	Lift           *float64 `json:"lift"`
 	Spearman       *float64 `json:"spearman"`
 	Covered        float64  `json:"covered"`
+	ExcessShare    float64  `json:"excess_share"`
+	LargerInSpikes bool     `json:"larger_in_spikes"`
 	InSlowRequests *float64 `json:"in_slow_requests,omitempty"`
 }
 

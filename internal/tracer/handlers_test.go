@@ -305,14 +305,17 @@ func TestMmapLockHandler(t *testing.T) {
 	time.Sleep(time.Millisecond)
 	runProg(t, loadVariant(t, tr, "mmap_lock", "mmap_contention_end"), 0x1234, 0)
 	start, end := loadVariant(t, tr, "mmap_lock", "mmap_lock_start"), loadVariant(t, tr, "mmap_lock", "mmap_lock_acquired_w1")
+	from := monotonicNs()
 	runProg(t, start, 0, 1)
 	time.Sleep(time.Millisecond)
 	runProg(t, end, 0, 1, 1)
-	// The thread's own real mmap_lock traffic shows up too; ours is the
-	// only one that waited a millisecond.
+	to := monotonicNs()
+	// The thread's own real mmap_lock traffic shows up too, and on a busy
+	// machine it can wait a few milliseconds (a CI run saw 6 ms): ours is
+	// the one that waited a millisecond between our two calls.
 	var long []stall.Event
 	for _, e := range only(t, drain(t, tr, 300*time.Millisecond), stall.MmapLock) {
-		if e.DurNs >= uint64(time.Millisecond) {
+		if e.DurNs >= uint64(time.Millisecond) && e.TsNs-e.DurNs >= from && e.TsNs <= to {
 			long = append(long, e)
 		}
 	}

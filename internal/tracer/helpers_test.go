@@ -199,3 +199,12 @@ func runProg(t *testing.T, p *ebpf.Program, args ...uint64) {
 		t.Fatalf("test-run: %v", err)
 	}
 }
+
+// monotonicNs is CLOCK_MONOTONIC, the clock of the events' timestamps.
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(err)
+	}
+	return uint64(ts.Nano())
+}
