@@ -235,7 +235,7 @@ func probeAttached(k Kernel, name string) bool {
 var mmapLockVia = map[string]string{"6.1": "contention_begin", "6.12": "contention_begin"}
 
 // socketLayerHooks: the kernels with the socket layer's own tracepoints
-// (sock_recv_length, sock_send_length: 6.3+), which time requests on the
+// (sock_send_length: 6.3+), which time requests on the
 // target's sockets; the others fall back to every syscall's return.
 var socketLayerHooks = map[string]bool{"6.12": true}
 

@@ -21,7 +21,6 @@ type SockreqHook struct{ Tracepoint, Program, Why string }
 var (
 	SockreqViaSock = []SockreqHook{
 		{"tcp_probe", sockreqProgSockreqArrivalBtf, "a request's first byte arrives at the socket"},
-		{"sock_recv_length", sockreqProgSockreqRecv, "the server reads the socket"},
 		{"sock_send_length", sockreqProgSockreqSend, "the server's write of the response returns"},
 		{"inet_sock_set_state", sockreqProgSockreqStateBtf, "a connection is born, or closes (its last exchange)"},
 	}
@@ -141,7 +140,7 @@ type SocketTiming struct {
 func (t *Tracer) SocketTiming() SocketTiming {
 	st := SocketTiming{Hooks: SockreqHooks(t.kspec)}
 	if !viaSock(st.Hooks) {
-		st.Fallback = "no sock_recv_length/sock_send_length tracepoints (6.3+): every syscall's return is hooked instead, which puts every process's syscalls on the slow path"
+		st.Fallback = "no sock_send_length tracepoint (6.3+): every syscall's return is hooked instead, which puts every process's syscalls on the slow path"
 	}
 	spec, err := loadSockreq()
 	if err == nil {

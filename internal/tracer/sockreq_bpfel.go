@@ -118,7 +118,6 @@ const (
 	sockreqMapWatchedTgids       = "watched_tgids"
 	sockreqProgSockreqArrival    = "sockreq_arrival"
 	sockreqProgSockreqArrivalBtf = "sockreq_arrival_btf"
-	sockreqProgSockreqRecv       = "sockreq_recv"
 	sockreqProgSockreqSend       = "sockreq_send"
 	sockreqProgSockreqState      = "sockreq_state"
 	sockreqProgSockreqStateBtf   = "sockreq_state_btf"
@@ -185,7 +184,6 @@ type sockreqSpecs struct {
 type sockreqProgramSpecs struct {
 	SockreqArrival    *ebpf.ProgramSpec `ebpf:"sockreq_arrival"`
 	SockreqArrivalBtf *ebpf.ProgramSpec `ebpf:"sockreq_arrival_btf"`
-	SockreqRecv       *ebpf.ProgramSpec `ebpf:"sockreq_recv"`
 	SockreqSend       *ebpf.ProgramSpec `ebpf:"sockreq_send"`
 	SockreqState      *ebpf.ProgramSpec `ebpf:"sockreq_state"`
 	SockreqStateBtf   *ebpf.ProgramSpec `ebpf:"sockreq_state_btf"`
@@ -326,7 +324,6 @@ type sockreqVariables struct {
 type sockreqPrograms struct {
 	SockreqArrival    *ebpf.Program `ebpf:"sockreq_arrival"`
 	SockreqArrivalBtf *ebpf.Program `ebpf:"sockreq_arrival_btf"`
-	SockreqRecv       *ebpf.Program `ebpf:"sockreq_recv"`
 	SockreqSend       *ebpf.Program `ebpf:"sockreq_send"`
 	SockreqState      *ebpf.Program `ebpf:"sockreq_state"`
 	SockreqStateBtf   *ebpf.Program `ebpf:"sockreq_state_btf"`
@@ -337,7 +334,6 @@ func (p *sockreqPrograms) Close() error {
 	return _SockreqClose(
 		p.SockreqArrival,
 		p.SockreqArrivalBtf,
-		p.SockreqRecv,
 		p.SockreqSend,
 		p.SockreqState,
 		p.SockreqStateBtf,

@@ -3,6 +3,10 @@
 package tracer
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +90,75 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 	}
 	if p := lp.Pipelined(); p != 0 {
 		t.Errorf("%d exchanges said pipelined, want none", p)
+	}
+}
+
+// A request sent before the reply to the one before it (pipelining) makes
+// the two one exchange; the timer says so, once per such exchange: a
+// BLPOP that blocks 50 ms in redis, and a PING sent 10 ms into it, after
+// redis read the BLPOP and before it replied. A request in two segments,
+// the server reading the first before the second arrives, cannot be told
+// from it.
+func TestPipelinedRequestsAreReported(t *testing.T) {
+	t.Run("sock tracepoints", func(t *testing.T) { testPipelined(t, false) })
+	t.Run("syscalls", func(t *testing.T) { testPipelined(t, true) })
+}
+
+func testPipelined(t *testing.T, syscalls bool) {
+	r, lp := timeRedisSockets(t, syscalls)
+	var mu sync.Mutex
+	timed := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+			mu.Lock()
+			timed++
+			mu.Unlock()
+		}, nil)
+	}()
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(c)
+	reply := func(want string) {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := rd.ReadString('\n')
+		if err != nil || line != want {
+			t.Fatalf("reply %q (%v), want %q", line, err, want)
+		}
+	}
+	const pipelined = 3
+	for i := 0; i < pipelined; i++ {
+		io.WriteString(c, "BLPOP numatrace-none 0.05\r\n")
+		time.Sleep(10 * time.Millisecond)
+		io.WriteString(c, "PING\r\n")
+		reply("*-1\r\n")
+		reply("+PONG\r\n")
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A command in two segments: the first is read, and is no whole
+	// command yet; the rest completes it.
+	io.WriteString(c, "PI")
+	time.Sleep(10 * time.Millisecond)
+	io.WriteString(c, "NG\r\n")
+	reply("+PONG\r\n")
+	c.Close()
+	time.Sleep(3 * PollInterval)
+	lp.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if timed != pipelined+1 {
+		t.Errorf("%d exchanges timed, want %d (each BLPOP with its PING, and the split PING)", timed, pipelined+1)
+	}
+	// The split PING is said pipelined too: redis read its first half
+	// before the rest arrived, which the socket cannot tell from a second
+	// request (the README says so).
+	if p := lp.Pipelined(); p != pipelined+1 {
+		t.Errorf("%d exchanges said pipelined, want %d (the BLPOPs and the split PING)", p, pipelined+1)
 	}
 }
 
