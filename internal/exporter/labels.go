@@ -47,6 +47,11 @@ type labels struct {
 	// may be relative to a cgroup namespace's root and name another).
 	dir     string
 	checked bool
+	// id is the cgroup id of the stall the labels were read for (0:
+	// none given). A process moves between cgroups (a job runner forks,
+	// then moves the child into the job's cgroup): a stall whose id
+	// differs reads the labels again.
+	id uint64
 }
 
 // slot is a cgroup value given out: its directory ("" if not known, so
@@ -107,12 +112,13 @@ func (l *Labeller) For(pid uint32, cgroupID uint64) (cgroup, container string, f
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lb, ok := l.byPID[pid]
-	if !ok || lb.cgroup == Unknown && cgroupID != 0 { // an id may name it now
+	if !ok || cgroupID != 0 && (lb.cgroup == Unknown || lb.id != cgroupID) { // moved, or an id may name it now
 		lb = l.read(pid)
+		lb.id = cgroupID
 		if lb.cgroup == Unknown && cgroupID != 0 && l.ids != nil {
 			if abs, rel, found := l.ids.path(cgroupID); found {
 				lb = newLabels(rel)
-				lb.dir, lb.checked = abs, true
+				lb.dir, lb.checked, lb.id = abs, true, cgroupID
 			}
 		}
 		if len(l.byPID) >= maxCachedPIDs {
