@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -235,6 +237,13 @@ func (p *punctual) latency(due time.Time, took time.Duration) time.Duration {
 // received data timestamped by the kernel.
 func dialBlocking(t *testing.T, port int) int {
 	t.Helper()
+	rxTimestampsOn(t)
+	return dialBlocking0(t, port)
+}
+
+// dialBlocking0 is dialBlocking without waiting for timestamps to be on.
+func dialBlocking0(t *testing.T, port int) int {
+	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +258,62 @@ func dialBlocking(t *testing.T, port int) int {
 		t.Fatalf("SO_TIMESTAMPNS: %v", err)
 	}
 	return fd
+}
+
+var rxTimestamps struct {
+	sync.Mutex
+	on bool
+}
+
+// rxTimestampsOn returns once the kernel timestamps received TCP data.
+// The first socket that asks for timestamps only schedules turning them
+// on (net_enable_timestamp defers it to a kworker, and so does the last
+// one closed, turning them off): until that work runs, a TCP read gets
+// no timestamp at all. Seen in a CI run: the first replies of a test's
+// clients, with a hog on the machine, carried none. So a loopback TCP
+// socket with SO_TIMESTAMPNS is held open for the rest of the test
+// binary, and data is sent to it until a read carries a timestamp.
+// (UDP is no probe: its reads are stamped at read time when the packet
+// was not.)
+func rxTimestampsOn(t *testing.T) {
+	t.Helper()
+	rxTimestamps.Lock()
+	defer rxTimestamps.Unlock()
+	if rxTimestamps.on {
+		return
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	fd := dialBlocking0(t, ln.Addr().(*net.TCPAddr).Port)
+	peer, err := ln.Accept()
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := peer.Write([]byte{'x'}); err != nil {
+			unix.Close(fd)
+			t.Fatal(err)
+		}
+		_, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+		if err != nil {
+			unix.Close(fd)
+			t.Fatal(err)
+		}
+		if _, err := receiveTime(oob[:oobn]); err == nil {
+			break // fd stays open: timestamps stay on
+		}
+		if time.Now().After(deadline) {
+			unix.Close(fd)
+			t.Fatal("received TCP data still carries no kernel timestamp 30 s after SO_TIMESTAMPNS")
+		}
+	}
+	rxTimestamps.on = true
 }
 
 // httpResponseWhole says whether b holds one whole HTTP/1.1 response
