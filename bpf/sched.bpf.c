@@ -241,11 +241,12 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	 * for a --pid target it is a compare, not a map lookup. */
 	if (!wanted(tgid, tid))
 		return 0;
-	__u64 queued = BPF_CORE_READ(next, sched_info.last_queued);
-	struct cfs_rq *cfs = BPF_CORE_READ(next, se.cfs_rq);
-	__u64 clock = cfs ? BPF_CORE_READ(cfs, rq, clock) : 0;
+	/* Plain loads (tp_btf): a probe read each would be a helper call. */
+	__u64 queued = next->sched_info.last_queued;
+	struct cfs_rq *cfs = next->se.cfs_rq;
+	__u64 clock = cfs ? cfs->rq->clock : 0;
 	__u64 dur = queued && clock > queued ? clock - queued : 0;
-	__u64 delay = BPF_CORE_READ(next, sched_info.run_delay);
+	__u64 delay = next->sched_info.run_delay;
 	__u64 after = delay + dur; /* run_delay once the scheduler adds this wait */
 	__u64 *seen = bpf_map_lookup_elem(&runq_delay, &tid);
 

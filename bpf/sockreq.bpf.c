@@ -57,6 +57,7 @@
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
 #define AF_INET 2
+#define TCPHDR_FIN 0x01
 #define AF_INET6 10
 
 enum sockreq_flag {
@@ -220,28 +221,41 @@ static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now, __
 }
 
 /*
+ * sk as the tcp_sock it is. btf (a tp_btf argument): one helper call, and
+ * its fields are then plain loads, where raw_tp reads each with a probe
+ * read, a helper call a field (four to five an exchange). A literal at
+ * each call, as for arrival. NULL if sk is no TCP socket.
+ */
+static __always_inline struct tcp_sock *tcp_of(struct sock *sk, bool btf)
+{
+	return btf ? bpf_skc_to_tcp_sock(sk) : (struct tcp_sock *)sk;
+}
+
+#define TCP_FIELD(btf, tp, field) ((btf) ? (tp)->field : BPF_CORE_READ(tp, field))
+
+/*
  * When sk last sent, if all it was given has gone out since start: the
  * clock TCP refreshes as it transmits (and as it receives, which is later
  * still, and no later than now). Otherwise now: data still queued goes
  * out later, and now is the best bound there is.
  */
-static __always_inline __u64 sent_at(struct sock *sk, __u64 start, __u64 now)
+static __always_inline __u64 sent_at(struct sock *sk, __u64 start, __u64 now, bool btf)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct tcp_sock *tp = tcp_of(sk, btf);
 
-	if (!bpf_core_field_exists(tp->tcp_clock_cache))
+	if (!tp || !bpf_core_field_exists(tp->tcp_clock_cache))
 		return now;
-	__u32 queued = BPF_CORE_READ(tp, write_seq), sent = BPF_CORE_READ(tp, snd_nxt);
-	__u64 clock = BPF_CORE_READ(tp, tcp_clock_cache);
+	__u32 queued = TCP_FIELD(btf, tp, write_seq), sent = TCP_FIELD(btf, tp, snd_nxt);
+	__u64 clock = TCP_FIELD(btf, tp, tcp_clock_cache);
 
 	return queued == sent && clock > start && clock < now ? clock : now;
 }
 
 /* c's exchange ends: its response's latest write, by tid, returned (or
  * the next request arrived) at now. */
-static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c, __u32 tid, __u64 now)
+static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c, __u32 tid, __u64 now, bool btf)
 {
-	c->end_ns = sent_at(sk, c->start_ns, now);
+	c->end_ns = sent_at(sk, c->start_ns, now, btf);
 	c->end_tid = tid;
 	c->stall_flags = 0;
 	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
@@ -261,17 +275,31 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 
 	if (!port_timed(port))
 		return;
+	if (btf) {
+		/* TCP has filled the segment's control block (tcp_v4_fill_cb,
+		 * tcp_v6_fill_cb) before it is handed to the socket: its
+		 * sequence span is the payload, and a FIN's one. */
+		const struct tcp_skb_cb *cb = (const void *)skb->cb;
+
+		if (cb->end_seq - cb->seq <= (cb->tcp_flags & TCPHDR_FIN ? 1 : 0))
+			return; /* an ACK, or a FIN, no data */
+	} else {
+		/* skb->data is at the TCP header here: the payload is what follows it. */
+		unsigned char *th = BPF_CORE_READ(skb, data);
+		__u32 len = BPF_CORE_READ(skb, len);
+		__u8 doff = 0;
+
+		bpf_probe_read_kernel(&doff, 1, th + 12);
+		if (len <= (__u32)(doff >> 4) * 4)
+			return; /* an ACK, no data */
+	}
+	struct tcp_sock *tp = tcp_of(sk, btf);
+
+	if (!tp)
+		return;
 	struct sockreq_conn *c = conn_get(sk);
 	__u64 now = bpf_ktime_get_ns();
-	/* skb->data is at the TCP header here: the payload is what follows it. */
-	unsigned char *th = btf ? skb->data : BPF_CORE_READ(skb, data);
-	__u32 len = btf ? skb->len : BPF_CORE_READ(skb, len);
-	__u8 doff = 0;
-
-	bpf_probe_read_kernel(&doff, 1, th + 12);
-	if (len <= (__u32)(doff >> 4) * 4)
-		return; /* an ACK, no data */
-	__u32 seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+	__u32 seq = TCP_FIELD(btf, tp, write_seq);
 
 	if (!c) {
 		/* Accepted before we attached, and its server has not read or
@@ -290,16 +318,14 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 	} else if (c->pid && c->start_ns && seq != c->seq_start && now > c->start_ns) {
 		/* The response is on its way and its write has not returned:
 		 * the client has it, or this would not be its next request. */
-		exchange_end(sk, c, c->tid, now);
+		exchange_end(sk, c, c->tid, now, btf);
 		exchange_begin(c, now, seq);
 		c->flags |= CONN_TAIL;
 	} else if (c->start_ns) {
 		/* More of the request, unless the server has read all that
 		 * came before this segment (tcp_probe runs before it is queued):
 		 * then it is the next request, sent before the reply. */
-		struct tcp_sock *tp = (struct tcp_sock *)sk;
-
-		if (BPF_CORE_READ(tp, copied_seq) == BPF_CORE_READ(tp, rcv_nxt))
+		if (TCP_FIELD(btf, tp, copied_seq) == TCP_FIELD(btf, tp, rcv_nxt))
 			c->flags |= CONN_PIPELINED;
 	} else {
 		exchange_begin(c, now, seq);
@@ -359,7 +385,7 @@ static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pi
 }
 
 /* The serving thread (the current one) read (or wrote, write) sk at now. */
-static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bool write, __u64 now)
+static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bool write, __u64 now, bool btf)
 {
 	struct sockreq_conn *c = conn_learn(sk, tgid, tid);
 
@@ -375,7 +401,7 @@ static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bo
 	}
 	if (now <= c->start_ns)
 		return;
-	exchange_end(sk, c, tid, now);
+	exchange_end(sk, c, tid, now, btf);
 }
 
 /*
@@ -389,7 +415,7 @@ int BPF_PROG(sockreq_send, struct sock *sk, int ret, int flags)
 	__u32 tgid, tid;
 
 	if (ret > 0 && current_wanted(&tgid, &tid))
-		socket_io(sk, tgid, tid, true, bpf_ktime_get_ns());
+		socket_io(sk, tgid, tid, true, bpf_ktime_get_ns(), true);
 	return 0;
 }
 
@@ -427,7 +453,7 @@ int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
 	struct sock *sk = fd_sock(fd);
 
 	if (sk)
-		socket_io(sk, tgid, tid, write, now);
+		socket_io(sk, tgid, tid, write, now, false);
 	return 0;
 }
 
