@@ -26,6 +26,7 @@ import (
 // out of that idle time: the ratio read about 1.0 whatever they cost.
 type socketTiming struct {
 	none, with, bare []float64 // redis requests a second: no numatrace, kernel source, --request-stalls=false
+	hooks            []float64 // redis requests a second with empty programs on the kernel source's hooks
 	nsWith, nsBare   []float64 // sockreq programs' ns per request (bpf_stats)
 	other, otherNone []float64 // the non-target's seconds, with numatrace on redis and without
 	otherBPF         []float64 // the share of the non-target's run that numatrace's programs ran (bpf_stats)
@@ -47,7 +48,8 @@ var rpsRe = regexp.MustCompile(`([0-9.]+) requests per second`)
 
 // measureSocketTiming runs redis-server and redis-benchmark on one CPU
 // (GET and SET, 12 connections), rounds alternating nothing attached,
-// the kernel source, and the kernel source without the breakdown; and dd
+// the kernel source, the kernel source without the breakdown, and empty
+// programs on the source's hooks (what any program there costs); and dd
 // of one byte a write, not the target, beside each. Throughput ratios are
 // the median of each round's pair: the host's speed drifts between rounds
 // by more than the cost measured.
@@ -59,7 +61,7 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 		}
 	}
 	for round := 0; round < socketRounds; round++ {
-		for _, mode := range []string{"none", "kernel", "bare"} {
+		for _, mode := range []string{"none", "kernel", "bare", "hooks"} {
 			// Throughput with bpf_stats off (its clock reads would be
 			// charged to numatrace); then the programs' run time in a run
 			// of its own with it on.
@@ -69,7 +71,7 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 			}
 			rps, other := run.rps, run.other
 			var ns float64
-			if mode != "none" {
+			if mode != "none" && mode != "hooks" {
 				stats, err := socketRound(ctx, c, mode, round, true)
 				if err != nil {
 					return err
@@ -87,6 +89,8 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 				ex.socket.with = append(ex.socket.with, rps)
 				ex.socket.nsWith = append(ex.socket.nsWith, ns)
 				ex.socket.other = append(ex.socket.other, other)
+			case "hooks":
+				ex.socket.hooks = append(ex.socket.hooks, rps)
 			default:
 				ex.socket.bare = append(ex.socket.bare, rps)
 				ex.socket.nsBare = append(ex.socket.nsBare, ns)
@@ -123,7 +127,16 @@ func socketRound(ctx context.Context, c *config, mode string, round int, stats b
 		return run, err
 	}
 	var s *session
-	if mode != "none" {
+	switch mode {
+	case "none":
+	case "hooks":
+		// The hooks of the 6.3+ set (SockreqViaSock), each with a program
+		// that only returns: the floor under any timer on them.
+		if s, err = startFloorOn(ctx, c, round, "-tracepoint", "tcp_probe,sock_send_length,inet_sock_set_state", "-name", "sockfloor"); err != nil {
+			return run, err
+		}
+		defer s.stop()
+	default:
 		ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-socket-ready-%d-%s", round, mode))
 		os.Remove(ready)
 		nt, err := startProc("numatrace", filepath.Join(c.workdir, "numatrace-socket.log"), io.Discard,
@@ -155,7 +168,7 @@ func socketRound(ctx context.Context, c *config, mode string, round int, stats b
 	if run.rps, err = meanRPS(out); err != nil {
 		return run, err
 	}
-	if s != nil {
+	if s != nil && mode != "hooks" {
 		var u usage
 		for id, p := range after {
 			if b := before[id]; strings.HasPrefix(p.Name, "sockreq_") && p.RunCnt >= b.RunCnt {
@@ -165,7 +178,7 @@ func socketRound(ctx context.Context, c *config, mode string, round int, stats b
 		run.ns = float64(u.ns) / (2 * requests)
 	}
 	switch {
-	case mode != "bare" && !stats:
+	case mode != "bare" && mode != "hooks" && !stats:
 		run.other, err = timeNonTarget(ctx)
 	case mode == "kernel":
 		run.otherBPF, err = nonTargetBPFShare(ctx)
@@ -240,7 +253,7 @@ func (ex *extra) renderSocketTiming(w io.Writer) {
 	p("")
 	p("## Timing requests on the target's sockets")
 	p("")
-	p("The default latency source of `attach --pid` (`--latency kernel`): redis-server and redis-benchmark sharing CPU %s, which they saturate (GET and SET, 12 connections, %d each), numatrace on CPU %s; %d rounds of nothing attached, numatrace with the kernel source, and with it but no per-request stall breakdown (`--request-stalls=false`), with bpf_stats off. Throughput ratios are the median of the rounds' pairs (the host's speed drifts between rounds by more than the cost). The sockreq programs' run time per request is from bpf_stats in runs of their own (both sides of loopback run them: the client's segments and sends miss, an early return). `dd bs=1 count=8M` (16M syscalls) is a process that is not the target, on CPU %s beside redis idle, with numatrace on redis and without; its ratio too is the median of the rounds' pairs, but a round of it swings ±5%% with the host; the target is judged on the bound that is exact: 1 less the share of its run in which any BPF program ran (bpf_stats, in the kernel source's stats runs).",
+	p("The default latency source of `attach --pid` (`--latency kernel`): redis-server and redis-benchmark sharing CPU %s, which they saturate (GET and SET, 12 connections, %d each), numatrace on CPU %s; %d rounds of nothing attached, numatrace with the kernel source, with it but no per-request stall breakdown (`--request-stalls=false`), and programs that only return on the source's hooks (tcp_probe, sock_send_length, inet_sock_set_state: the floor under any program there), with bpf_stats off. Throughput ratios are the median of the rounds' pairs (the host's speed drifts between rounds by more than the cost). The sockreq programs' run time per request is from bpf_stats in runs of their own (both sides of loopback run them: the client's segments and sends miss, an early return). `dd bs=1 count=8M` (16M syscalls) is a process that is not the target, on CPU %s beside redis idle, with numatrace on redis and without; its ratio too is the median of the rounds' pairs, but a round of it swings ±5%% with the host; the target is judged on the bound that is exact: 1 less the share of its run in which any BPF program ran (bpf_stats, in the kernel source's stats runs).",
 		redisCPU, socketRequests, otherCPU, socketRounds, redisCPU)
 	p("")
 	if ex.socket.why != "" {
@@ -261,6 +274,7 @@ func (ex *extra) renderSocketTiming(w io.Writer) {
 	p("| redis requests/s, nothing attached | %.0f | | |", none)
 	p("| with the kernel source | %.0f (%.3f of none; rounds %s) | ≥ %.2f | %s |", with, ratio, ratios(ex.socket.with, ex.socket.none), socketTarget, verdict(ratio >= socketTarget))
 	p("| without the stall breakdown | %.0f (%.3f of none; rounds %s) | | |", bare, bareRatio, ratios(ex.socket.bare, ex.socket.none))
+	p("| empty programs on the same hooks (the floor) | %.0f (%.3f of none; rounds %s) | | |", median(ex.socket.hooks), pairedRatio(ex.socket.hooks, ex.socket.none), ratios(ex.socket.hooks, ex.socket.none))
 	p("| sockreq programs, ns per request (bpf_stats) | %.0f with the breakdown, %.0f without | | |", median(ex.socket.nsWith), median(ex.socket.nsBare))
 	bpfBound := 1 - median(ex.socket.otherBPF)
 	p("| a syscall-heavy non-target's speed, of none, timed | %.3f (rounds %s) | | |", other, ratios(ex.socket.otherNone, ex.socket.other))
