@@ -58,6 +58,11 @@ const volatile __u32 cfg_not_memory = 0;
 const volatile __u64 cfg_min_stall_ns[CAUSE_MAX] = {};
 /* Stalls shorter than this still land in the histograms but are not streamed. */
 const volatile __u64 cfg_min_event_ns[CAUSE_MAX] = {};
+/* Streamed stalls at least this long carry the stalled thread's kernel
+ * and user stacks (struct stack_event); 0: no stacks (--stacks=false). */
+const volatile __u64 cfg_stacks_min_ns = 0;
+/* bpf_task_pt_regs is there (5.15+): read the word at the user stack pointer. */
+const volatile __u32 cfg_task_regs = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -467,17 +472,11 @@ static __always_inline void event_submit(struct event *e)
 	bpf_ringbuf_submit(e, waiting >= cfg_wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-/* Reserves a stall record for thread tid, task t (NULL: the current
- * one, which the caller fills comm for otherwise); counts a loss on failure. */
-static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 cause,
-						   __u64 now, __u64 dur, struct task_struct *t)
+/* Fills in a reserved stall record of thread tid, task t (NULL: the
+ * current one, which the caller fills comm for otherwise). */
+static __always_inline void event_init(struct event *e, __u32 tgid, __u32 tid, __u32 cause,
+				       __u64 now, __u64 dur, struct task_struct *t)
 {
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-
-	if (!e) {
-		counter_add(COUNTER_LOST_EVENTS, 1);
-		return NULL;
-	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->kind = KIND_STALL;
 	e->ts_ns = now;
@@ -494,7 +493,65 @@ static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 
 	 * /proc is still labelled with its cgroup. */
 	e->cgroup_id = memcg_id(t);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/* Reserves a stall record for thread tid, task t (NULL: the current
+ * one, which the caller fills comm for otherwise); counts a loss on failure. */
+static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 cause,
+						   __u64 now, __u64 dur, struct task_struct *t)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		counter_add(COUNTER_LOST_EVENTS, 1);
+		return NULL;
+	}
+	event_init(e, tgid, tid, cause, now, dur, t);
 	return e;
+}
+
+/*
+ * Reserves the record of a stall of the current thread, which stalled
+ * dur: a struct stack_event with its kernel and user stacks when
+ * stack_ns (the stall, or a compaction attempt so far) reaches
+ * cfg_stacks_min_ns. ctx is the program's, which every caller runs in
+ * the stalled thread at the stall's end, still inside the code path
+ * that stalled. A stall under the threshold costs one compare more.
+ */
+static __always_inline struct event *stall_reserve(void *ctx, __u32 tgid, __u32 tid, __u32 cause,
+						   __u64 now, __u64 dur, __u64 stack_ns)
+{
+	if (!cfg_stacks_min_ns || stack_ns < cfg_stacks_min_ns)
+		return event_reserve(tgid, tid, cause, now, dur, NULL);
+	counter_add(COUNTER_STACKS_TAKEN, 1);
+	struct stack_event *se = bpf_ringbuf_reserve(&events, sizeof(*se), 0);
+
+	if (!se) {
+		/* No room for the stacks; the stall alone may still fit. */
+		counter_add(COUNTER_KSTACK_LOST, 1);
+		counter_add(COUNTER_USTACK_LOST, 1);
+		return event_reserve(tgid, tid, cause, now, dur, NULL);
+	}
+	event_init(&se->e, tgid, tid, cause, now, dur, NULL);
+	se->e.flags = FLAG_STACKS;
+	se->kernel_len = bpf_get_stack(ctx, se->kernel, sizeof(se->kernel), 0);
+	if (se->kernel_len <= 0)
+		counter_add(COUNTER_KSTACK_LOST, 1);
+	se->user_len = bpf_get_stack(ctx, se->user, sizeof(se->user), BPF_F_USER_STACK);
+	if (se->user_len <= 0)
+		counter_add(COUNTER_USTACK_LOST, 1);
+	if (cfg_task_regs && se->user_len > 0) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		__u64 sp = BPF_CORE_READ(regs, sp); /* x86-64: the one target vmlinux.h is for */
+
+		/* A failed read leaves the words zeroed; near the top of the
+		 * stack, the first alone may still be there. */
+		if (bpf_probe_read_user(se->user_sp, sizeof(se->user_sp), (void *)sp))
+			bpf_probe_read_user(se->user_sp, sizeof(se->user_sp[0]), (void *)sp);
+	} else {
+		__builtin_memset(se->user_sp, 0, sizeof(se->user_sp));
+	}
+	return &se->e;
 }
 
 static __always_inline bool stream_wanted(__u32 cause, __u64 dur)
@@ -625,9 +682,11 @@ static __always_inline bool any_open(__u32 tid, __u32 mask)
  * Closes the current thread's open stall in slot at now (read first thing
  * in the program, so our own work stays outside the stall): counts it in the exact
  * histogram and, when it is long enough to stream, returns a reserved
- * record for the caller to fill in and submit. *p receives the begin state.
+ * record (with the thread's stacks, when it is long enough for those:
+ * stall_reserve) for the caller to fill in and submit. *p receives the
+ * begin state.
  */
-static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct pending *p,
+static __always_inline struct event *stall_close(void *ctx, __u32 slot, __u32 cause, struct pending *p,
 						 bool nested, __u64 now)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -646,7 +705,8 @@ static __always_inline struct event *stall_close(__u32 slot, __u32 cause, struct
 	hist_add(tgid, tid, cause, dur, nested);
 	if (!stream_wanted(cause, dur))
 		return NULL;
-	struct event *e = event_reserve(tgid, tid, cause, now, dur, NULL);
+	struct event *e = stall_reserve(ctx, tgid, tid, cause, now, dur, dur);
+
 	if (e && nested)
 		e->flags |= FLAG_NESTED;
 	return e;

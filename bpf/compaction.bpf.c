@@ -70,7 +70,7 @@ static __always_inline void count_background_pass(__u64 dur)
 }
 
 /* is_direct: 1 direct, 0 not direct, -1 unknown (older kernels). */
-static __always_inline int compact_pass_end(int is_direct, __s32 status)
+static __always_inline int compact_pass_end(void *ctx, int is_direct, __s32 status)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
@@ -107,7 +107,9 @@ static __always_inline int compact_pass_end(int is_direct, __s32 status)
 	thread_stall_add(tid, CAUSE_COMPACTION, slice, false);
 	if (!stream_wanted(CAUSE_COMPACTION, slice))
 		return 0;
-	struct event *e = event_reserve(tgid, tid, CAUSE_COMPACTION, now, slice, NULL);
+	/* Stacks once the attempt so far is long enough: a long attempt of
+	 * short passes has them too. */
+	struct event *e = stall_reserve(ctx, tgid, tid, CAUSE_COMPACTION, now, slice, prev + slice);
 	if (!e)
 		return 0;
 	e->order = attempt->order;
@@ -130,8 +132,8 @@ int compact_pass_end_cc(struct bpf_raw_tracepoint_args *ctx)
 
 	/* An unreadable cc leaves the attempt heuristic to decide. */
 	if (bpf_core_read(&direct, sizeof(direct), &cc->direct_compaction))
-		return compact_pass_end(-1, ctx->args[4]);
-	return compact_pass_end(direct ? 1 : 0, ctx->args[4]);
+		return compact_pass_end(ctx, -1, ctx->args[4]);
+	return compact_pass_end(ctx, direct ? 1 : 0, ctx->args[4]);
 }
 
 /* mm_compaction_end(unsigned long zone_start, unsigned long migrate_pfn,
@@ -139,5 +141,5 @@ int compact_pass_end_cc(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/mm_compaction_end")
 int compact_pass_end_pfn(struct bpf_raw_tracepoint_args *ctx)
 {
-	return compact_pass_end(-1, ctx->args[5]);
+	return compact_pass_end(ctx, -1, ctx->args[5]);
 }

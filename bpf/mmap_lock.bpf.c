@@ -25,11 +25,11 @@ int mmap_lock_start(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-static __always_inline int mmap_lock_acquired(bool write, bool success)
+static __always_inline int mmap_lock_acquired(void *ctx, bool write, bool success)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct pending p;
-	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false, now);
+	struct event *e = stall_close(ctx, SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false, now);
 
 	if (!e)
 		return 0;
@@ -42,14 +42,14 @@ static __always_inline int mmap_lock_acquired(bool write, bool success)
 SEC("raw_tp/mmap_lock_acquire_returned")
 int mmap_lock_acquired_w1(struct bpf_raw_tracepoint_args *ctx)
 {
-	return mmap_lock_acquired(ctx->args[1], ctx->args[2]);
+	return mmap_lock_acquired(ctx, ctx->args[1], ctx->args[2]);
 }
 
 /* mmap_lock_acquire_returned(mm, const char *memcg_path, bool write, bool success) */
 SEC("raw_tp/mmap_lock_acquire_returned")
 int mmap_lock_acquired_w2(struct bpf_raw_tracepoint_args *ctx)
 {
-	return mmap_lock_acquired(ctx->args[2], ctx->args[3]);
+	return mmap_lock_acquired(ctx, ctx->args[2], ctx->args[3]);
 }
 
 /*
@@ -108,7 +108,7 @@ int mmap_contention_end(struct bpf_raw_tracepoint_args *ctx)
 	if (!is_open((__u32)bpf_get_current_pid_tgid(), SLOT_MMAP_LOCK) || !own_mmap_lock((void *)ctx->args[0]))
 		return 0;
 	struct pending p;
-	struct event *e = stall_close(SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false, now);
+	struct event *e = stall_close(ctx, SLOT_MMAP_LOCK, CAUSE_MMAP_LOCK, &p, false, now);
 
 	if (!e)
 		return 0;

@@ -29,7 +29,7 @@ int migrate_start(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-static __always_inline int migrate_end(__u64 succeeded, __s32 mode, __s32 reason)
+static __always_inline int migrate_end(void *ctx, __u64 succeeded, __s32 mode, __s32 reason)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct pending p;
@@ -37,7 +37,7 @@ static __always_inline int migrate_end(__u64 succeeded, __s32 mode, __s32 reason
 	/* Compaction and reclaim (demotion) migrate pages inside their own stall. */
 	bool nested = any_open(tid, 1u << SLOT_COMPACT_PASS | 1u << SLOT_DIRECT_RECLAIM |
 					    1u << SLOT_MEMCG_RECLAIM | 1u << SLOT_NODE_RECLAIM);
-	struct event *e = stall_close(SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p, nested, now);
+	struct event *e = stall_close(ctx, SLOT_MIGRATE, CAUSE_NUMA_MIGRATION, &p, nested, now);
 
 	if (!e)
 		return 0;
@@ -52,14 +52,14 @@ static __always_inline int migrate_end(__u64 succeeded, __s32 mode, __s32 reason
 SEC("raw_tp/mm_migrate_pages")
 int migrate_end_r7(struct bpf_raw_tracepoint_args *ctx)
 {
-	return migrate_end(ctx->args[0], ctx->args[6], ctx->args[7]);
+	return migrate_end(ctx, ctx->args[0], ctx->args[6], ctx->args[7]);
 }
 
 /* (succeeded, failed, thp_succeeded, thp_failed, thp_split, mode, reason) */
 SEC("raw_tp/mm_migrate_pages")
 int migrate_end_r6(struct bpf_raw_tracepoint_args *ctx)
 {
-	return migrate_end(ctx->args[0], ctx->args[5], ctx->args[6]);
+	return migrate_end(ctx, ctx->args[0], ctx->args[5], ctx->args[6]);
 }
 
 /*

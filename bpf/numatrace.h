@@ -36,6 +36,7 @@ enum event_flag {
 	FLAG_STICK = 16,      /* numa_task_move: sched_stick_numa (move failed) */
 	FLAG_GROUP_DEAD = 32, /* exit: last thread of the process */
 	FLAG_NESTED = 64,     /* ran inside another open stall of the thread (not added twice) */
+	FLAG_STACKS = 128,    /* the record is a struct stack_event: the thread's stacks follow */
 };
 
 /* System-wide per-CPU counters (index into the counters map). */
@@ -53,7 +54,10 @@ enum counter_id {
 	COUNTER_HIST_NEW = 10,         /* thread x cause histograms made: less those in the map, evicted */
 	COUNTER_WATCHED_GONE = 11,     /* watched descendants that stalled and have exited */
 	COUNTER_WATCHED_FULL = 12,     /* a descendant did not fit in watched_tgids */
-	COUNTER_MAX = 13,
+	COUNTER_STACKS_TAKEN = 13,     /* streamed stalls at or over cfg_stacks_min_ns: their stacks were asked for */
+	COUNTER_KSTACK_LOST = 14,      /* ... whose kernel stack was not taken (no room in the ring, or the walk failed) */
+	COUNTER_USTACK_LOST = 15,      /* ... whose user stack was not taken (no room, or the kernel could not walk it) */
+	COUNTER_MAX = 16,
 };
 
 /* Filter modes, set in .rodata before load. */
@@ -92,6 +96,29 @@ struct event {
 	__u32 pass;      /* compaction: zone pass number within the attempt, from 1 */
 	__u32 _pad;
 	char comm[COMM_LEN];
+};
+
+#define STACK_DEPTH 127 /* the kernel's default perf_event_max_stack */
+#define USER_SP_WORDS 16
+
+/*
+ * A stall long enough to carry its stacks (cfg_stacks_min_ns, FLAG_STACKS
+ * in e.flags): the event, then the stalled thread's kernel and user
+ * stacks, innermost first, as bpf_get_stack took them at the stall's end,
+ * inside the code path that stalled. Each stall has its own copy, so no
+ * stack is ever lost to another's slot or a full map; user space
+ * deduplicates them.
+ */
+struct stack_event {
+	struct event e;
+	__s32 kernel_len;   /* bytes of kernel[] filled, or a negative errno */
+	__s32 user_len;     /* bytes of user[] filled, or a negative errno */
+	/* The words at the user stack pointer (all 0 if not read): where a
+	 * leaf that keeps no frame pointer (a libc syscall wrapper) returns
+	 * to is among them, and the frame-pointer walk skips it. */
+	__u64 user_sp[USER_SP_WORDS];
+	__u64 kernel[STACK_DEPTH];
+	__u64 user[STACK_DEPTH];
 };
 
 struct hist_key {

@@ -26,14 +26,14 @@ static __always_inline int reclaim_begin(__u32 slot, __s32 order, __u32 gfp, __s
 	return 0;
 }
 
-static __always_inline int reclaim_end(__u32 slot, __u32 cause, __u32 flags, __u64 reclaimed)
+static __always_inline int reclaim_end(void *ctx, __u32 slot, __u32 cause, __u32 flags, __u64 reclaimed)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct pending p;
 	/* Soft-limit reclaim runs inside global direct reclaim. */
 	bool nested = slot == SLOT_MEMCG_SOFTLIMIT &&
 		      is_open((__u32)bpf_get_current_pid_tgid(), SLOT_DIRECT_RECLAIM);
-	struct event *e = stall_close(slot, cause, &p, nested, now);
+	struct event *e = stall_close(ctx, slot, cause, &p, nested, now);
 
 	if (!e)
 		return 0;
@@ -57,7 +57,7 @@ int direct_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/mm_vmscan_direct_reclaim_end")
 int direct_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
 {
-	return reclaim_end(SLOT_DIRECT_RECLAIM, CAUSE_DIRECT_RECLAIM, 0, ctx->args[0]);
+	return reclaim_end(ctx, SLOT_DIRECT_RECLAIM, CAUSE_DIRECT_RECLAIM, 0, ctx->args[0]);
 }
 
 SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
@@ -69,7 +69,7 @@ int memcg_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/mm_vmscan_memcg_reclaim_end")
 int memcg_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
 {
-	return reclaim_end(SLOT_MEMCG_RECLAIM, CAUSE_MEMCG_RECLAIM, 0, ctx->args[0]);
+	return reclaim_end(ctx, SLOT_MEMCG_RECLAIM, CAUSE_MEMCG_RECLAIM, 0, ctx->args[0]);
 }
 
 SEC("raw_tp/mm_vmscan_memcg_softlimit_reclaim_begin")
@@ -81,7 +81,7 @@ int memcg_softlimit_begin(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/mm_vmscan_memcg_softlimit_reclaim_end")
 int memcg_softlimit_end(struct bpf_raw_tracepoint_args *ctx)
 {
-	return reclaim_end(SLOT_MEMCG_SOFTLIMIT, CAUSE_MEMCG_RECLAIM, FLAG_SOFTLIMIT, ctx->args[0]);
+	return reclaim_end(ctx, SLOT_MEMCG_SOFTLIMIT, CAUSE_MEMCG_RECLAIM, FLAG_SOFTLIMIT, ctx->args[0]);
 }
 
 /* mm_vmscan_node_reclaim_begin(int nid, int order, gfp_t gfp_flags) */
@@ -94,7 +94,7 @@ int node_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/mm_vmscan_node_reclaim_end")
 int node_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
 {
-	return reclaim_end(SLOT_NODE_RECLAIM, CAUSE_NODE_RECLAIM, 0, ctx->args[0]);
+	return reclaim_end(ctx, SLOT_NODE_RECLAIM, CAUSE_NODE_RECLAIM, 0, ctx->args[0]);
 }
 
 /* mm_vmscan_wakeup_kswapd(int nid, int zid, int order, gfp_t gfp_flags): system-wide. */

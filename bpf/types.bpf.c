@@ -7,6 +7,7 @@
 #include "common.h"
 
 const struct event *unused_event __attribute__((unused));
+const struct stack_event *unused_stack_event __attribute__((unused));
 const struct hist_key *unused_hist_key __attribute__((unused));
 const struct hist *unused_hist __attribute__((unused));
 const struct thread_counts *unused_thread_counts __attribute__((unused));

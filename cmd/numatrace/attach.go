@@ -19,6 +19,8 @@ func traceFlags(fs *flag.FlagSet, t *live.Trace, windowHelp, minEventHelp string
 	fs.StringVar(&t.BTF, "btf", "", "kernel BTF file (default /sys/kernel/btf/vmlinux)")
 	fs.StringVar(&t.Causes, "causes", "", "attach only these probes: probe or cause names, comma-separated (numatrace probes lists them)")
 	fs.StringVar(&t.NoCauses, "no-causes", "", "attach every probe but these: probe or cause names, comma-separated")
+	fs.BoolVar(&t.Stacks, "stacks", true, "take the kernel and user stacks of each stall at least --stacks-min long")
+	fs.DurationVar(&t.StacksMin, "stacks-min", time.Millisecond, "with --stacks: the shortest stall whose stacks are taken")
 	fs.StringVar(&t.MmapLockVia, "mmap-lock-via", "auto",
 		"how mmap_lock waits are timed: contention (the lock's slow path, 5.19+), tracepoints (every acquisition, 5.12+), or auto (the first this kernel has)")
 }

@@ -39,7 +39,7 @@ usage:
   numatrace record [target flags] -o FILE [--duration D] [--flight-recorder SIZE_OR_DURATION [--dump-on-spike]]
   numatrace replay FILE [--speed X | --fast] [--json]
   numatrace report FILE [--json]
-  numatrace export --format perfetto FILE -o trace.json
+  numatrace export --format perfetto|pprof|folded FILE -o OUT
   numatrace doctor [--pid PID [--numastat]] [--interval D | --root DIR [--root-later DIR]] [--json]
   numatrace serve [--listen 127.0.0.1:9464] [--cgroup-limit N] [--comm NAME,...]
   numatrace probes [--mmap-lock-via MODE] [--json]

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/outfile"
@@ -18,6 +19,7 @@ import (
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/sanitize"
+	"github.com/numatrace/numatrace/internal/stackexport"
 	"github.com/numatrace/numatrace/internal/tui"
 )
 
@@ -157,14 +159,17 @@ func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool
 
 func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	format := fs.String("format", "perfetto", "output format: perfetto (Chrome trace-event JSON)")
+	format := fs.String("format", "perfetto",
+		"output format: perfetto (Chrome trace-event JSON), pprof (a stall profile for go tool pprof, Pyroscope, Parca) or folded (folded stacks for flamegraph.pl, speedscope)")
 	out := fs.String("o", "", "output file (default: stdout)")
 	path, err := oneFile(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if *format != "perfetto" {
-		return usageErr("export: unknown format %q (only perfetto)", *format)
+	switch *format {
+	case "perfetto", "pprof", "folded":
+	default:
+		return usageErr("export: unknown format %q (perfetto, pprof or folded)", *format)
 	}
 	r, err := openRecording(path)
 	if err != nil {
@@ -180,11 +185,31 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		w = f
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
-	_, err = perfetto.Export(r, bw, perfetto.Options{})
+	switch *format {
+	case "perfetto":
+		_, err = perfetto.Export(r, bw, perfetto.Options{})
+	default:
+		err = exportStacks(r, *format, bw)
+	}
 	warnDamage(r, stderr)
 	err = errors.Join(err, bw.Flush())
 	if f != nil {
 		err = errors.Join(err, f.Close())
 	}
 	return err
+}
+
+// exportStacks writes a recording's stall profile: every stall that
+// carried its stacks, and the rest of each thread's stall time without
+// one, as the report counts them.
+func exportStacks(r *record.Reader, format string, w io.Writer) error {
+	rep, err := replay.Run(context.Background(), r, replay.Options{})
+	if err != nil {
+		return err
+	}
+	samples := stackexport.RunSamples(&rep.Summary)
+	if format == "folded" {
+		return stackexport.WriteFolded(w, samples)
+	}
+	return stackexport.WritePprof(w, samples, r.Header().Started, time.Duration(rep.DurationNs))
 }

@@ -24,6 +24,9 @@ type Aggregator struct {
 	// they are folded into the oldest open window.
 	LateEvents uint64
 	Events     uint64
+	// stacks counts the stalls that carry a stack per cause, thread and
+	// stack: the report's and the exports' account of them.
+	stacks StackTable
 }
 
 // threadState is what the aggregator knows of one thread.
@@ -103,6 +106,7 @@ func (a *Aggregator) Add(ev *stall.Event) {
 		st.exited = true
 		return
 	}
+	a.stacks.Add(ev)
 	var w *Window
 	if l := a.last; l != nil && ev.TsNs >= l.StartNs && ev.TsNs < l.EndNs {
 		w = l // most events: no division to find the window

@@ -75,6 +75,9 @@ type Summary struct {
 	System     stall.SystemStats
 	Lost       uint64
 	LostPerCPU []uint64
+	// Stacks are the streamed stalls that carry a stack (--stacks-min),
+	// per cause, thread and stack, the most time first.
+	Stacks []StackSample
 	// HistMapFull means the kernel's histogram map filled up during the
 	// run, so the least recently used threads' histograms were evicted.
 	HistMapFull bool
@@ -144,6 +147,11 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		s.Unlisted[c] = StallCount{Count: h.Count - min(h.Count, l.Count), TotalNs: h.TotalNs - min(h.TotalNs, l.TotalNs)}
 	}
 	sortSummaries(s.Threads, s.Processes)
+	names := make(map[uint32]string, len(s.Processes))
+	for _, p := range s.Processes {
+		names[p.PID] = p.Comm
+	}
+	s.Stacks = a.stacks.Samples(func(pid uint32) string { return names[pid] })
 	return s
 }
 

@@ -43,6 +43,7 @@ type ThreadTotals struct {
 	recent   []stall.Event // ring of the latest stalls
 	next     int
 	timeline []StallPoint // oldest first
+	stacks   StackTable   // its stalls that carried stacks
 }
 
 // StallPoint is a thread's stall time in one window.
@@ -75,6 +76,7 @@ func (r *RunTotals) Stall(ev *stall.Event) {
 	t := r.thread(ev.PID, ev.TID, ev.Comm)
 	t.CPU = int32(ev.CPU)
 	r.rebuilt.Add(ev)
+	t.stacks.Add(ev)
 	switch {
 	case r.limits.Recent == 0 || len(t.recent) < r.limits.Recent:
 		t.recent = append(t.recent, *ev)
@@ -169,6 +171,10 @@ func (t *ThreadTotals) Recent() []stall.Event {
 	}
 	return out
 }
+
+// Stacks are where the thread's stalls that carried stacks stalled, per
+// cause and stack, the most time first.
+func (t *ThreadTotals) Stacks() []StackSample { return t.stacks.Samples(nil) }
 
 // Timeline is the thread's own stall time in the windows it stalled in,
 // oldest first.

@@ -16,6 +16,10 @@ type CauseTotal struct {
 	Count   uint64
 	TotalNs uint64
 	MaxNs   uint64
+	// Stack is where the longest of its stalls that carried a stack
+	// stalled (StackNs long); nil if none did.
+	Stack   *stall.Stack
+	StackNs uint64
 }
 
 func (c *CauseTotal) add(ev *stall.Event) {
@@ -24,6 +28,9 @@ func (c *CauseTotal) add(ev *stall.Event) {
 	}
 	c.TotalNs += ev.DurNs
 	c.MaxNs = max(c.MaxNs, ev.LongestNs())
+	if ev.Stack != nil && (c.Stack == nil || ev.LongestNs() > c.StackNs) {
+		c.Stack, c.StackNs = ev.Stack, ev.LongestNs()
+	}
 }
 
 // Merge adds o's stalls to c.
@@ -31,6 +38,9 @@ func (c *CauseTotal) Merge(o CauseTotal) {
 	c.Count += o.Count
 	c.TotalNs += o.TotalNs
 	c.MaxNs = max(c.MaxNs, o.MaxNs)
+	if o.Stack != nil && (c.Stack == nil || o.StackNs > c.StackNs) {
+		c.Stack, c.StackNs = o.Stack, o.StackNs
+	}
 }
 
 // ThreadWindow is one thread's stall time within a window.

@@ -141,6 +141,9 @@ type Hits struct {
 	// total can be many short waits, none of which held a request long.
 	LongestNs uint64
 	Process   string // comm of the most affected process
+	// Stack is where the worst thread's longest stall of the cause that
+	// carried a stack stalled; nil when none did.
+	Stack *stall.Stack
 }
 
 // hit returns w's hits for cause c.
@@ -202,11 +205,14 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 		p.ns += ns
 		p.name.Offer(t.PID, t.TID, t.Comm)
 		if ns > h.WorstNs || (ns == h.WorstNs && t.TID < h.WorstTID) {
-			h.WorstNs, h.WorstTID = ns, t.TID
+			h.WorstNs, h.WorstTID, h.Stack = ns, t.TID, t.ByCause[c].Stack
 		}
 	}
 	if h.Threads == 0 {
 		return h, false
+	}
+	if h.Stack == nil {
+		h.Stack = w.Causes[c].Stack // another thread's, if the worst one's had none
 	}
 	var top *proc
 	var topPID uint32
@@ -243,6 +249,9 @@ type CauseInSpike struct {
 	// inSlowExcessNs is the same, each request's counted up to its own
 	// excess: what coverage is measured with.
 	inSlowExcessNs uint64
+	// Stack is where the cause's worst-hit thread stalled longest in the
+	// window, when its stalls carried stacks (--stacks-min).
+	Stack *stall.Stack
 }
 
 // Spike is one window whose latency jumped.

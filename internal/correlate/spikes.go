@@ -156,7 +156,7 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 		h := w.hit(c)
 		ci := CauseInSpike{Cause: c, StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
 			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, LongestNs: h.LongestNs,
-			ExposureNs: h.WorstNs}
+			ExposureNs: h.WorstNs, Stack: h.Stack}
 		if l := w.Latency; l != nil && l.Requests != nil {
 			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c]
 			ci.inSlowExcessNs = l.Requests.SlowExcessStallNs[c]
@@ -173,6 +173,9 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 			ci := &sp.Causes[i]
 			ci.ExposureNs = exposure(w, prev, ci.Cause)
 			ci.Coverage = coverage(ci, sp.ExcessNs, 0)
+			if ph := prev.hit(ci.Cause); ph.WorstNs > w.hit(ci.Cause).WorstNs && ph.Stack != nil {
+				ci.Stack = ph.Stack // the freeze whose backlog this is
+			}
 		}
 	}
 	sort.SliceStable(sp.Causes, func(i, j int) bool {

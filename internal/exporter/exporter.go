@@ -11,6 +11,7 @@ package exporter
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +28,9 @@ type Config struct {
 	CgroupLimit int             // cgroup label values at once before folding into "overflow"
 	Comms       map[string]bool // process names that get their own comm label
 	Version     string
+	// Now reads CLOCK_MONOTONIC in ns, the clock of the stalls' times:
+	// the stall profile's last N seconds end now.
+	Now func() uint64
 }
 
 // Exporter is an engine.Sink that feeds a Prometheus registry.
@@ -43,6 +47,8 @@ type Exporter struct {
 	lost     prometheus.Counter
 	probes   *prometheus.GaugeVec
 	findings *prometheus.GaugeVec
+	// recent is the last minutes' stall profile (/debug/pprof/stalls).
+	recent *recentStacks
 }
 
 // StallBuckets are the classic buckets: 1 µs to 16 s by fours. Native
@@ -54,7 +60,11 @@ func New(cfg Config) *Exporter {
 	if cfg.CgroupLimit <= 0 {
 		cfg.CgroupLimit = 200
 	}
-	e := &Exporter{Registry: prometheus.NewRegistry(), cfg: cfg, labels: NewLabeller(cfg.ProcRoot, cfg.CgroupRoot, cfg.CgroupLimit)}
+	if cfg.Now == nil {
+		cfg.Now = func() uint64 { return uint64(time.Now().UnixNano()) }
+	}
+	e := &Exporter{Registry: prometheus.NewRegistry(), cfg: cfg, labels: NewLabeller(cfg.ProcRoot, cfg.CgroupRoot, cfg.CgroupLimit),
+		recent: newRecentStacks(cfg.Now)}
 	e.stalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "numatrace_stall_seconds",
 		Help:                            "Time threads were frozen by memory management, by cause and the cgroup (and container) of the stalled thread; comm is set for allow-listed process names.",
@@ -137,6 +147,9 @@ func (e *Exporter) comm(c string) string {
 func (e *Exporter) Stall(ev *stall.Event) error {
 	if ev.Kind != stall.KindStall {
 		return nil
+	}
+	if ev.Cause.Timed() {
+		e.recent.add(ev)
 	}
 	comm := e.comm(ev.Comm)
 	e.mu.Lock()

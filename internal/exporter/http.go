@@ -33,12 +33,13 @@ func (e *Exporter) Handler(healthy func() bool) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("GET /debug/pprof/stalls", e.serveStallProfile)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintln(w, "numatrace serve: /metrics, /healthz")
+		fmt.Fprintln(w, "numatrace serve: /metrics, /healthz, /debug/pprof/stalls?seconds=N (the stall profile of the last N seconds)")
 	})
 	return mux
 }

@@ -165,7 +165,7 @@ func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (trac
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
 		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
 		RequestStalls: (a.Latency.Uprobe != "" || a.Latency.Mode == source.ModeKernel) && a.RequestStalls, RunqWait: a.runqWait(tgt),
-		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip}
+		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip, StacksMinNs: a.Trace.stacksMinNs()}
 	switch tgt.Kind {
 	case target.Process:
 		// Without --children, the descendants are watched: the report
@@ -324,7 +324,8 @@ func targetPIDs(tr *tracer.Tracer, tgt *target.Target) func() []uint32 {
 // describe is the run's description, for the engine and the recording.
 func (a *Attach) describe(probes []stall.ProbeStatus, tgt *target.Target, started time.Time, startNs uint64) run.Description {
 	d := run.Description{Target: tgt.String(), Kernel: KernelRelease(), Started: started, StartNs: startNs,
-		WindowNs: uint64(a.Trace.Window), Probes: probes, MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs}
+		WindowNs: uint64(a.Trace.Window), Probes: probes, MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs,
+		StacksMinNs: a.Trace.stacksMinNs()}
 	if a.Latency.Set() {
 		d.Spikes = run.Spikes{K: a.SpikeK, FloorNs: uint64(a.SpikeFloor), SLONs: uint64(a.SLO)}
 		if a.SpikeOn != string(correlate.P99) {

@@ -61,6 +61,10 @@ type Trace struct {
 	// NoCauses leaves these out.
 	Causes, NoCauses string
 	MmapLockVia      string // auto, contention or tracepoints
+	// Stacks takes the kernel and user stacks of every stall at least
+	// StacksMin long (--stacks, --stacks-min).
+	Stacks    bool
+	StacksMin time.Duration
 
 	minEventNs, minStallNs [stall.NumCauses]uint64
 	skip                   map[string]bool
@@ -78,6 +82,9 @@ func (t *Trace) check(command string) error {
 	}
 	if t.Window < 10*time.Millisecond {
 		return badInput("%s: --window must be at least 10ms", command)
+	}
+	if t.Stacks && t.StacksMin <= 0 {
+		return badInput("%s: --stacks-min must be above 0 (turn stacks off with --stacks=false)", command)
 	}
 	if rb := t.RingBufMiB; rb <= 0 || rb&(rb-1) != 0 || rb > 1024 {
 		return badInput("%s: --ringbuf-mib must be a power of two up to 1024", command)
@@ -98,6 +105,14 @@ func (t *Trace) check(command string) error {
 		}
 	}
 	return nil
+}
+
+// stacksMinNs is the tracer's StacksMinNs: 0 without stacks.
+func (t *Trace) stacksMinNs() uint64 {
+	if !t.Stacks {
+		return 0
+	}
+	return uint64(t.StacksMin)
 }
 
 // parseMmapLockVia turns --mmap-lock-via into the tracer's spelling.

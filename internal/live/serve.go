@@ -45,12 +45,13 @@ func (s *Serve) Run(stderr io.Writer) error {
 	}
 	tr, err := tracer.Open(tracer.Config{MinEventNs: s.Trace.minEventNs, MinStallNs: s.Trace.minStallNs,
 		RingBufBytes: s.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: s.Trace.BTF,
-		MmapLockVia: s.Trace.mmapLockVia, Skip: s.Trace.skip})
+		MmapLockVia: s.Trace.mmapLockVia, Skip: s.Trace.skip, StacksMinNs: s.Trace.stacksMinNs()})
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
-	exp := exporter.New(exporter.Config{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup", CgroupLimit: s.CgroupLimit, Comms: s.comms(), Version: s.Version})
+	exp := exporter.New(exporter.Config{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup", CgroupLimit: s.CgroupLimit, Comms: s.comms(),
+		Version: s.Version, Now: monoclock.Ns})
 	defer exp.Close()
 	for _, p := range tr.Probes() {
 		if !p.Skipped { // left out on purpose: not a probe that is down

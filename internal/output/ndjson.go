@@ -40,11 +40,39 @@ func DetailsOf(ev *stall.Event) Details { return Details{ev} }
 // MarshalJSON writes the details as one object.
 func (d Details) MarshalJSON() ([]byte, error) {
 	b := d.ev.AppendDetails(nil) // ,"key":value...
+	b = appendStack(b, d.ev.Stack)
 	if len(b) == 0 {
 		return []byte("{}"), nil
 	}
 	b[0] = '{'
 	return append(b, '}'), nil
+}
+
+// appendStack appends a stall's stack, when it has one, as
+// ,"kernel_stack":[...],"user_stack":[...],"stack_note":"...": the
+// frames' names, innermost first.
+func appendStack(b []byte, s *stall.Stack) []byte {
+	if s == nil {
+		return b
+	}
+	for _, part := range []struct {
+		key    string
+		frames []stall.Frame
+	}{{`,"kernel_stack":[`, s.Kernel}, {`,"user_stack":[`, s.User}} {
+		b = append(b, part.key...)
+		for i, f := range part.frames {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = stall.AppendJSONString(b, f.Name())
+		}
+		b = append(b, ']')
+	}
+	if s.Note != "" {
+		b = append(b, `,"stack_note":`...)
+		b = stall.AppendJSONString(b, s.Note)
+	}
+	return b
 }
 
 // AppendStallLine appends one {"type":"stall"} line, without the newline:
@@ -63,6 +91,7 @@ func AppendStallLine(b []byte, ev *stall.Event) []byte {
 	b = append(b, `,"dur_ns":`...)
 	b = strconv.AppendUint(b, ev.DurNs, 10)
 	b = ev.AppendDetails(b)
+	b = appendStack(b, ev.Stack)
 	return append(b, '}')
 }
 
@@ -116,7 +145,7 @@ func WindowLine(w *aggregate.Window) any {
 		if t.Count == 0 {
 			continue
 		}
-		l.Stalls[stall.Cause(c).String()] = causeTotalJSON(t)
+		l.Stalls[stall.Cause(c).String()] = causeTotalJSON{Count: t.Count, TotalNs: t.TotalNs, MaxNs: t.MaxNs}
 		l.StallNs += t.TotalNs
 	}
 	for _, t := range w.TopThreads(WindowThreads) {

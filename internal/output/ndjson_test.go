@@ -363,7 +363,8 @@ func TestWindowLineLimitsThreads(t *testing.T) {
 func testReport() *Report {
 	snap := &stall.Snapshot{LostEvents: 2, LostPerCPU: []uint64{2, 0},
 		System: stall.SystemStats{KswapdWakeups: 1, KhugepagedCollapses: 2, KhugepagedCollapsedOK: 1,
-			KcompactdPasses: 3, KcompactdNs: 4000, ProactivePasses: 5, ProactiveNs: 6000, DirectCompactAttempts: 7}}
+			KcompactdPasses: 3, KcompactdNs: 4000, ProactivePasses: 5, ProactiveNs: 6000, DirectCompactAttempts: 7,
+			StacksTaken: 8, KernelStacksLost: 9, UserStacksLost: 10}}
 	t1 := snap.Thread(100, 100, "db")
 	h := &stall.Hist{}
 	for _, d := range []uint64{1000, 2000, 40000} {
@@ -400,7 +401,7 @@ func TestSummaryLine(t *testing.T) {
 	}
 	s := lines[0]
 	want := []string{"bad_records", "causes", "duration_ns", "events", "histogram_map_full", "histograms_evicted", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "probes",
-		"processes", "stream_min_ns", "system", "target", "threads", "type", "windows"}
+		"processes", "stacks", "stream_min_ns", "system", "target", "threads", "type", "windows"}
 	if got := keys(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("summary keys %v, want %v", got, want)
 	}
@@ -498,7 +499,8 @@ func TestSummaryLine(t *testing.T) {
 	sys := s["system"].(map[string]any)
 	wantSys := map[string]int64{"kswapd_wakeups": 1, "khugepaged_collapses": 2, "khugepaged_collapsed_ok": 1,
 		"kcompactd_passes": 3, "kcompactd_ns": 4000, "proactive_compaction_passes": 5,
-		"proactive_compaction_ns": 6000, "direct_compaction_attempts": 7, "cgroup_processes_not_followed": 0}
+		"proactive_compaction_ns": 6000, "direct_compaction_attempts": 7, "cgroup_processes_not_followed": 0,
+		"stacks_taken": 8, "kernel_stacks_lost": 9, "user_stacks_lost": 10}
 	if len(sys) != len(wantSys) {
 		t.Errorf("system keys %v", keys(sys))
 	}

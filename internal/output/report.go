@@ -30,6 +30,9 @@ type Report struct {
 	// MinEventNs are the per-cause thresholds below which stalls were
 	// counted but not streamed.
 	MinEventNs [stall.NumCauses]uint64
+	// StacksMinNs is the shortest streamed stall whose stacks were taken;
+	// 0 when none were.
+	StacksMinNs uint64
 	// Correlation is set when a latency source was.
 	Correlation *correlate.Result
 	// Latency is what the latency source gave and what of it was left
@@ -49,7 +52,7 @@ type Report struct {
 func NewReport(d run.Description, end run.End, sum aggregate.Summary, c *correlate.Result, topThreads int) *Report {
 	return &Report{Target: d.Target, Kernel: d.Kernel, DurationNs: end.DurationNs, Probes: d.Probes, Summary: sum,
 		Events: end.Events, LateEvents: end.LateEvents, Windows: end.Windows, Note: end.Note, TopThreads: topThreads,
-		MinEventNs: d.MinEventNs, Correlation: c, Latency: end.Latency, LatencySource: d.Latency, BadRecords: end.BadRecords}
+		MinEventNs: d.MinEventNs, StacksMinNs: d.StacksMinNs, Correlation: c, Latency: end.Latency, LatencySource: d.Latency, BadRecords: end.BadRecords}
 }
 
 type probesJSON struct {
@@ -68,6 +71,9 @@ type systemJSON struct {
 	ProactiveNs           uint64 `json:"proactive_compaction_ns"`
 	DirectCompactAttempts uint64 `json:"direct_compaction_attempts"`
 	TargetsFull           uint64 `json:"cgroup_processes_not_followed"`
+	StacksTaken           uint64 `json:"stacks_taken"`
+	KernelStacksLost      uint64 `json:"kernel_stacks_lost"`
+	UserStacksLost        uint64 `json:"user_stacks_lost"`
 }
 
 type summaryJSON struct {
@@ -96,6 +102,7 @@ type summaryJSON struct {
 	BadRecords       uint64                      `json:"bad_records"`
 	LatencyInput     *latencyInputJSON           `json:"latency_input,omitempty"`
 	LatencySource    *latencySourceJSON          `json:"latency_source,omitempty"`
+	Stacks           []stackJSON                 `json:"stacks"`
 }
 
 // latencySourceJSON is where the latencies came from.
@@ -200,6 +207,7 @@ func (r *Report) summaryLine() summaryJSON {
 	}
 	sys := r.Summary.System
 	s.System = systemJSON(sys)
+	s.Stacks = stacksJSON(r.Summary.Stacks)
 	return s
 }
 

@@ -84,6 +84,8 @@ type causeInSpikeJSON struct {
 	ExposureNs       uint64  `json:"exposure_ns"`
 	Coverage         float64 `json:"coverage"`
 	InSlowRequestsNs uint64  `json:"in_slow_requests_ns,omitempty"`
+	// Stack is where its worst-hit thread stalled longest (--stacks-min).
+	Stack *framesJSON `json:"stack,omitempty"`
 }
 
 type causeCorrelationJSON struct {
@@ -150,7 +152,7 @@ func spikesJSON(sps []correlate.Spike) []spikeJSON {
 		for k, c := range sp.Causes {
 			j.Causes[k] = causeInSpikeJSON{Cause: c.Cause.String(), StallNs: c.StallNs, AroundNs: c.AroundNs,
 				Threads: c.Threads, WorstTID: c.WorstTID, WorstNs: c.WorstNs, Process: c.Process,
-				ExposureNs: c.ExposureNs, Coverage: c.Coverage, InSlowRequestsNs: c.InSlowRequestsNs}
+				ExposureNs: c.ExposureNs, Coverage: c.Coverage, InSlowRequestsNs: c.InSlowRequestsNs, Stack: stackFramesJSON(c.Stack)}
 		}
 		out[i] = j
 	}

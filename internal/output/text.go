@@ -104,6 +104,7 @@ func (r *Report) text(w io.Writer) {
 		r.processTable(w)
 		r.threadTable(w)
 		r.histograms(w)
+		r.stacks(w)
 	}
 	r.system(w)
 	r.latency(w)
@@ -267,6 +268,19 @@ type histRef struct {
 }
 
 func (r *Report) histograms(w io.Writer) {
+	refs := r.histRefs()
+	if len(refs) > HistogramsShown {
+		refs = refs[:HistogramsShown]
+	}
+	for _, ref := range refs {
+		fmt.Fprintf(w, "\n%s of tid %d (%s): %d stalls, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
+			ref.cs.Count, Dur(ref.cs.TotalNs))
+		WriteHist(w, ref.cs.Hist)
+	}
+}
+
+// histRefs are the threads' causes with stall time, the most first.
+func (r *Report) histRefs() []histRef {
 	var refs []histRef
 	for _, t := range r.Summary.Threads {
 		for c, cs := range t.Stalls {
@@ -285,14 +299,7 @@ func (r *Report) histograms(w io.Writer) {
 		}
 		return refs[i].cause.String() < refs[j].cause.String() // the order the report has always had
 	})
-	if len(refs) > HistogramsShown {
-		refs = refs[:HistogramsShown]
-	}
-	for _, ref := range refs {
-		fmt.Fprintf(w, "\n%s of tid %d (%s): %d stalls, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
-			ref.cs.Count, Dur(ref.cs.TotalNs))
-		WriteHist(w, ref.cs.Hist)
-	}
+	return refs
 }
 
 // HistRow is one bucket of a drawn histogram.
@@ -379,6 +386,10 @@ func (r *Report) latency(w io.Writer) {
 			break
 		}
 		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))
+		if top := sp.Causes; len(top) > 0 && top[0].Coverage > 0 && top[0].Stack != nil {
+			fmt.Fprintf(w, "    where %s stalled (tid %d):\n", top[0].Cause, top[0].WorstTID)
+			writeStack(w, top[0].Stack, "      ")
+		}
 	}
 	if len(c.Spikes) > 0 {
 		fmt.Fprintln(w, "  covers half: the share of spikes of which the cause's stall covers at least half")

@@ -17,6 +17,8 @@ type blockEncoder struct {
 	records uint32
 	threads map[uint32]threadInfo
 	strings map[string]uint64
+	stacks  map[*stall.Stack]uint64
+	frames  int       // stack frames declared in this block
 	lastTs  [2]uint64 // per timestamp chain: recEvent, recLaterEvent
 }
 
@@ -36,10 +38,19 @@ func (e *blockEncoder) reset() {
 	e.records = 0
 	e.threads = map[uint32]threadInfo{}
 	e.strings = map[string]uint64{}
+	e.stacks = map[*stall.Stack]uint64{}
+	e.frames = 0
 	e.lastTs = [2]uint64{}
 }
 
 func (e *blockEncoder) size() int { return len(e.buf) }
+
+// full says whether the block must close before another event: a
+// reader refuses a block with more stacks or frames than its limits.
+func (e *blockEncoder) full() bool {
+	return e.size() >= targetBlockRaw || len(e.stacks) >= maxBlockStacks-1 ||
+		e.frames > maxBlockFrames-2*maxStackFrames
+}
 
 // record appends one record: type byte, uvarint length, body.
 func (e *blockEncoder) record(typ byte, body []byte) {
@@ -67,6 +78,34 @@ func (e *blockEncoder) stringID(s string) uint64 {
 	e.record(recString, appendString(body, s))
 	return id
 }
+
+// stackID declares s in this block the first time it comes, and returns its id.
+func (e *blockEncoder) stackID(s *stall.Stack) uint64 {
+	if id, ok := e.stacks[s]; ok {
+		return id
+	}
+	id := uint64(len(e.stacks) + 1)
+	e.stacks[s] = id
+	body := binary.AppendUvarint(nil, id)
+	body = appendString(body, cut(s.Note, maxFrameBytes))
+	for _, frames := range [][]stall.Frame{s.Kernel, s.User} {
+		frames = frames[:min(len(frames), maxStackFrames)]
+		e.frames += len(frames)
+		body = binary.AppendUvarint(body, uint64(len(frames)))
+		for _, f := range frames {
+			body = appendString(body, cut(f.Func, maxFrameBytes))
+			body = appendString(body, cut(f.Module, maxFrameBytes))
+			body = binary.AppendUvarint(body, f.Offset)
+			body = appendString(body, cut(f.BuildID, maxFrameBytes))
+			body = binary.AppendUvarint(body, f.Addr)
+		}
+	}
+	e.record(recStack, body)
+	return id
+}
+
+// cut keeps at most n bytes of s, so that every name written reads back.
+func cut(s string, n int) string { return s[:min(len(s), n)] }
 
 // Optional event fields, present when set in the field mask.
 const (
@@ -156,6 +195,9 @@ func (e *blockEncoder) event(ev *stall.Event) {
 	opt(fPass, ev.Pass != 0, uint64(ev.Pass))
 	opt(fAttempt, ev.AttemptNs != 0, ev.AttemptNs)
 
+	if ev.Stack != nil {
+		e.record(recEventStack, binary.AppendUvarint(nil, e.stackID(ev.Stack)))
+	}
 	typ, chain := byte(recEvent), 0
 	if ev.Kind == stall.KindStall && ev.Cause >= firstLaterCause {
 		typ, chain = recLaterEvent, 1
@@ -188,11 +230,14 @@ type blockDecoder struct {
 	// threads holds every thread declared in this decoder's blocks; only
 	// those of block gen are declared in the current one. Entries outlive
 	// their block so a name declared again is not allocated again.
-	threads  tidmap.Map[declared]
-	gen      uint32
-	declared int // thread records in this block
-	strings  map[uint64]string
-	lastTs   [2]uint64 // per timestamp chain: recEvent, recLaterEvent
+	threads   tidmap.Map[declared]
+	gen       uint32
+	declared  int // thread records in this block
+	strings   map[uint64]string
+	stacks    map[uint64]*stall.Stack
+	frames    int          // stack frames read in this block
+	nextStack *stall.Stack // the stack of the next event (recEventStack)
+	lastTs    [2]uint64    // per timestamp chain: recEvent, recLaterEvent
 }
 
 type declared struct {
@@ -208,7 +253,7 @@ var errCorrupt = errors.New("corrupt record")
 var errNewerEvent = errors.New("event of a newer version")
 
 func newBlockDecoder(raw []byte) *blockDecoder {
-	return &blockDecoder{buf: raw, gen: 1, strings: map[uint64]string{}}
+	return &blockDecoder{buf: raw, gen: 1, strings: map[uint64]string{}, stacks: map[uint64]*stall.Stack{}}
 }
 
 // reset readies d for another block, keeping its tables' room: the next
@@ -223,6 +268,9 @@ func (d *blockDecoder) reset(raw []byte) {
 		d.threads.Reset()
 	}
 	clear(d.strings)
+	clear(d.stacks)
+	d.frames = 0
+	d.nextStack = nil
 }
 
 // next returns the next record's type and body, or io.EOF-like done=true.
@@ -300,6 +348,62 @@ func (d *blockDecoder) thread(body []byte) error {
 	return nil
 }
 
+// stack reads a recStack body.
+func (d *blockDecoder) stack(body []byte) error {
+	u := uvarints{b: body}
+	id, note := u.next(), u.bytes()
+	var lists [2][]stall.Frame // kernel, user
+	for i := range lists {
+		n := u.next()
+		if n > maxStackFrames {
+			return fmt.Errorf("%w: a stack of %d frames", errCorrupt, n)
+		}
+		if d.frames += int(n); d.frames > maxBlockFrames {
+			return fmt.Errorf("%w: over %d stack frames in a block", errCorrupt, maxBlockFrames)
+		}
+		for range n {
+			fn, mod := u.bytes(), u.bytes()
+			off := u.next()
+			bid := u.bytes()
+			addr := u.next()
+			if u.err != nil {
+				return u.err
+			}
+			if len(fn) > maxFrameBytes || len(mod) > maxFrameBytes || len(bid) > maxFrameBytes {
+				return fmt.Errorf("%w: a frame name over %d bytes", errCorrupt, maxFrameBytes)
+			}
+			lists[i] = append(lists[i], stall.Frame{Func: string(fn), Module: string(mod), Offset: off,
+				BuildID: string(bid), Addr: addr})
+		}
+	}
+	if u.err != nil {
+		return u.err
+	}
+	if len(note) > maxFrameBytes {
+		return fmt.Errorf("%w: a stack note over %d bytes", errCorrupt, maxFrameBytes)
+	}
+	if len(d.stacks) >= maxBlockStacks {
+		return fmt.Errorf("%w: over %d stacks in a block", errCorrupt, maxBlockStacks)
+	}
+	d.stacks[id] = stall.NewStack(lists[0], lists[1], string(note))
+	return nil
+}
+
+// eventStack reads a recEventStack body: the next event's stack.
+func (d *blockDecoder) eventStack(body []byte) error {
+	u := uvarints{b: body}
+	id := u.next()
+	if u.err != nil {
+		return u.err
+	}
+	s, ok := d.stacks[id]
+	if !ok {
+		return fmt.Errorf("%w: unknown stack %d", errCorrupt, id)
+	}
+	d.nextStack = s
+	return nil
+}
+
 func (d *blockDecoder) str(body []byte) error {
 	u := uvarints{b: body}
 	id, s := u.next(), u.bytes()
@@ -359,6 +463,8 @@ func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error 
 	if len(body) < 1 {
 		return fmt.Errorf("%w: empty event", errCorrupt)
 	}
+	stack := d.nextStack // a stack named for this event is its, even if it is skipped
+	d.nextStack = nil
 	b := body
 	flags, i := uvarintAt(b, 1)
 	dts, i := uvarintAt(b, i)
@@ -399,6 +505,9 @@ func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error 
 	// for each of its events, so later comparisons of it stop at the
 	// pointer.
 	ev.PID, ev.Comm = t.pid, t.comm
+	if ev.Stack != stack {
+		ev.Stack = stack
+	}
 	ev.SoftLimit, ev.Write, ev.Acquired = flags&flSoftLimit != 0, flags&flWrite != 0, flags&flAcquired != 0
 	ev.Swap, ev.Stick, ev.GroupDead, ev.Nested = flags&flSwap != 0, flags&flStick != 0, flags&flGroupDead != 0, flags&flNested != 0
 	return nil

@@ -26,8 +26,9 @@ var blockMagic = [4]byte{'N', 'T', 'B', 'K'}
 const (
 	VersionMajor = 1
 	// 1.1 added latency records, 1.2 the doctor header field, 1.3 made
-	// lost records mark where the live run closed windows.
-	VersionMinor = 3
+	// lost records mark where the live run closed windows, 1.4 added
+	// the stalls' stacks.
+	VersionMinor = 4
 )
 
 // Limits that keep a reader's memory bounded on any input.
@@ -47,6 +48,12 @@ const (
 	maxBlockThreads = 1 << 17
 	maxBlockStrings = 1 << 16
 	maxNameBytes    = 256
+	// A block's stacks and their frames, a stack's frames, and a frame's
+	// names (demangled C++ templates run long).
+	maxBlockStacks = 1 << 14
+	maxBlockFrames = 1 << 18
+	maxStackFrames = 256
+	maxFrameBytes  = 4096
 	// MinWindowNs is the shortest window a recording may have (--window
 	// takes 10 ms at least; tests write 1 ms ones).
 	MinWindowNs = 1_000_000
@@ -93,6 +100,15 @@ const (
 	// does read, where a new cause in a type-3 record would make it drop
 	// the rest of the block as corrupt.
 	recLaterEvent = 9
+	// recStack is a stack of this block (since 1.4): uvarint id, string
+	// note, then the kernel frames and the user frames, each a uvarint
+	// count and per frame string func, string module, uvarint offset,
+	// string build id, uvarint address.
+	recStack = 10
+	// recEventStack names the stack of the event record right after it
+	// (since 1.4): uvarint stack id. An older reader skips it and reads
+	// the event as before.
+	recEventStack = 11
 )
 
 // firstLaterCause is the first cause written as recLaterEvent.

@@ -27,7 +27,10 @@ type Header struct {
 	// MinStallNs are the per-cause thresholds below which the kernel did
 	// not count a stall at all (cause → ns).
 	MinStallNs map[string]uint64 `json:"min_stall_ns,omitempty"`
-	Host       Host              `json:"host"`
+	// StacksMinNs is the shortest streamed stall that carries its stacks
+	// (since 1.4: --stacks-min); absent when no stacks were taken.
+	StacksMinNs uint64 `json:"stacks_min_ns,omitempty"`
+	Host        Host   `json:"host"`
 	// Spike detection settings, so replay repeats the live analysis.
 	SpikeK       float64 `json:"spike_k,omitempty"`
 	SpikeFloorNs uint64  `json:"spike_floor_ns,omitempty"`
@@ -81,7 +84,7 @@ type Host struct {
 func NewHeader(d run.Description, host Host, version string, doctor json.RawMessage) Header {
 	h := Header{Numatrace: version, Started: d.Started, StartNs: d.StartNs, WindowNs: d.WindowNs, Target: d.Target,
 		Probes: wire.NewProbes(d.Probes), MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
-		Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: d.Spikes.On,
+		StacksMinNs: d.StacksMinNs, Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: d.Spikes.On,
 		LatencyFunction: d.LatencyFunction, LatencySource: newLatencySource(d.Latency), FlightRecorder: d.FlightRecorder, Doctor: doctor}
 	h.Host.Kernel = d.Kernel
 	return h
@@ -91,7 +94,7 @@ func NewHeader(d run.Description, host Host, version string, doctor json.RawMess
 func (h Header) Run() run.Description {
 	return run.Description{Target: h.Target, Kernel: h.Host.Kernel, Started: h.Started, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Probes: wire.ProbeStatuses(h.Probes), MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
-		Spikes:          run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: h.SpikeOn},
+		StacksMinNs: h.StacksMinNs, Spikes: run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: h.SpikeOn},
 		LatencyFunction: h.LatencyFunction, Latency: h.LatencySource.run(), FlightRecorder: h.FlightRecorder}
 }
 

@@ -299,6 +299,10 @@ func (d *blockDecoder) decode(typ byte, body []byte, it *Item) (ok bool, err err
 		return false, d.thread(body)
 	case recString:
 		return false, d.str(body)
+	case recStack:
+		return false, d.stack(body)
+	case recEventStack:
+		return false, d.eventStack(body)
 	case recEvent, recLaterEvent:
 		chain := 0
 		if typ == recLaterEvent {

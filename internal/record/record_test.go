@@ -679,6 +679,11 @@ func TestEventIntoOverwritesEveryField(t *testing.T) {
 			f.SetInt(7)
 		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
 			f.SetUint(7)
+		case reflect.Pointer:
+			if f.Type() != reflect.TypeFor[*stall.Stack]() {
+				t.Fatalf("field %s of type %s: teach this test to set it", v.Type().Field(i).Name, f.Type())
+			}
+			f.Set(reflect.ValueOf(stall.NewStack(nil, nil, "stale")))
 		default:
 			t.Fatalf("field %s of kind %s: teach this test to set it", v.Type().Field(i).Name, f.Kind())
 		}

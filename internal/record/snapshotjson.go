@@ -49,6 +49,9 @@ type systemJSON struct {
 	ProactiveNs           uint64 `json:"ProactiveNs"`
 	DirectCompactAttempts uint64 `json:"DirectCompactAttempts"`
 	TargetsFull           uint64 `json:"TargetsFull"`
+	StacksTaken           uint64 `json:"StacksTaken,omitempty"`
+	KernelStacksLost      uint64 `json:"KernelStacksLost,omitempty"`
+	UserStacksLost        uint64 `json:"UserStacksLost,omitempty"`
 }
 
 // histJSON is stall.Hist.

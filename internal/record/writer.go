@@ -82,7 +82,7 @@ func (w *Writer) Event(ev *stall.Event) {
 	if ev.TsNs > w.lastNs {
 		w.lastNs = ev.TsNs
 	}
-	if w.enc.size() >= targetBlockRaw {
+	if w.enc.full() {
 		w.Flush()
 	}
 }

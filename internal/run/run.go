@@ -29,7 +29,10 @@ type Description struct {
 	// did not count them at all.
 	MinEventNs [stall.NumCauses]uint64
 	MinStallNs [stall.NumCauses]uint64
-	Spikes     Spikes
+	// StacksMinNs is the shortest streamed stall whose stacks were
+	// taken (--stacks-min); 0 when none were.
+	StacksMinNs uint64
+	Spikes      Spikes
 	// LatencyFunction is the function a request timer in the kernel timed
 	// ("" for other sources), for the verdict on stalls outside it.
 	LatencyFunction string

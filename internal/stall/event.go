@@ -43,6 +43,11 @@ type Event struct {
 	Stick     bool // numa_task_move: the move failed and the task stayed
 	GroupDead bool // exit: the last thread of the process
 	Nested    bool // ran inside another open stall of the thread, which already counts this time
+
+	// Stack is where the thread stalled, for a stall at least --stacks-min
+	// long; nil for shorter ones, or with --stacks=false. Shared: never
+	// change it.
+	Stack *Stack
 }
 
 // Counts reports whether the event starts a new stall (a compaction

@@ -26,6 +26,12 @@ type SystemStats struct {
 	ProactiveNs           uint64
 	DirectCompactAttempts uint64 // try_to_compact_pages, every task
 	TargetsFull           uint64 // processes --cgroup or --children could not follow: the target set was full
+	// Stalls at least --stacks-min long whose stacks were asked for, and
+	// those whose kernel or user stack was lost: a full stacks map, a user
+	// stack the kernel could not walk.
+	StacksTaken      uint64
+	KernelStacksLost uint64
+	UserStacksLost   uint64
 }
 
 // Snapshot is a point-in-time copy of the kernel-side aggregates.

@@ -109,7 +109,9 @@ const (
 	compactionVarCfgNotMemory       = "cfg_not_memory"
 	compactionVarCfgRequestStalls   = "cfg_request_stalls"
 	compactionVarCfgSelfTgid        = "cfg_self_tgid"
+	compactionVarCfgStacksMinNs     = "cfg_stacks_min_ns"
 	compactionVarCfgTargetCgroup    = "cfg_target_cgroup"
+	compactionVarCfgTaskRegs        = "cfg_task_regs"
 	compactionVarCfgTaskStorage     = "cfg_task_storage"
 	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	compactionVarCfgWatchChildren   = "cfg_watch_children"
@@ -197,7 +199,9 @@ type compactionVariableSpecs struct {
 	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
@@ -271,7 +275,9 @@ type compactionVariables struct {
 	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`

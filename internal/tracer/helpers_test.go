@@ -117,7 +117,7 @@ func drain(t *testing.T, tr *Tracer, wait time.Duration) []stall.Event {
 		if err != nil {
 			t.Fatalf("read: %v", err)
 		}
-		ev, err := tr.Decoder().Decode(rec.RawSample)
+		ev, err := tr.decode(rec.RawSample)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}

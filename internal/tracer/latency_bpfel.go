@@ -119,7 +119,9 @@ const (
 	latencyVarCfgNotMemory     = "cfg_not_memory"
 	latencyVarCfgRequestStalls = "cfg_request_stalls"
 	latencyVarCfgSelfTgid      = "cfg_self_tgid"
+	latencyVarCfgStacksMinNs   = "cfg_stacks_min_ns"
 	latencyVarCfgTargetCgroup  = "cfg_target_cgroup"
+	latencyVarCfgTaskRegs      = "cfg_task_regs"
 	latencyVarCfgTaskStorage   = "cfg_task_storage"
 	latencyVarCfgWakeupBytes   = "cfg_wakeup_bytes"
 	latencyVarCfgWatchChildren = "cfg_watch_children"
@@ -209,7 +211,9 @@ type latencyVariableSpecs struct {
 	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
@@ -287,7 +291,9 @@ type latencyVariables struct {
 	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`

@@ -114,7 +114,9 @@ const (
 	reclaimVarCfgNotMemory         = "cfg_not_memory"
 	reclaimVarCfgRequestStalls     = "cfg_request_stalls"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
+	reclaimVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
+	reclaimVarCfgTaskRegs          = "cfg_task_regs"
 	reclaimVarCfgTaskStorage       = "cfg_task_storage"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	reclaimVarCfgWatchChildren     = "cfg_watch_children"
@@ -207,7 +209,9 @@ type reclaimVariableSpecs struct {
 	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
@@ -281,7 +285,9 @@ type reclaimVariables struct {
 	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`

@@ -112,7 +112,9 @@ const (
 	schedVarCfgNotMemory      = "cfg_not_memory"
 	schedVarCfgRequestStalls  = "cfg_request_stalls"
 	schedVarCfgSelfTgid       = "cfg_self_tgid"
+	schedVarCfgStacksMinNs    = "cfg_stacks_min_ns"
 	schedVarCfgTargetCgroup   = "cfg_target_cgroup"
+	schedVarCfgTaskRegs       = "cfg_task_regs"
 	schedVarCfgTaskStorage    = "cfg_task_storage"
 	schedVarCfgWakeupBytes    = "cfg_wakeup_bytes"
 	schedVarCfgWatchChildren  = "cfg_watch_children"
@@ -203,7 +205,9 @@ type schedVariableSpecs struct {
 	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
@@ -277,7 +281,9 @@ type schedVariables struct {
 	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`

@@ -142,6 +142,9 @@ func addCounters(s *stall.Snapshot, c counterValues) {
 		ProactiveNs:           c.sum(typesCounterIdCOUNTER_PROACTIVE_NS),
 		DirectCompactAttempts: c.sum(typesCounterIdCOUNTER_DIRECT_COMPACT_ATTEMPTS),
 		TargetsFull:           c.sum(typesCounterIdCOUNTER_TARGETS_FULL),
+		StacksTaken:           c.sum(typesCounterIdCOUNTER_STACKS_TAKEN),
+		KernelStacksLost:      c.sum(typesCounterIdCOUNTER_KSTACK_LOST),
+		UserStacksLost:        c.sum(typesCounterIdCOUNTER_USTACK_LOST),
 	}
 	// Entries made, less those still there: the LRU evicted the rest.
 	if made := c.sum(typesCounterIdCOUNTER_HIST_NEW); made > uint64(s.HistEntries) {

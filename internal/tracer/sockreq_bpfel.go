@@ -134,7 +134,9 @@ const (
 	sockreqVarCfgRequestStalls   = "cfg_request_stalls"
 	sockreqVarCfgSelfTgid        = "cfg_self_tgid"
 	sockreqVarCfgSkStorage       = "cfg_sk_storage"
+	sockreqVarCfgStacksMinNs     = "cfg_stacks_min_ns"
 	sockreqVarCfgTargetCgroup    = "cfg_target_cgroup"
+	sockreqVarCfgTaskRegs        = "cfg_task_regs"
 	sockreqVarCfgTaskStorage     = "cfg_task_storage"
 	sockreqVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	sockreqVarCfgWatchChildren   = "cfg_watch_children"
@@ -229,7 +231,9 @@ type sockreqVariableSpecs struct {
 	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgSkStorage     *ebpf.VariableSpec `ebpf:"cfg_sk_storage"`
+	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
@@ -312,7 +316,9 @@ type sockreqVariables struct {
 	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgSkStorage     *ebpf.Variable `ebpf:"cfg_sk_storage"`
+	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`

@@ -90,7 +90,37 @@ func (t *Tracer) Stream(sink func(stall.Event)) error {
 	if err != nil {
 		return err
 	}
-	return Stream(rd, t.decoder, sink, func(error) { t.bad.Add(1) })
+	bad := func(error) { t.bad.Add(1) }
+	if t.stacks == nil {
+		return Stream(rd, t.decoder, sink, bad)
+	}
+	readLoop(rd, func(raw []byte) {
+		ev, err := t.decode(raw)
+		if err != nil {
+			bad(err)
+			return
+		}
+		sink(ev)
+	}, nil, bad)
+	return nil
+}
+
+// decode is one record as Stream hands it on: decoded, with the stacks it
+// carries symbolized while the process is there to read.
+func (t *Tracer) decode(raw []byte) (stall.Event, error) {
+	ev, err := t.decoder.Decode(raw)
+	if err != nil || t.stacks == nil {
+		return ev, err
+	}
+	switch {
+	case ev.Kind == stall.KindStall:
+		if st, ok := stacksOf(raw); ok {
+			ev.Stack = t.stacks.stack(&ev, st)
+		}
+	case ev.GroupDead:
+		t.stacks.forget(ev.PID)
+	}
+	return ev, nil
 }
 
 // Stop detaches every probe, then makes Stream return once it has handed

@@ -57,6 +57,11 @@ type Config struct {
 
 	RingBufBytes int // 0 = the default of 8 MiB
 
+	// StacksMinNs: streamed stalls at least this long carry the stalled
+	// thread's kernel and user stacks, symbolized as they arrive (Event.Stack).
+	// 0 takes no stacks.
+	StacksMinNs uint64
+
 	// IncludeSelf traces numatrace's own threads too. They are left out by
 	// default as noise, but a check against the kernel's system-wide
 	// counters needs them.
@@ -117,6 +122,8 @@ type Tracer struct {
 	// exitGroupDead: this kernel's sched_process_exit passes group_dead.
 	exitGroupDead bool
 	reader        *ringbuf.Reader
+	stacks        *stackReader   // nil without StacksMinNs
+	taskRegs      bool           // the programs read the user stack pointer's word
 	bad           atomic.Uint64  // records Stream could not read or decode
 	closers       []func() error // extra probes (latency), closed first
 
@@ -331,6 +338,8 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		typesVarCfgMinEventNs:    cfg.MinEventNs,
 		typesVarCfgMinStallNs:    cfg.MinStallNs,
 		typesVarCfgExitGroupDead: boolU32(t.exitGroupDead),
+		typesVarCfgStacksMinNs:   cfg.StacksMinNs,
+		typesVarCfgTaskRegs:      boolU32(t.taskRegs),
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]
@@ -381,8 +390,12 @@ func (t *Tracer) createMaps(cfg Config) error {
 		return err
 	}
 	t.taskStorage = !cfg.noTaskStorage && haveTaskStorage() == nil
+	t.taskRegs = cfg.StacksMinNs > 0 && t.taskStorage && haveTaskRegs()
 	if err := t.createSharedMaps(spec); err != nil {
 		return err
+	}
+	if cfg.StacksMinNs > 0 {
+		t.stacks = newStackReader()
 	}
 	if err := t.fillCPUNodes(cfg.Topology); err != nil {
 		return err

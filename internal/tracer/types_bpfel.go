@@ -51,7 +51,10 @@ const (
 	typesCounterIdCOUNTER_HIST_NEW                typesCounterId = 10
 	typesCounterIdCOUNTER_WATCHED_GONE            typesCounterId = 11
 	typesCounterIdCOUNTER_WATCHED_FULL            typesCounterId = 12
-	typesCounterIdCOUNTER_MAX                     typesCounterId = 13
+	typesCounterIdCOUNTER_STACKS_TAKEN            typesCounterId = 13
+	typesCounterIdCOUNTER_KSTACK_LOST             typesCounterId = 14
+	typesCounterIdCOUNTER_USTACK_LOST             typesCounterId = 15
+	typesCounterIdCOUNTER_MAX                     typesCounterId = 16
 )
 
 type typesEvent struct {
@@ -92,6 +95,7 @@ const (
 	typesEventFlagFLAG_STICK      typesEventFlag = 16
 	typesEventFlagFLAG_GROUP_DEAD typesEventFlag = 32
 	typesEventFlagFLAG_NESTED     typesEventFlag = 64
+	typesEventFlagFLAG_STACKS     typesEventFlag = 128
 )
 
 type typesEventKind uint32
@@ -190,6 +194,16 @@ const (
 	typesPendingSlotSLOT_MAX             typesPendingSlot = 8
 )
 
+type typesStackEvent struct {
+	_         structs.HostLayout
+	E         typesEvent
+	KernelLen int32
+	UserLen   int32
+	UserSp    [16]uint64
+	Kernel    [127]uint64
+	User      [127]uint64
+}
+
 type typesTaskPendings struct {
 	_    structs.HostLayout
 	Slot [8]typesPending
@@ -238,7 +252,9 @@ const (
 	typesVarCfgNotMemory       = "cfg_not_memory"
 	typesVarCfgRequestStalls   = "cfg_request_stalls"
 	typesVarCfgSelfTgid        = "cfg_self_tgid"
+	typesVarCfgStacksMinNs     = "cfg_stacks_min_ns"
 	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
+	typesVarCfgTaskRegs        = "cfg_task_regs"
 	typesVarCfgTaskStorage     = "cfg_task_storage"
 	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
 	typesVarCfgWatchChildren   = "cfg_watch_children"
@@ -255,6 +271,7 @@ const (
 	typesVarUnusedLatSample    = "unused_lat_sample"
 	typesVarUnusedMigrRec      = "unused_migr_rec"
 	typesVarUnusedSlot         = "unused_slot"
+	typesVarUnusedStackEvent   = "unused_stack_event"
 	typesVarUnusedThreadCounts = "unused_thread_counts"
 )
 
@@ -336,7 +353,9 @@ type typesVariableSpecs struct {
 	CfgNotMemory       *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgRequestStalls   *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs     *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs        *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage     *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren   *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
@@ -353,6 +372,7 @@ type typesVariableSpecs struct {
 	UnusedLatSample    *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.VariableSpec `ebpf:"unused_migr_rec"`
 	UnusedSlot         *ebpf.VariableSpec `ebpf:"unused_slot"`
+	UnusedStackEvent   *ebpf.VariableSpec `ebpf:"unused_stack_event"`
 	UnusedThreadCounts *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
 }
 
@@ -424,7 +444,9 @@ type typesVariables struct {
 	CfgNotMemory       *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgRequestStalls   *ebpf.Variable `ebpf:"cfg_request_stalls"`
 	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs     *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs        *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage     *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren   *ebpf.Variable `ebpf:"cfg_watch_children"`
@@ -441,6 +463,7 @@ type typesVariables struct {
 	UnusedLatSample    *ebpf.Variable `ebpf:"unused_lat_sample"`
 	UnusedMigrRec      *ebpf.Variable `ebpf:"unused_migr_rec"`
 	UnusedSlot         *ebpf.Variable `ebpf:"unused_slot"`
+	UnusedStackEvent   *ebpf.Variable `ebpf:"unused_stack_event"`
 	UnusedThreadCounts *ebpf.Variable `ebpf:"unused_thread_counts"`
 }
 

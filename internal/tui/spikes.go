@@ -97,7 +97,15 @@ func (s *spikesScreen) View() []string {
 		lines = append(lines, line)
 	}
 	lines = append(lines, "")
-	return append(lines, wrap(sanitize.Text(c.Spikes[s.selected].Verdict), s.width)...)
+	sel := c.Spikes[s.selected]
+	lines = append(lines, wrap(sanitize.Text(sel.Verdict), s.width)...)
+	if top := sel.Causes; len(top) > 0 && top[0].Coverage > 0 && top[0].Stack != nil {
+		lines = append(lines, styleDim.Render(fmt.Sprintf("where %s stalled (tid %d):", top[0].Cause, top[0].WorstTID)))
+		for _, l := range output.StackLines(top[0].Stack, max(20, s.width-2)) {
+			lines = append(lines, "  "+l)
+		}
+	}
+	return lines
 }
 
 // sp0 is the percentile the run's spikes are judged on.

@@ -208,6 +208,7 @@ type Detail struct {
 	Exact    bool          // Hists are the kernel's, not rebuilt from streamed events
 	Recent   []stall.Event // newest first
 	Timeline []aggregate.StallPoint
+	Stacks   []aggregate.StackSample // the most time first
 }
 
 // Detail returns tid's drill-down, or false if the thread is unknown.
@@ -218,7 +219,7 @@ func (s *Store) Detail(tid uint32) (*Detail, bool) {
 	if t == nil {
 		return nil, false
 	}
-	d := &Detail{Row: t.Row(s.info.CPUNode), Recent: t.Recent(), Timeline: t.Timeline()}
+	d := &Detail{Row: t.Row(s.info.CPUNode), Recent: t.Recent(), Timeline: t.Timeline(), Stacks: t.Stacks()}
 	d.Hists, d.Exact = s.totals.Hists(tid)
 	return d, true
 }

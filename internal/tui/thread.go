@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -54,6 +55,7 @@ func (t *threadScreen) View() []string {
 	lines := []string{styleTitle.Render(fmt.Sprintf("tid %d (%s) of pid %d", d.TID, sanitize.Text(d.Comm), d.PID)) +
 		fmt.Sprintf(" │ node %s │ stall %s │ migr %d (%d cross-node)", nodeStr(d.Node), output.Dur(d.StallNs), d.Migr, d.CrossNode)}
 	lines = append(lines, t.histograms(d)...)
+	lines = append(lines, t.stacks(d)...)
 	lines = append(lines, t.timeline(d)...)
 	lines = append(lines, "", styleHead.Render("RECENT STALLS")+styleDim.Render(" (newest first)"))
 	if len(d.Recent) == 0 {
@@ -88,6 +90,33 @@ func (t *threadScreen) histograms(d *Detail) []string {
 	}
 	if !any {
 		lines = append(lines, styleDim.Render("  no timed stalls"))
+	}
+	return lines
+}
+
+// stacksShown is how many stacks the drill-down shows per cause.
+const stacksShown = 3
+
+// stacks shows, per cause, where the thread was when its stalls that
+// carried stacks stalled: the stacks with the most time, as the report
+// lists them.
+func (t *threadScreen) stacks(d *Detail) []string {
+	if len(d.Stacks) == 0 {
+		return nil
+	}
+	lines := []string{"", styleHead.Render("STACKS") + styleDim.Render(" (stalls that carried them, the most time first)")}
+	for c := range stall.NumCauses {
+		top, total := aggregate.TopStacks(d.Stacks, d.TID, c, stacksShown)
+		if total == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s in stalls with stacks", c, output.Dur(total)))
+		for _, st := range top {
+			lines = append(lines, fmt.Sprintf("  %3.0f%% %s in %d", 100*float64(st.Ns)/float64(total), output.Dur(st.Ns), st.Count))
+			for _, l := range output.StackLines(st.Stack, max(20, t.width-4)) {
+				lines = append(lines, "    "+l)
+			}
+		}
 	}
 	return lines
 }

@@ -1,0 +1,107 @@
+package aggregate
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// StackSample is one stack's stalls in one thread, for one cause: a row
+// of the report's stacks, a pprof sample, a folded line.
+type StackSample struct {
+	Cause   stall.Cause
+	PID     uint32
+	TID     uint32
+	Comm    string // the thread's name
+	Process string // the process's name
+	Count   uint64 // stalls
+	Ns      uint64 // their time
+	Stack   *stall.Stack
+}
+
+// StackTable counts the stalls that carry a stack, and their time, per
+// cause, thread and stack. The report, the view and the exports all
+// count with it. Not safe for concurrent use.
+type StackTable struct {
+	// Unstacked counts the stalls without a stack too, in a row with a
+	// nil Stack per cause and thread: a profile of every streamed stall.
+	Unstacked bool
+	rows      map[stackRowKey]*StackSample
+}
+
+type stackRowKey struct {
+	cause stall.Cause
+	tid   uint32
+	stack string
+}
+
+// Add counts ev if it carries a stack (or if the table is Unstacked and
+// ev is a timed stall).
+func (t *StackTable) Add(ev *stall.Event) {
+	if ev.Kind != stall.KindStall || ev.Stack == nil && !(t.Unstacked && ev.Cause.Timed()) {
+		return
+	}
+	if t.rows == nil {
+		t.rows = map[stackRowKey]*StackSample{}
+	}
+	k := stackRowKey{cause: ev.Cause, tid: ev.TID, stack: ev.Stack.Key()}
+	r := t.rows[k]
+	if r == nil {
+		r = &StackSample{Cause: ev.Cause, PID: ev.PID, TID: ev.TID, Stack: ev.Stack}
+		t.rows[k] = r
+	}
+	if ev.Comm != "" {
+		r.Comm = ev.Comm
+	}
+	if ev.Counts() {
+		r.Count++
+	}
+	r.Ns += ev.DurNs
+}
+
+// Len is the number of rows.
+func (t *StackTable) Len() int { return len(t.rows) }
+
+// Reset forgets every row.
+func (t *StackTable) Reset() { clear(t.rows) }
+
+// Samples is every row, the most stall time first (ties in a fixed
+// order), each process named by name (nil: left empty).
+func (t *StackTable) Samples(name func(pid uint32) string) []StackSample {
+	out := make([]StackSample, 0, len(t.rows))
+	for _, r := range t.rows {
+		s := *r
+		if name != nil {
+			s.Process = name(s.PID)
+		}
+		out = append(out, s)
+	}
+	SortStackSamples(out)
+	return out
+}
+
+// SortStackSamples orders samples the most stall time first, ties in a
+// fixed order.
+func SortStackSamples(out []StackSample) {
+	slices.SortFunc(out, func(a, b StackSample) int {
+		return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Cause, b.Cause),
+			cmp.Compare(a.TID, b.TID), cmp.Compare(a.Stack.Key(), b.Stack.Key()))
+	})
+}
+
+// TopStacks are the stacks of thread tid's stalls of cause c, the most
+// time first, at most n of them, and the time of all its stalls that
+// carry one. samples must be sorted as Samples sorts them.
+func TopStacks(samples []StackSample, tid uint32, c stall.Cause, n int) (top []StackSample, totalNs uint64) {
+	for _, s := range samples {
+		if s.TID != tid || s.Cause != c {
+			continue
+		}
+		totalNs += s.Ns
+		if len(top) < n {
+			top = append(top, s)
+		}
+	}
+	return top, totalNs
+}

@@ -1,0 +1,213 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/sanitize"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// StacksShown is how many stacks the report shows per thread and cause.
+const StacksShown = 3
+
+// stackWidth is the width a stack's path is fitted to in the text report.
+const stackWidth = 100
+
+// stacks says where the threads with the most stall time were when they
+// stalled: for each thread and cause of the histograms above, the stacks
+// that carry most of the time of its stalls that have one.
+func (r *Report) stacks(w io.Writer) {
+	s := r.Summary
+	if r.StacksMinNs == 0 && len(s.Stacks) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nSTACKS (%s)\n", r.stacksTaken())
+	shown := 0
+	for _, ref := range r.histRefs() {
+		top, total := aggregate.TopStacks(s.Stacks, ref.t.TID, ref.cause, StacksShown)
+		if total == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s in tid %d (%s): %s of its %s in stalls with stacks\n", ref.cause, ref.t.TID,
+			sanitize.Text(ref.t.Comm), Dur(total), Dur(ref.cs.TotalNs))
+		for _, st := range top {
+			fmt.Fprintf(w, "  %3.0f%% %s in %s\n", 100*float64(st.Ns)/float64(total), Dur(st.Ns), plural(st.Count, "stall"))
+			writeStack(w, st.Stack, "      ")
+		}
+		if shown++; shown == HistogramsShown {
+			break
+		}
+	}
+	if shown == 0 {
+		fmt.Fprintln(w, "  no stall was long enough")
+	}
+}
+
+// stacksTaken is the stacks' header: the threshold, how many stalls had
+// their stacks taken, how many were lost.
+func (r *Report) stacksTaken() string {
+	sys := r.Summary.System
+	var b strings.Builder
+	if r.StacksMinNs > 0 {
+		fmt.Fprintf(&b, "stalls of %s or more: ", time.Duration(r.StacksMinNs))
+	}
+	fmt.Fprintf(&b, "%d had their stacks taken", sys.StacksTaken)
+	if sys.KernelStacksLost > 0 || sys.UserStacksLost > 0 {
+		fmt.Fprintf(&b, ", but %d kernel and %d user stacks could not be", sys.KernelStacksLost, sys.UserStacksLost)
+	}
+	return b.String()
+}
+
+// writeStack writes a stack as two paths, the user's and the kernel's,
+// each outermost first and fitted to the report's width, and its note.
+func writeStack(w io.Writer, s *stall.Stack, indent string) {
+	for _, line := range StackLines(s, stackWidth-len(indent)) {
+		fmt.Fprintf(w, "%s%s\n", indent, line)
+	}
+}
+
+// StackLines are a stack as the text report and the view show it, in
+// width columns: "user   main → read_the_file → read", "kernel ksys_read
+// → … → try_to_free_mem_cgroup_pages", and "(its note)".
+func StackLines(s *stall.Stack, width int) []string {
+	var lines []string
+	user, kernel := StackPaths(s)
+	for _, part := range []struct {
+		label string
+		names []string
+	}{{"user  ", user}, {"kernel", kernel}} {
+		if len(part.names) > 0 {
+			lines = append(lines, part.label+" "+FitPath(part.names, width-len(part.label)-1))
+		}
+	}
+	if s.Note != "" {
+		lines = append(lines, "("+sanitize.Text(s.Note)+")")
+	}
+	return lines
+}
+
+// StackPaths are a stack's user and kernel frames as the text shows
+// them: names outermost first, made safe to print, without the kernel's
+// way in from user space.
+func StackPaths(s *stall.Stack) (user, kernel []string) {
+	return pathOf(s.User, false), pathOf(s.Kernel, true)
+}
+
+func pathOf(frames []stall.Frame, kernel bool) []string {
+	names := make([]string, 0, len(frames))
+	for i := len(frames) - 1; i >= 0; i-- {
+		if kernel && i > 0 && len(names) == 0 && isKernelEntry(frames[i].Func) {
+			continue
+		}
+		names = append(names, sanitize.Text(frames[i].Name()))
+	}
+	return names
+}
+
+// isKernelEntry says whether a kernel frame is the way in from user
+// space (a system call's or an exception's entry), which every stack of
+// its kind starts with: the text leaves it out to show what follows.
+func isKernelEntry(fn string) bool {
+	for _, p := range []string{"entry_SYSCALL", "do_syscall_", "x64_sys_call", "asm_exc_", "asm_sysvec_"} {
+		if strings.HasPrefix(fn, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// FitPath joins names with arrows in at most width columns (counting
+// runes), leaving out frames after the second and before the last ones
+// as "…" when they do not fit: where the path came from and where it
+// ended are what a reader looks for.
+func FitPath(names []string, width int) string {
+	const arrow, gap = " → ", "…"
+	full := strings.Join(names, arrow)
+	if runeLen(full) <= width || len(names) <= 3 {
+		return full
+	}
+	head := names[:2]
+	used := runeLen(strings.Join(head, arrow)) + runeLen(arrow+gap)
+	first := len(names)
+	for first > 2 {
+		n := runeLen(arrow + names[first-1])
+		if first < len(names) && used+n > width {
+			break
+		}
+		used += n
+		first--
+	}
+	if first <= 2 {
+		return full
+	}
+	return strings.Join(head, arrow) + arrow + gap + arrow + strings.Join(names[first:], arrow)
+}
+
+func runeLen(s string) int { return len([]rune(s)) }
+
+// plural is "1 stall", "2 stalls".
+func plural(n uint64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// stackJSON is one stack's stalls in one thread, for one cause.
+type stackJSON struct {
+	Cause   string      `json:"cause"`
+	PID     uint32      `json:"pid"`
+	TID     uint32      `json:"tid"`
+	Comm    string      `json:"comm"`
+	Process string      `json:"process"`
+	Count   uint64      `json:"count"`
+	TotalNs uint64      `json:"total_ns"`
+	Kernel  []frameJSON `json:"kernel"`
+	User    []frameJSON `json:"user"`
+	Note    string      `json:"note,omitempty"`
+}
+
+// frameJSON is one frame, innermost first in its stack.
+type frameJSON struct {
+	Func    string `json:"func"`
+	Module  string `json:"module"`
+	Offset  uint64 `json:"offset,omitempty"` // user frames: in the file
+	Addr    uint64 `json:"addr"`
+	BuildID string `json:"build_id,omitempty"`
+}
+
+func stacksJSON(samples []aggregate.StackSample) []stackJSON {
+	out := make([]stackJSON, 0, len(samples))
+	for _, s := range samples {
+		out = append(out, stackJSON{Cause: s.Cause.String(), PID: s.PID, TID: s.TID, Comm: s.Comm, Process: s.Process,
+			Count: s.Count, TotalNs: s.Ns, Kernel: frameList(s.Stack.Kernel), User: frameList(s.Stack.User),
+			Note: s.Stack.Note})
+	}
+	return out
+}
+
+// framesJSON is a stack on its own: its frames, innermost first, and its note.
+type framesJSON struct {
+	Kernel []frameJSON `json:"kernel"`
+	User   []frameJSON `json:"user"`
+	Note   string      `json:"note,omitempty"`
+}
+
+func stackFramesJSON(s *stall.Stack) *framesJSON {
+	if s == nil {
+		return nil
+	}
+	return &framesJSON{Kernel: frameList(s.Kernel), User: frameList(s.User), Note: s.Note}
+}
+
+func frameList(frames []stall.Frame) []frameJSON {
+	out := make([]frameJSON, 0, len(frames))
+	for _, f := range frames {
+		out = append(out, frameJSON{Func: f.Name(), Module: f.Module, Offset: f.Offset, Addr: f.Addr, BuildID: f.BuildID})
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package stackexport
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestWriteFolded(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteFolded(&buf, testSamples()); err != nil {
+		t.Fatal(err)
+	}
+	want := "compaction;db;worker_2;[no stack] 1\n" +
+		"compaction;db;worker_2;main;libc.so.6+0x9f00;compact_zone_[k];[ext4]+0xffffffffc0a01234_[k] 3\n" +
+		"memcg_reclaim;db;worker-1;[no stack] 1\n" +
+		"memcg_reclaim;db;worker-1;main;db::Cache<int,_long>::get(key__int);try_to_free_mem_cgroup_pages_[k];shrink_folio_list_[k] 2000\n"
+	if got := buf.String(); got != want {
+		t.Errorf("folded stacks:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestFoldedName(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                  "[unknown]",
+		"a b;c\td":          "a_b_c\\x09d",
+		"operator()\u00a0x": "operator()_x",
+		"evil\x1b]0;x":      "evil\\x1b]0_x",
+	} {
+		if got := foldedName(in); got != want {
+			t.Errorf("foldedName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMicros(t *testing.T) {
+	for ns, want := range map[uint64]uint64{
+		0: 0, 1: 1, 499: 1, 1_499: 1, 1_500: 2, 2_500: 3, 1_000_000: 1000,
+		^uint64(0): ^uint64(0)/1000 + 1,
+	} {
+		if got := micros(ns); got != want {
+			t.Errorf("micros(%d) = %d, want %d", ns, got, want)
+		}
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errFull }
+
+var errFull = errors.New("disk full")
+
+func TestWriteFoldedError(t *testing.T) {
+	if err := WriteFolded(failWriter{}, testSamples()); !errors.Is(err, errFull) {
+		t.Errorf("WriteFolded to a failing writer = %v, want %v", err, errFull)
+	}
+}

@@ -1,0 +1,137 @@
+package stall
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// KernelModule is the Module of a frame in the kernel image itself.
+const KernelModule = "[kernel]"
+
+// Frame is one frame of a stack.
+type Frame struct {
+	Addr   uint64 // as captured: a kernel address, or a user virtual address
+	Func   string // the function's name, demangled; "" when no symbol covers it
+	Module string // KernelModule, "[ext4]" for a kernel module, or the mapped file's path
+	// User frames: the file's GNU build id in hex ("" if it has none) and
+	// the address's offset in the file, which another machine with the
+	// same file reads the same.
+	BuildID string
+	Offset  uint64
+}
+
+// Name is the frame's function, or its file's name and the offset in it
+// when no symbol covers it ("libc.so.6+0x2724a").
+func (f Frame) Name() string {
+	if f.Func != "" {
+		return f.Func
+	}
+	if f.Module == "" {
+		return "[unknown]"
+	}
+	if f.Module == KernelModule || strings.HasPrefix(f.Module, "[") {
+		return f.Module + "+0x" + hexString(f.Addr)
+	}
+	return filepath.Base(f.Module) + "+0x" + hexString(f.Offset)
+}
+
+func hexString(v uint64) string {
+	const digits = "0123456789abcdef"
+	if v == 0 {
+		return "0"
+	}
+	var b [16]byte
+	i := len(b)
+	for v > 0 {
+		i--
+		b[i] = digits[v&15]
+		v >>= 4
+	}
+	return string(b[i:])
+}
+
+// Stack is where a thread stalled: its kernel and its user stack,
+// innermost frame first, symbolized when the stall was seen (a process
+// may be gone by the time anyone looks). Stacks are shared between the
+// events that have the same one and never changed once made: make them
+// with NewStack.
+type Stack struct {
+	Kernel []Frame
+	User   []Frame
+	// Note says why a stack is missing or short: not taken (no room in
+	// the ring), a binary without frame pointers, a process gone before
+	// its mappings were read.
+	Note string
+
+	key string
+}
+
+// NewStack makes a stack of these frames.
+func NewStack(kernel, user []Frame, note string) *Stack {
+	s := &Stack{Kernel: kernel, User: user, Note: note}
+	s.key = s.makeKey()
+	return s
+}
+
+// Key names the stack for counting and deduplication: the same frames
+// (by name and module) and note give the same key, wherever and whenever
+// they were read. A nil stack's is "".
+func (s *Stack) Key() string {
+	if s == nil {
+		return ""
+	}
+	if s.key != "" {
+		return s.key
+	}
+	return s.makeKey()
+}
+
+func (s *Stack) makeKey() string {
+	var b strings.Builder
+	for _, f := range s.Kernel {
+		b.WriteString(f.Name())
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	for _, f := range s.User {
+		b.WriteString(f.Name())
+		b.WriteByte(0)
+		b.WriteString(f.Module)
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	b.WriteString(s.Note)
+	return b.String()
+}
+
+// Empty says whether the stack has no frame at all.
+func (s *Stack) Empty() bool { return s == nil || len(s.Kernel)+len(s.User) == 0 }
+
+// Names are the stack's function names outermost first, as a call path
+// reads: the user frames, then the kernel's.
+func (s *Stack) Names() []string {
+	names := make([]string, 0, len(s.User)+len(s.Kernel))
+	for i := len(s.User) - 1; i >= 0; i-- {
+		names = append(names, s.User[i].Name())
+	}
+	for i := len(s.Kernel) - 1; i >= 0; i-- {
+		names = append(names, s.Kernel[i].Name())
+	}
+	return names
+}
+
+// Path is the stack as one line, outermost frame first. Past max frames
+// (max >= 3) the middle is left out as "…", keeping where the thread came
+// from and where it waited.
+func (s *Stack) Path(max int) string {
+	names := s.Names()
+	if len(names) == 0 {
+		return "(no frames)"
+	}
+	if max >= 3 && len(names) > max {
+		head := max / 2
+		tail := max - head - 1
+		names = append(append(names[:head:head], "…"), names[len(names)-tail:]...)
+	}
+	return strings.Join(names, " → ")
+}

@@ -1,0 +1,409 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// The programs the tests walk: main → read_the_file → leaf_read, the
+// leaf built without frame pointers as distribution libraries are. In
+// "mixed" the program keeps frame pointers; in "nofp" nothing does.
+type testBinary struct {
+	path  string
+	funcs map[string]elf.Symbol
+	code  map[string][]byte
+	loads []elf.ProgHeader
+}
+
+const testBuildID = "0123456789abcdef"
+
+// buildC compiles testdata/prog.c with progFlags and testdata/leaf.c
+// without frame pointers into a non-PIE executable, so that its
+// addresses are those it runs at.
+func buildC(t *testing.T, name string, progFlags ...string) *testBinary {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Fatalf("the symbolizer's tests build C programs: %v", err)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run(append([]string{"-O2", "-c", "testdata/prog.c", "-o", filepath.Join(dir, "p.o")}, progFlags...)...)
+	run("-O2", "-fomit-frame-pointer", "-c", "testdata/leaf.c", "-o", filepath.Join(dir, "l.o"))
+	out := filepath.Join(dir, name)
+	run("-no-pie", "-Wl,--build-id=0x"+testBuildID, "-o", out, filepath.Join(dir, "p.o"), filepath.Join(dir, "l.o"))
+	return readTestBinary(t, out)
+}
+
+func readTestBinary(t *testing.T, path string) *testBinary {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := &testBinary{path: path, funcs: map[string]elf.Symbol{}, code: map[string][]byte{}}
+	syms, _ := f.Symbols()
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
+			b.funcs[s.Name] = s
+		}
+	}
+	text := f.Section(".text")
+	data, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range b.funcs {
+		if s.Value >= text.Addr && s.Value+s.Size <= text.Addr+text.Size {
+			b.code[name] = data[s.Value-text.Addr : s.Value-text.Addr+s.Size]
+		}
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			b.loads = append(b.loads, p.ProgHeader)
+		}
+	}
+	return b
+}
+
+// fn is the address of function name plus off.
+func (b *testBinary) fn(t *testing.T, name string, off uint64) uint64 {
+	t.Helper()
+	s, ok := b.funcs[name]
+	if !ok {
+		t.Fatalf("%s has no function %s", b.path, name)
+	}
+	return s.Value + off
+}
+
+// after is the return address of caller's call to callee: the address
+// after its "call rel32".
+func (b *testBinary) after(t *testing.T, caller, callee string) uint64 {
+	t.Helper()
+	code, start, target := b.code[caller], b.fn(t, caller, 0), b.fn(t, callee, 0)
+	for i := 0; i+5 <= len(code); i++ {
+		rel := int32(uint32(code[i+1]) | uint32(code[i+2])<<8 | uint32(code[i+3])<<16 | uint32(code[i+4])<<24)
+		if next := start + uint64(i) + 5; code[i] == 0xe8 && uint64(int64(next)+int64(rel)) == target {
+			return next
+		}
+	}
+	t.Fatalf("%s has no call to %s", caller, callee)
+	return 0
+}
+
+// fakeProc is a /proc with one process, pid 42, running b: its maps and
+// its exe.
+func fakeProc(t *testing.T, b *testBinary) string {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "42")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var maps strings.Builder
+	for _, p := range b.loads {
+		perm := "r--p"
+		if p.Flags&elf.PF_X != 0 {
+			perm = "r-xp"
+		}
+		start := p.Vaddr &^ 0xfff
+		off := p.Off &^ 0xfff
+		end := (p.Vaddr + p.Memsz + 0xfff) &^ 0xfff
+		fmt.Fprintf(&maps, "%x-%x %s %08x 08:01 1234 %s\n", start, end, perm, off, b.path)
+	}
+	maps.WriteString("7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]\n")
+	if err := os.WriteFile(filepath.Join(dir, "maps"), []byte(maps.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(b.path, filepath.Join(dir, "exe")); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func names(frames []stall.Frame) []string {
+	out := make([]string, len(frames))
+	for i, f := range frames {
+		out[i] = f.Name()
+	}
+	return out
+}
+
+func TestWalkTrustsOnlyFramePointerFunctions(t *testing.T) {
+	mixed := buildC(t, "mixed", "-fno-omit-frame-pointer")
+	nofp := buildC(t, "nofp", "-fomit-frame-pointer")
+	for _, tc := range []struct {
+		name      string
+		b         *testBinary
+		addrs     func(b *testBinary) []uint64
+		sp        func(b *testBinary) []uint64
+		want      []string
+		noteHas   string
+		wholeNote bool // the note must be empty
+	}{
+		{
+			// In a system call in the frameless leaf: rbp is still
+			// read_the_file's frame, so the kernel's walk went on from
+			// read_the_file's caller; read_the_file's own return address
+			// is the word at the stack pointer.
+			name: "leaf repaired from the stack pointer",
+			b:    mixed,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.fn(t, "leaf_read", 7), b.after(t, "main", "read_the_file")}
+			},
+			sp: func(b *testBinary) []uint64 {
+				return []uint64{b.after(t, "read_the_file", "leaf_read"), 0x7ffc00001000}
+			},
+			want: []string{"leaf_read", "read_the_file", "main"}, wholeNote: true,
+		},
+		{
+			// The same stack in a program without frame pointers: the
+			// word at the stack pointer is read_the_file's return address
+			// here too, but nothing past it can be told true.
+			name: "no frame pointers: the instruction pointer alone",
+			b:    nofp,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.fn(t, "leaf_read", 7), b.after(t, "main", "read_the_file")}
+			},
+			sp:      func(b *testBinary) []uint64 { return []uint64{b.after(t, "read_the_file", "leaf_read")} },
+			want:    []string{"leaf_read"},
+			noteHas: "nofp is built without frame pointers",
+		},
+		{
+			name: "a word at the stack pointer that is no return address",
+			b:    mixed,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.fn(t, "leaf_read", 7), b.after(t, "main", "read_the_file")}
+			},
+			sp:      func(b *testBinary) []uint64 { return []uint64{b.fn(t, "read_the_file", 0)} },
+			want:    []string{"leaf_read"},
+			noteHas: "user stack cut at leaf_read in mixed: it keeps no frame pointer",
+		},
+		{
+			name: "inside a framed function",
+			b:    mixed,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.after(t, "read_the_file", "leaf_read"), b.after(t, "main", "read_the_file")}
+			},
+			want: []string{"read_the_file", "main"}, wholeNote: true,
+		},
+		{
+			// rbp pushed but not yet set: the return address is above it.
+			name:  "inside the prologue",
+			b:     mixed,
+			addrs: func(b *testBinary) []uint64 { return []uint64{b.fn(t, "read_the_file", 1), 0xdead} },
+			sp:    func(b *testBinary) []uint64 { return []uint64{0x7ffc00001000, b.after(t, "main", "read_the_file")} },
+			want:  []string{"read_the_file", "main"},
+			// The kernel's next frame, read through the caller's rbp,
+			// is junk here: it is cut, and said.
+			noteHas: "outside every mapped file",
+		},
+		{
+			name: "a frame that is no return address",
+			b:    mixed,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.after(t, "read_the_file", "leaf_read"), b.fn(t, "main", 1)}
+			},
+			want:    []string{"read_the_file"},
+			noteHas: "is not a return address",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := NewUser(fakeProc(t, tc.b))
+			var sp []uint64
+			if tc.sp != nil {
+				sp = tc.sp(tc.b)
+			}
+			frames, note := u.Frames(42, tc.addrs(tc.b), sp)
+			if got := names(frames); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("frames %v, want %v (note %q)", got, tc.want, note)
+			}
+			if tc.wholeNote && note != "" {
+				t.Errorf("note %q, want none", note)
+			}
+			if !strings.Contains(note, tc.noteHas) {
+				t.Errorf("note %q, want it to say %q", note, tc.noteHas)
+			}
+			for _, f := range frames {
+				if f.Module != tc.b.path || f.BuildID != testBuildID {
+					t.Errorf("frame %s: module %q build id %q, want %q and %q", f.Name(), f.Module, f.BuildID, tc.b.path, testBuildID)
+				}
+			}
+		})
+	}
+}
+
+func TestFramesOffsetsAreFileOffsets(t *testing.T) {
+	b := buildC(t, "mixed", "-fno-omit-frame-pointer")
+	u := NewUser(fakeProc(t, b))
+	addr := b.after(t, "main", "read_the_file")
+	frames, _ := u.Frames(42, []uint64{addr}, nil)
+	f := frames[0]
+	var want uint64
+	for _, p := range b.loads {
+		if addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			want = addr - p.Vaddr + p.Off
+		}
+	}
+	if f.Offset != want || f.Addr != addr {
+		t.Errorf("frame at %#x: offset %#x, want %#x", addr, f.Offset, want)
+	}
+}
+
+func TestExitedProcessKeepsTheInstructionPointer(t *testing.T) {
+	u := NewUser(t.TempDir())
+	frames, note := u.Frames(42, []uint64{0x401000, 0x401100}, nil)
+	if len(frames) != 1 || frames[0].Addr != 0x401000 || note != NoteExited {
+		t.Errorf("frames %v note %q, want the instruction pointer alone and %q", frames, note, NoteExited)
+	}
+}
+
+func TestFramePointersOfAFile(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flag    string
+		want    bool
+		keepsFP map[string]bool
+	}{
+		{"mixed", "-fno-omit-frame-pointer", true, map[string]bool{"main": true, "read_the_file": true, "leaf_read": false}},
+		{"nofp", "-fomit-frame-pointer", false, map[string]bool{"main": false, "read_the_file": false, "leaf_read": false}},
+	} {
+		b := buildC(t, tc.name, tc.flag)
+		ef, err := loadELF(b.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ef.framePointers != tc.want || ef.buildID != testBuildID {
+			t.Errorf("%s: frame pointers %v build id %q, want %v and %q", tc.name, ef.framePointers, ef.buildID, tc.want, testBuildID)
+		}
+		for fn, want := range tc.keepsFP {
+			sym := ef.syms.find(b.fn(t, fn, 0))
+			if sym == nil || sym.name != fn {
+				t.Fatalf("%s: no symbol %s", tc.name, fn)
+			}
+			if _, got := ef.prologue(b.path, sym); got != want {
+				t.Errorf("%s: %s keeps a frame pointer: %v, want %v", tc.name, fn, got, want)
+			}
+		}
+	}
+}
+
+func TestGoFunctionsStrippedOrNot(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go: %v", err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	code, err := os.ReadFile("testdata/goprog.go.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, ldflags string }{{"plain", ""}, {"stripped", "-s -w"}} {
+		out := filepath.Join(dir, tc.name)
+		cmd := exec.Command(goBin, "build", "-ldflags="+tc.ldflags, "-o", out, src)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0", "GOFLAGS=")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, b)
+		}
+		ef, err := loadELF(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fn *symbol
+		for i := range ef.goFuncs {
+			if ef.goFuncs[i].name == "main.readTheFile" {
+				fn = &ef.goFuncs[i]
+			}
+		}
+		if !ef.isGo || fn == nil {
+			t.Fatalf("%s: Go %v, main.readTheFile found %v", tc.name, ef.isGo, fn != nil)
+		}
+		if got := ef.function(fn.start + 4); got == nil || got.name != "main.readTheFile" {
+			t.Errorf("%s: the function at main.readTheFile+4 is %v", tc.name, got)
+		}
+		if _, ok := ef.prologue(out, fn); !ok {
+			t.Errorf("%s: main.readTheFile keeps no frame pointer", tc.name)
+		}
+	}
+}
+
+func TestKernelFramesWithoutTracing(t *testing.T) {
+	kallsyms := strings.Join([]string{
+		"ffffffff81000000 T _stext",
+		"ffffffff81100000 T try_to_free_mem_cgroup_pages",
+		"ffffffff81100800 t try_charge_memcg",
+		"ffffffff81200000 T bpf_trace_run1",
+		"ffffffff81200400 t __bpf_trace_mm_vmscan_memcg_reclaim_end",
+		"ffffffff81300000 T bpf_get_stack_raw_tp",
+		"ffffffff81400000 D some_data",
+		"ffffffffc0a00000 t ext4_read\t[ext4]",
+	}, "\n")
+	k, err := parseKallsyms(strings.NewReader(kallsyms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a raw tracepoint's program takes it: the helper, the program
+	// (JIT-ed, no symbol), the tracepoint's runner and stub, then the
+	// code that stalled.
+	frames := k.Frames([]uint64{0xffffffff81300010, 0xffffffffa0001234, 0xffffffff81200020, 0xffffffff81200410,
+		0xffffffff81100010, 0xffffffff81100810, 0xffffffffc0a00010})
+	want := []string{"try_to_free_mem_cgroup_pages", "try_charge_memcg", "ext4_read"}
+	if got := names(frames); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("kernel frames %v, want %v", got, want)
+	}
+	if frames[2].Module != "[ext4]" || frames[0].Module != stall.KernelModule {
+		t.Errorf("modules %q %q", frames[0].Module, frames[2].Module)
+	}
+	if _, err := parseKallsyms(strings.NewReader("0000000000000000 T _stext\n")); err == nil || !strings.Contains(err.Error(), "kptr_restrict") {
+		t.Errorf("kallsyms with hidden addresses: %v, want the kptr_restrict hint", err)
+	}
+}
+
+func TestDemangle(t *testing.T) {
+	for in, want := range map[string]string{
+		"_ZN2db5Cache3getEi": "db::Cache::get(int)",
+		"read_the_file":      "read_the_file",
+		"_Zbogus":            "_Zbogus",
+	} {
+		if got := demangleName(in); got != want {
+			t.Errorf("demangle(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCallBefore(t *testing.T) {
+	for _, tc := range []struct {
+		code []byte
+		want bool
+	}{
+		{[]byte{0, 0, 0xe8, 1, 2, 3, 4}, true},           // call rel32
+		{[]byte{0, 0, 0, 0, 0, 0xff, 0xd0}, true},        // call *%rax
+		{[]byte{0, 0, 0, 0xff, 0x50, 0x08, 0x90}, false}, // call *8(%rax) then a nop
+		{[]byte{0, 0, 0, 0, 0xff, 0x50, 0x08}, true},     // call *8(%rax)
+		{[]byte{0xff, 0x15, 1, 2, 3, 4, 5}, false},       // the last byte is not the call's
+		{[]byte{0, 0xff, 0x15, 1, 2, 3, 4}, true},        // call *rel32(%rip)
+		{[]byte{0, 0, 0, 0, 0, 0xff, 0xe0}, false},       // jmp *%rax
+	} {
+		if got := endsWithCall(tc.code); got != tc.want {
+			t.Errorf("endsWithCall(% x) = %v, want %v", tc.code, got, tc.want)
+		}
+	}
+}
