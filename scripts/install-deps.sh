@@ -19,6 +19,7 @@ have nginx || need+=(nginx)
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && have pgbench || need+=(postgresql)
 have wrk || need+=(wrk)
 have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
+have curl || need+=(curl)                 # fetches serve's stall profile in tests
 have prometheus || need+=(prometheus)     # scrapes numatrace serve in its test
 have systemd-analyze || need+=(systemd)   # verifies deploy/systemd/numatrace.service (a container may lack it)
 have buildah || need+=(buildah)           # make image: builds the container image, daemonless and offline

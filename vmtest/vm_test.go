@@ -6,6 +6,7 @@ package vmtest
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -72,7 +73,21 @@ type result struct {
 		LostEvents int64 `json:"lost_events"`
 		System     struct {
 			DirectCompactAttempts int64 `json:"direct_compaction_attempts"`
+			StacksTaken           int64 `json:"stacks_taken"`
+			KernelStacksLost      int64 `json:"kernel_stacks_lost"`
+			UserStacksLost        int64 `json:"user_stacks_lost"`
 		} `json:"system"`
+		Stacks []struct {
+			Cause  string `json:"cause"`
+			TID    int    `json:"tid"`
+			Kernel []struct {
+				Func string `json:"func"`
+			} `json:"kernel"`
+			User []struct {
+				Func string `json:"func"`
+			} `json:"user"`
+			Note string `json:"note"`
+		} `json:"stacks"`
 	} `json:"summary"`
 	// Doctor is `numatrace doctor` on the machine as the scenario set it
 	// up; DoctorPID on the workload (bind only).
@@ -343,6 +358,39 @@ func checkMisplaced(t *testing.T, k Kernel, r *result) {
 	if ours < misplaced/2 {
 		t.Errorf("the workload thread migrated %d of %d misplaced pages: charged to the wrong thread", ours, misplaced)
 	}
+	checkMigrationStacks(t, k, r)
+}
+
+// checkMigrationStacks: the workload's longer migrations (--stacks-min
+// 100us) carry their stacks on this kernel too: the hinting fault that
+// migrated the page in the kernel, the workload's reading loop in user
+// space.
+func checkMigrationStacks(t *testing.T, k Kernel, r *result) {
+	sys := r.Summary.System
+	t.Logf("stacks on %s: %d taken, not taken %d kernel and %d user", k.Name, sys.StacksTaken, sys.KernelStacksLost, sys.UserStacksLost)
+	if sys.KernelStacksLost != 0 {
+		t.Errorf("%d kernel stacks not taken", sys.KernelStacksLost)
+	}
+	var seen []string
+	for _, s := range r.Summary.Stacks {
+		if s.Cause != "numa_migration" || !r.isWorkload(s.TID) {
+			continue
+		}
+		var kernel, user []string
+		for _, f := range s.Kernel {
+			kernel = append(kernel, f.Func)
+		}
+		for _, f := range s.User {
+			user = append(user, f.Func)
+		}
+		if slices.ContainsFunc(kernel, func(f string) bool { return strings.HasPrefix(f, "migrate_misplaced_") }) &&
+			slices.Contains(user, "main.misplaced") {
+			return
+		}
+		seen = append(seen, fmt.Sprintf("user %v kernel %v (%s)", user, kernel, s.Note))
+	}
+	t.Errorf("no numa_migration stack of the workload from main.misplaced through migrate_misplaced_*; %d others:\n%s",
+		len(seen), strings.Join(seen, "\n"))
 }
 
 // Scenario 2, zone_reclaim_mode=1: node 0 full of page cache, a node-0

@@ -53,6 +53,7 @@ type config struct {
 	stormDur   time.Duration
 	onlyStorm  bool
 	onlySocket bool
+	onlyStacks bool
 }
 
 func main() {
@@ -85,6 +86,7 @@ func main() {
 	flag.DurationVar(&c.stormDur, "storm-duration", 3*time.Minute, "the storm: how long threads are started")
 	flag.BoolVar(&c.onlyStorm, "only-storm", false, "measure the storm alone (to try it; the report is then incomplete)")
 	flag.BoolVar(&c.onlySocket, "only-socket", false, "measure the socket request timer alone and print its section (BENCHMARKS.md is left as it is)")
+	flag.BoolVar(&c.onlyStacks, "only-stacks", false, "measure the cost of stacks alone and print its section (BENCHMARKS.md is left as it is)")
 	flag.Parse()
 
 	for _, p := range []struct{ flag, v string }{
@@ -170,6 +172,14 @@ func run(ctx context.Context, c *config) (err error) {
 	w, err := prepareWorkloads(c, &cl)
 	if err != nil {
 		return err
+	}
+	if c.onlyStacks {
+		ex := &extra{}
+		if err := measureStacks(ctx, c, w, ex); err != nil {
+			return fmt.Errorf("stacks: %w", err)
+		}
+		ex.renderStacks(os.Stdout)
+		return nil
 	}
 
 	start := time.Now()
@@ -278,6 +288,9 @@ func measureAll(ctx context.Context, c *config, w *workloads, r *results, tracer
 	}
 	if err := measureRunq(ctx, c, ex); err != nil {
 		return fmt.Errorf("run-queue tracing: %w", err)
+	}
+	if err := measureStacks(ctx, c, w, ex); err != nil {
+		return fmt.Errorf("stacks: %w", err)
 	}
 	if err := measureRecordingSize(ctx, c, w, ex); err != nil {
 		return fmt.Errorf("recording size: %w", err)

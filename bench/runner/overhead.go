@@ -55,6 +55,7 @@ type extra struct {
 	request requestTimer
 	socket  socketTiming
 	runq    runqCost
+	stacks  stacksCost
 	storm   *stormResult
 }
 

@@ -125,6 +125,7 @@ func (r *results) write(path string, ex *extra) []string {
 	ex.renderRequestTimer(&b)
 	ex.renderSocketTiming(&b)
 	ex.renderRunq(&b)
+	ex.renderStacks(&b)
 
 	if !replaceFile(path, b.Bytes()) {
 		return append(problems, "report not written")

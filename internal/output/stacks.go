@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -35,7 +36,7 @@ func (r *Report) stacks(w io.Writer) {
 		fmt.Fprintf(w, "%s in tid %d (%s): %s of its %s in stalls with stacks\n", ref.cause, ref.t.TID,
 			sanitize.Text(ref.t.Comm), Dur(total), Dur(ref.cs.TotalNs))
 		for _, st := range top {
-			fmt.Fprintf(w, "  %3.0f%% %s in %s\n", 100*float64(st.Ns)/float64(total), Dur(st.Ns), plural(st.Count, "stall"))
+			fmt.Fprintf(w, "  %s\n", StackShare(st, total))
 			writeStack(w, st.Stack, "      ")
 		}
 		if shown++; shown == HistogramsShown {
@@ -47,17 +48,18 @@ func (r *Report) stacks(w io.Writer) {
 	}
 }
 
-// stacksTaken is the stacks' header: the threshold, how many stalls had
-// their stacks taken, how many were lost.
+// stacksTaken is the stacks' header: how many stalls took their stacks,
+// from which length, and how many stacks could not be taken.
 func (r *Report) stacksTaken() string {
 	sys := r.Summary.System
 	var b strings.Builder
+	b.WriteString(latency.Count(sys.StacksTaken, "stall"))
 	if r.StacksMinNs > 0 {
-		fmt.Fprintf(&b, "stalls of %s or more: ", time.Duration(r.StacksMinNs))
+		fmt.Fprintf(&b, " of %s or more", time.Duration(r.StacksMinNs))
 	}
-	fmt.Fprintf(&b, "%d had their stacks taken", sys.StacksTaken)
+	b.WriteString(" took their stacks")
 	if sys.KernelStacksLost > 0 || sys.UserStacksLost > 0 {
-		fmt.Fprintf(&b, ", but %d kernel and %d user stacks could not be", sys.KernelStacksLost, sys.UserStacksLost)
+		fmt.Fprintf(&b, "; not taken: %d kernel, %d user", sys.KernelStacksLost, sys.UserStacksLost)
 	}
 	return b.String()
 }
@@ -149,12 +151,10 @@ func FitPath(names []string, width int) string {
 
 func runeLen(s string) int { return len([]rune(s)) }
 
-// plural is "1 stall", "2 stalls".
-func plural(n uint64, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
+// StackShare is a stack's line above its paths: its share of total, its
+// time and its stalls ("82% 18.00ms in 6 stalls").
+func StackShare(st aggregate.StackSample, total uint64) string {
+	return fmt.Sprintf("%3.0f%% %s in %s", 100*float64(st.Ns)/float64(total), Dur(st.Ns), latency.Count(st.Count, "stall"))
 }
 
 // stackJSON is one stack's stalls in one thread, for one cause.

@@ -53,7 +53,7 @@ const (
 	maxBlockStacks = 1 << 14
 	maxBlockFrames = 1 << 18
 	maxStackFrames = 256
-	maxFrameBytes  = 4096
+	maxFrameBytes  = stall.MaxNameBytes
 	// MinWindowNs is the shortest window a recording may have (--window
 	// takes 10 ms at least; tests write 1 ms ones).
 	MinWindowNs = 1_000_000

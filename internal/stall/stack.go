@@ -3,6 +3,7 @@ package stall
 import (
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // KernelModule is the Module of a frame in the kernel image itself.
@@ -66,10 +67,37 @@ type Stack struct {
 	key string
 }
 
-// NewStack makes a stack of these frames.
+// MaxNameBytes bounds a frame's names and a stack's note (demangled C++
+// templates run long): a stack keeps at most this much of each, so that
+// a recording gives back what the live run showed.
+const MaxNameBytes = 4096
+
+// NewStack makes a stack of these frames, which it may change in place:
+// names over MaxNameBytes are cut.
 func NewStack(kernel, user []Frame, note string) *Stack {
-	s := &Stack{Kernel: kernel, User: user, Note: note}
+	for _, frames := range [][]Frame{kernel, user} {
+		for i := range frames {
+			f := &frames[i]
+			f.Func, f.Module, f.BuildID = cutName(f.Func), cutName(f.Module), cutName(f.BuildID)
+		}
+	}
+	s := &Stack{Kernel: kernel, User: user, Note: cutName(note)}
 	s.key = s.makeKey()
+	return s
+}
+
+// cutName keeps at most MaxNameBytes of s, whole runes only.
+func cutName(s string) string {
+	if len(s) <= MaxNameBytes {
+		return s
+	}
+	s = s[:MaxNameBytes]
+	for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+		if r, n := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || n > 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
 	return s
 }
 

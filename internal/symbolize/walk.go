@@ -134,7 +134,7 @@ func (w *walk) cutNote(l located) string {
 		why = "it keeps no frame pointer"
 	}
 	if noFP {
-		why += fmt.Sprintf(", and %s is built without them (-fno-omit-frame-pointer gives whole stacks)", filepath.Base(w.proc.exe))
+		why += fmt.Sprintf(", and %s is built without frame pointers (-fno-omit-frame-pointer gives whole stacks)", filepath.Base(w.proc.exe))
 	}
 	return fmt.Sprintf("user stack cut at %s: %s", l.where(), why)
 }

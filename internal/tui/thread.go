@@ -112,7 +112,7 @@ func (t *threadScreen) stacks(d *Detail) []string {
 		}
 		lines = append(lines, fmt.Sprintf("%s: %s in stalls with stacks", c, output.Dur(total)))
 		for _, st := range top {
-			lines = append(lines, fmt.Sprintf("  %3.0f%% %s in %d", 100*float64(st.Ns)/float64(total), output.Dur(st.Ns), st.Count))
+			lines = append(lines, "  "+output.StackShare(st, total))
 			for _, l := range output.StackLines(st.Stack, max(20, t.width-4)) {
 				lines = append(lines, "    "+l)
 			}

@@ -182,7 +182,10 @@ func startTracer(name, recording string, res map[string]any) (*tracer, error) {
 	}
 	nt := &tracer{out: ntOut, stderr: &bytes.Buffer{}}
 	nt.cmd = exec.Command(numatrace, "attach", "--no-tui", "--json", "--ready-file", ready,
-		"--duration", "120s", "--min-event", "mmap_lock=1ms", "--include-self", "--record", recording)
+		"--duration", "120s", "--min-event", "mmap_lock=1ms", "--include-self", "--record", recording,
+		// Migrations of 100 µs and more carry their stacks: a few hundred
+		// in the misplaced scenario, checked on every kernel.
+		"--stacks-min", "100us")
 	nt.cmd.Stdout, nt.cmd.Stderr = ntOut, nt.stderr
 	if err := startUnbalanced(nt.cmd, ntCPUs[name]...); err != nil {
 		ntOut.Close()

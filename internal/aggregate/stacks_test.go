@@ -1,0 +1,96 @@
+package aggregate
+
+import (
+	"testing"
+
+	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/window"
+)
+
+func stackOf(fns ...string) *stall.Stack {
+	var user []stall.Frame
+	for _, f := range fns {
+		user = append(user, stall.Frame{Func: f, Module: "/bin/x"})
+	}
+	return stall.NewStack(nil, user, "")
+}
+
+func TestStackTableCountsPerCauseThreadAndStack(t *testing.T) {
+	var tab StackTable
+	a, a2, b := stackOf("read", "main"), stackOf("read", "main"), stackOf("fault", "main")
+	for _, ev := range []stall.Event{
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: 1, PID: 1, Comm: "x", DurNs: 10, Stack: a},
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: 1, PID: 1, Comm: "x", DurNs: 20, Stack: a2}, // the same frames
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: 1, PID: 1, Comm: "x", DurNs: 5, Stack: b},
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: 2, PID: 1, Comm: "y", DurNs: 7, Stack: a},
+		{Kind: stall.KindStall, Cause: stall.Compaction, TID: 1, PID: 1, DurNs: 3, Pass: 1, Stack: a},
+		{Kind: stall.KindStall, Cause: stall.Compaction, TID: 1, PID: 1, DurNs: 4, Pass: 2, Stack: a}, // the same attempt
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: 1, PID: 1, DurNs: 100},                // no stack
+		{Kind: stall.KindExit, TID: 1, PID: 1, Stack: a},
+	} {
+		tab.Add(&ev)
+	}
+	got := tab.Samples(func(pid uint32) string { return "proc" })
+	type row struct {
+		cause        stall.Cause
+		tid          uint32
+		count, ns    uint64
+		stack        *stall.Stack
+		comm, parent string
+	}
+	want := []row{
+		{stall.MemcgReclaim, 1, 2, 30, a, "x", "proc"},
+		{stall.MemcgReclaim, 2, 1, 7, a, "y", "proc"},
+		{stall.Compaction, 1, 1, 7, a, "", "proc"},
+		{stall.MemcgReclaim, 1, 1, 5, b, "x", "proc"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Cause != w.cause || g.TID != w.tid || g.Count != w.count || g.Ns != w.ns || g.Stack.Key() != w.stack.Key() ||
+			g.Comm != w.comm || g.Process != w.parent {
+			t.Errorf("row %d: %+v, want %+v", i, g, w)
+		}
+	}
+	top, total := TopStacks(got, 1, stall.MemcgReclaim, 1)
+	if len(top) != 1 || top[0].Ns != 30 || total != 35 {
+		t.Errorf("top stacks of tid 1: %+v of %d, want the 30 ns one of 35", top, total)
+	}
+	tab.Unstacked = true
+	tab.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: 1, PID: 1, DurNs: 100})
+	tab.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.TaskMigration, TID: 1, PID: 1})
+	if n := tab.Len(); n != 5 {
+		t.Errorf("%d rows after an unstacked stall and a migration, want 5 (the stall only)", n)
+	}
+}
+
+// A window keeps, per cause and per thread, the stack of its longest
+// stall that carried one: what a spike names.
+func TestWindowKeepsTheLongestStallsStack(t *testing.T) {
+	a := New(window.Grid{StartNs: 0, LenNs: 1e9})
+	short, long := stackOf("short"), stackOf("long")
+	for _, ev := range []stall.Event{
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: 10, TID: 1, PID: 1, DurNs: 5, Stack: short},
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: 20, TID: 1, PID: 1, DurNs: 50, Stack: long},
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: 30, TID: 1, PID: 1, DurNs: 500}, // longer, no stack
+		{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: 40, TID: 2, PID: 1, DurNs: 7, Stack: short},
+	} {
+		a.Add(&ev)
+	}
+	ws := a.CloseAll(1e9)
+	w := ws[0]
+	if c := w.Causes[stall.MemcgReclaim]; c.Stack != long || c.StackNs != 50 || c.MaxNs != 500 {
+		t.Errorf("the window's memcg_reclaim: stack %v of %d ns, max %d", c.Stack, c.StackNs, c.MaxNs)
+	}
+	if s := w.Threads[2].ByCause[stall.MemcgReclaim].Stack; s != short {
+		t.Errorf("tid 2's stack %v, want its own", s)
+	}
+	var merged CauseTotal
+	merged.Merge(w.Threads[2].ByCause[stall.MemcgReclaim])
+	merged.Merge(w.Threads[1].ByCause[stall.MemcgReclaim])
+	if merged.Stack != long {
+		t.Errorf("merged: stack %v, want the longest's", merged.Stack)
+	}
+}

@@ -1,0 +1,218 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/numatrace/numatrace/internal/run"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// testStacks are the stacks the tests record: shared by several events,
+// with a long demangled name, a frame without a symbol, and one that is
+// only a note.
+func testStacks() []*stall.Stack {
+	reclaim := []stall.Frame{
+		{Addr: 0xffffffff81100010, Func: "try_to_free_mem_cgroup_pages", Module: stall.KernelModule},
+		{Addr: 0xffffffffc0a00010, Func: "ext4_read", Module: "[ext4]"},
+	}
+	user := []stall.Frame{
+		{Addr: 0x7f0000001234, Func: "read", Module: "/usr/lib/x86_64-linux-gnu/libc.so.6", BuildID: "93ac61ec", Offset: 0xf82ab},
+		{Addr: 0x555500001000, Func: "db::Cache<" + strings.Repeat("std::string, ", 400) + "int>::get(int)", Module: "/usr/bin/db", BuildID: "abc1", Offset: 0x1000},
+		{Addr: 0x555500002000, Module: "/usr/bin/db", BuildID: "abc1", Offset: 0x2000},
+	}
+	return []*stall.Stack{
+		stall.NewStack(reclaim, user, ""),
+		stall.NewStack(reclaim[:1], user[:1], "user stack cut at read in libc.so.6: it keeps no frame pointer"),
+		stall.NewStack(nil, nil, "kernel stack not taken: the kernel could not walk it"),
+	}
+}
+
+func writeStackRecording(t *testing.T, n int) (string, []stall.Event) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stacks := testStacks()
+	var evs []stall.Event
+	for i := 0; i < n; i++ {
+		ev := stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: uint64(1e6 + i*1000), DurNs: uint64(2000 + i),
+			PID: 1, TID: uint32(1 + i%3), Comm: "db", Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+		if i%4 != 3 { // every fourth without a stack
+			ev.Stack = stacks[i%len(stacks)]
+		}
+		if i%10 == 9 {
+			ev.Cause = stall.RunqWait // a later cause's record, type 9, with a stack
+		}
+		w.Event(&ev)
+		evs = append(evs, ev)
+		if i%100 == 99 {
+			w.Flush() // each block declares the stacks it uses anew
+		}
+	}
+	if err := w.Close(run.End{}); err != nil {
+		t.Fatal(err)
+	}
+	return path, evs
+}
+
+func TestStacksRoundTrip(t *testing.T) {
+	path, want := writeStackRecording(t, 1000)
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, _, _ := readAll(t, r)
+	if len(got) != len(want) {
+		t.Fatalf("read %d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i].Stack, want[i].Stack
+		if (g == nil) != (w == nil) {
+			t.Fatalf("event %d: stack %v, want %v", i, g, w)
+		}
+		if w == nil {
+			continue
+		}
+		if len(w.User) > 1 && len(w.User[1].Func) != stall.MaxNameBytes {
+			t.Fatalf("the long name is %d bytes: NewStack did not cut it", len(w.User[1].Func))
+		}
+		if !reflect.DeepEqual(g.Kernel, w.Kernel) || !reflect.DeepEqual(g.User, w.User) || g.Note != w.Note || g.Key() != w.Key() {
+			t.Fatalf("event %d: stack\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	if r.Header().Version.Minor != VersionMinor {
+		t.Errorf("version %+v", r.Header().Version)
+	}
+}
+
+// The stack records are additive: a 1.3 reader, which knows thread,
+// string and event records only and skips the rest, reads every event as
+// it was, without its stack.
+func TestStacksAreInvisibleToOlderReaders(t *testing.T) {
+	path, want := writeStackRecording(t, 300)
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []stall.Event
+	for cur := (*blockDecoder)(nil); ; {
+		if cur == nil {
+			if cur, err = nextBlock(r); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		typ, body, done, err := cur.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			cur = nil
+			continue
+		}
+		switch typ {
+		case recThread:
+			err = cur.thread(body)
+		case recString:
+			err = cur.str(body)
+		case recEvent, recLaterEvent:
+			var ev stall.Event
+			chain := 0
+			if typ == recLaterEvent {
+				chain = 1
+			}
+			ev, err = cur.event(body, chain)
+			got = append(got, ev)
+		}
+		if err != nil {
+			t.Fatalf("a 1.3 reader would call this corrupt: %v", err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("a 1.3 reader reads %d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		w := want[i]
+		w.Stack = nil
+		if g := got[i]; !reflect.DeepEqual(g, w) {
+			t.Fatalf("event %d: a 1.3 reader reads\n%+v, want\n%+v", i, g, w)
+		}
+	}
+}
+
+// A stack record that refers to a stack its block never declared, or a
+// stack past the limits, is corrupt: the block is skipped, and said.
+func TestCorruptStacks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body func(e *blockEncoder) []byte
+		rec  byte
+	}{
+		{"an undeclared stack", func(*blockEncoder) []byte { return []byte{7} }, recEventStack},
+		{"too many frames", func(*blockEncoder) []byte { return []byte{1, 0, 0xff, 0x0f} }, recStack},
+		{"a truncated frame", func(*blockEncoder) []byte { return []byte{1, 0, 1, 3, 'a'} }, recStack},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newBlockEncoder()
+			e.record(tc.rec, tc.body(e))
+			d := newBlockDecoder(nil)
+			d.reset(e.buf)
+			typ, body, _, err := d.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.decode(typ, body, &Item{}); !errors.Is(err, errCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("decode: %v, want a corrupt record", err)
+			}
+		})
+	}
+}
+
+// A writer closes a block before it declares more stacks than a reader
+// takes in one: every event of a run with very many distinct stacks is
+// read back with its own.
+func TestManyStacksSpanBlocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := maxBlockStacks + 100
+	for i := 0; i < n; i++ {
+		s := stall.NewStack(nil, []stall.Frame{{Func: fmt.Sprintf("f%d", i), Module: "m"}}, "")
+		ev := stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: uint64(1e6 + i), DurNs: 1, PID: 1, TID: 1,
+			Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1, Stack: s}
+		w.Event(&ev)
+	}
+	if err := w.Close(run.End{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	evs, _, _ := readAll(t, r)
+	if len(evs) != n || len(r.Warnings()) != 0 {
+		t.Fatalf("read %d events, want %d; warnings %v", len(evs), n, r.Warnings())
+	}
+	for i, ev := range evs {
+		if ev.Stack == nil || ev.Stack.User[0].Func != fmt.Sprintf("f%d", i) {
+			t.Fatalf("event %d: stack %+v", i, ev.Stack)
+		}
+	}
+	if r.Blocks() < 2 {
+		t.Errorf("%d blocks: the writer never closed one for its stacks", r.Blocks())
+	}
+}
