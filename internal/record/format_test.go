@@ -2,7 +2,6 @@ package record
 
 import (
 	"bytes"
-	"io"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -24,26 +23,9 @@ func TestSnapshotsKeepTheirFormat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cur *blockDecoder
-		for {
-			if cur == nil {
-				var err error
-				if cur, err = nextBlock(r); err == io.EOF {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
-			}
-			typ, body, done, err := cur.next()
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if done {
-				cur = nil
-				continue
-			}
+		eachRecord(t, r, func(_ *blockDecoder, typ byte, body []byte) {
 			if typ != recSnapshot {
-				continue
+				return
 			}
 			s, err := snapshotFromJSON(body)
 			if err != nil {
@@ -71,7 +53,7 @@ func TestSnapshotsKeepTheirFormat(t *testing.T) {
 					hists++
 				}
 			}
-		}
+		})
 		r.Close()
 	}
 	if snapshots == 0 || threads == 0 || hists == 0 {

@@ -112,6 +112,61 @@ func writeRecording(t testing.TB, n int, seed int64) written {
 	return written{path: path, events: evs, blocks: blocks, size: int64(len(b))}
 }
 
+// eachRecord hands every record of r's blocks to f, in order, with the
+// block's decoder: what a reader of any version walks.
+func eachRecord(t *testing.T, r *Reader, f func(d *blockDecoder, typ byte, body []byte)) {
+	t.Helper()
+	for cur := (*blockDecoder)(nil); ; {
+		if cur == nil {
+			var err error
+			if cur, err = nextBlock(r); err == io.EOF {
+				return
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		typ, body, done, err := cur.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			cur = nil
+			continue
+		}
+		f(cur, typ, body)
+	}
+}
+
+// olderReaderEvents are the events of r as a reader of an older minor
+// version reads them: it knows thread, string and event records (type 9
+// too since 1.3, with laterEvents), skips every other type, and fails
+// the test on what it would call corrupt.
+func olderReaderEvents(t *testing.T, r *Reader, laterEvents bool) []stall.Event {
+	t.Helper()
+	var got []stall.Event
+	eachRecord(t, r, func(cur *blockDecoder, typ byte, body []byte) {
+		var err error
+		switch {
+		case typ == recThread:
+			err = cur.thread(body)
+		case typ == recString:
+			err = cur.str(body)
+		case typ == recEvent, typ == recLaterEvent && laterEvents:
+			chain := 0
+			if typ == recLaterEvent {
+				chain = 1
+			}
+			var ev stall.Event
+			ev, err = cur.event(body, chain)
+			got = append(got, ev)
+		}
+		if err != nil {
+			t.Fatalf("an older reader would call this corrupt: %v", err)
+		}
+	})
+	return got
+}
+
 func readAll(t testing.TB, r *Reader) (evs []stall.Event, items map[Kind]int, end *run.End) {
 	t.Helper()
 	items = map[Kind]int{}
@@ -313,39 +368,7 @@ func TestLaterCausesAreInvisibleToOlderReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got []stall.Event
-	var cur *blockDecoder
-	for {
-		if cur == nil {
-			var err error
-			if cur, err = nextBlock(r); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-		}
-		typ, body, done, err := cur.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if done {
-			cur = nil
-			continue
-		}
-		switch typ {
-		case recThread:
-			err = cur.thread(body)
-		case recString:
-			err = cur.str(body)
-		case recEvent:
-			var ev stall.Event
-			ev, err = cur.event(body, 0)
-			got = append(got, ev)
-		}
-		if err != nil {
-			t.Fatalf("a 1.2 reader would call this corrupt: %v", err)
-		}
-	}
+	got := olderReaderEvents(t, r, false)
 	if len(got) != len(old) {
 		t.Fatalf("a 1.2 reader reads %d events, want %d", len(got), len(old))
 	}

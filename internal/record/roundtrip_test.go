@@ -3,7 +3,6 @@ package record
 import (
 	"bytes"
 	"encoding/binary"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,25 +24,10 @@ func TestEveryRecordEncodesBackToItsBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for cur := (*blockDecoder)(nil); ; {
-			if cur == nil {
-				if cur, err = nextBlock(r); err == io.EOF {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
-			}
-			typ, body, done, err := cur.next()
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if done {
-				cur = nil
-				continue
-			}
+		eachRecord(t, r, func(cur *blockDecoder, typ byte, body []byte) {
 			v := jsonItem(t, cur, typ, body)
 			if v == nil {
-				continue
+				return
 			}
 			again, err := recordJSON(typ, v)
 			if err != nil {
@@ -53,7 +37,7 @@ func TestEveryRecordEncodesBackToItsBytes(t *testing.T) {
 				t.Fatalf("%s: record type %d does not encode back to its bytes:\nfile:  %.400s\nagain: %.400s", f, typ, body, again)
 			}
 			seen[typ]++
-		}
+		})
 		r.Close()
 	}
 	t.Logf("records checked by type: %v", seen)

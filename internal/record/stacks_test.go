@@ -104,41 +104,7 @@ func TestStacksAreInvisibleToOlderReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got []stall.Event
-	for cur := (*blockDecoder)(nil); ; {
-		if cur == nil {
-			if cur, err = nextBlock(r); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-		}
-		typ, body, done, err := cur.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if done {
-			cur = nil
-			continue
-		}
-		switch typ {
-		case recThread:
-			err = cur.thread(body)
-		case recString:
-			err = cur.str(body)
-		case recEvent, recLaterEvent:
-			var ev stall.Event
-			chain := 0
-			if typ == recLaterEvent {
-				chain = 1
-			}
-			ev, err = cur.event(body, chain)
-			got = append(got, ev)
-		}
-		if err != nil {
-			t.Fatalf("a 1.3 reader would call this corrupt: %v", err)
-		}
-	}
+	got := olderReaderEvents(t, r, true)
 	if len(got) != len(want) {
 		t.Fatalf("a 1.3 reader reads %d events, want %d", len(got), len(want))
 	}
