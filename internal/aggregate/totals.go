@@ -26,6 +26,9 @@ type RunTotals struct {
 	// Children are what a --pid target's untraced descendants stalled
 	// (nil: not watched).
 	Children *ChildStalls
+	// System are the kernel's system-wide counters, from the latest
+	// snapshot (the stacks taken and not taken among them).
+	System stall.SystemStats
 }
 
 // ThreadTotals is one thread over the run.
@@ -130,6 +133,7 @@ func (r *RunTotals) Snapshot(snap *stall.Snapshot) {
 	r.Lost = max(r.Lost, snap.LostEvents)
 	r.Evicted = snap.HistEvicted // of the whole run so far
 	r.Children = SummarizeChildren(snap.Descendants)
+	r.System = snap.System
 }
 
 // Windows are the closed windows kept, oldest first; the slice is the

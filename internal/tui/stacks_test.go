@@ -37,6 +37,7 @@ func TestViewShowsStacks(t *testing.T) {
 		tw.ByCause[stall.MemcgReclaim].Count++
 	}
 	s.Window(w)
+	s.Snapshot(&stall.Snapshot{System: stall.SystemStats{StacksTaken: 2, UserStacksLost: 1}})
 	s.Analysis(&correlate.Result{Conclusion: "Spikes explained by memcg_reclaim.", Spikes: []correlate.Spike{{
 		Index: 0, StartNs: 1, LatencyNs: 9e6, BaselineNs: 2e6, ExcessNs: 7e6, Verdict: "P99 9 ms: memcg_reclaim covers all of it",
 		Causes: []correlate.CauseInSpike{{Cause: stall.MemcgReclaim, WorstTID: 11, Coverage: 1, Stack: st}}}}})
@@ -56,7 +57,12 @@ func TestViewShowsStacks(t *testing.T) {
 			t.Errorf("the Spikes screen lacks %q:\n%s", want, spikes)
 		}
 	}
-	for _, v := range []string{thread, spikes} {
+	m = drive(t, NewLive(s, Options{NoTicks: true, Now: func() uint64 { return 2e9 }}), 80, 40, keyTab, keyTab)
+	system := m.View()
+	if want := "2 stalls took their stacks; not taken: 0 kernel, 1 user"; !strings.Contains(system, want) {
+		t.Errorf("the System screen lacks %q:\n%s", want, system)
+	}
+	for _, v := range []string{thread, spikes, system} {
 		for _, l := range strings.Split(v, "\n") {
 			if ansi.StringWidth(l) > 80 {
 				t.Errorf("a line wider than the terminal: %q", l)

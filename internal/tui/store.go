@@ -173,8 +173,11 @@ type Frame struct {
 	// (nil: not watched).
 	Children *aggregate.ChildStalls
 	NowNs    uint64 // newest data seen
-	First    *record.Procfs
-	Last     *record.Procfs
+	// System are the kernel's system-wide counters, as of the latest
+	// snapshot.
+	System stall.SystemStats
+	First  *record.Procfs
+	Last   *record.Procfs
 }
 
 // Frame copies what the screens need.
@@ -183,7 +186,7 @@ func (s *Store) Frame() *Frame {
 	defer s.mu.Unlock()
 	t := s.totals
 	f := &Frame{Info: s.info, Events: t.Events, Lost: t.Lost, Evicted: t.Evicted, NowNs: t.LastNs, First: s.first, Last: s.last,
-		Analysis: s.analysis, Children: t.Children,
+		Analysis: s.analysis, Children: t.Children, System: t.System,
 		Warnings: append([]Warning(nil), s.warnings...),
 		Rows:     make([]Row, 0, t.Len()), win: append([]*aggregate.Window(nil), t.Windows()...)}
 	t.Threads(func(th *aggregate.ThreadTotals) { f.Rows = append(f.Rows, th.Row(s.info.CPUNode)) })

@@ -73,6 +73,10 @@ func (s *systemScreen) View() []string {
 	} else {
 		lines = append(lines, s.counters()...)
 	}
+	if sys := f.System; sys.StacksTaken > 0 || sys.KernelStacksLost > 0 || sys.UserStacksLost > 0 {
+		lines = append(lines, "", styleHead.Render("STACKS"),
+			fmt.Sprintf("  %d stalls took their stacks; not taken: %d kernel, %d user", sys.StacksTaken, sys.KernelStacksLost, sys.UserStacksLost))
+	}
 	lines = append(lines, "", styleHead.Render("DOCTOR"))
 	if len(f.Info.Findings) == 0 {
 		lines = append(lines, styleDim.Render("  no findings recorded (run `numatrace doctor`)"))
