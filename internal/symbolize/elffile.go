@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"time"
 )
 
@@ -35,15 +34,11 @@ type elfFile struct {
 // loadELF reads the file at path. A file that is not a readable ELF
 // yields an error; corrupt contents never panic.
 func loadELF(path string) (*elfFile, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	ef, err := parseELF(f)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

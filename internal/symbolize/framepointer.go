@@ -3,7 +3,6 @@ package symbolize
 import (
 	"bytes"
 	"io"
-	"os"
 )
 
 const (
@@ -212,7 +211,7 @@ func remember[V any](m map[uint64]V, key uint64, val V) {
 
 // readCode reads n bytes at off of the file at path; nil if it cannot.
 func readCode(path string, off uint64, n int) []byte {
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return nil
 	}

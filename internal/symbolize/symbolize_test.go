@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -405,5 +407,30 @@ func TestCallBefore(t *testing.T) {
 		if got := endsWithCall(tc.code); got != tc.want {
 			t.Errorf("endsWithCall(% x) = %v, want %v", tc.code, got, tc.want)
 		}
+	}
+}
+
+// A mapping's path may name a FIFO by the time it is read (a process can
+// swap its files): reading it neither blocks nor fails the stack.
+func TestAFIFOIsNotRead(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := loadELF(fifo)
+		if code := readCode(fifo, 0, 8); code != nil {
+			err = fmt.Errorf("read %d bytes of code from a FIFO", len(code))
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("loadELF of a FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO blocked")
 	}
 }

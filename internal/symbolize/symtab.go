@@ -26,6 +26,11 @@ func (t symtab) find(vaddr uint64) *symbol {
 	return &t[i]
 }
 
+// maxSymtabBytes bounds the symbol table read of one file (about 10
+// million symbols): a larger .symtab is passed over for .dynsym, rather
+// than hold up the stream for seconds and gigabytes.
+const maxSymtabBytes = 256 << 20
+
 // elfSymbols reads the function symbols of .symtab and .dynsym.
 func elfSymbols(e *elf.File) symtab {
 	type candidate struct {
@@ -34,7 +39,12 @@ func elfSymbols(e *elf.File) symtab {
 		sized bool
 	}
 	var all []candidate
-	for _, read := range []func() ([]elf.Symbol, error){e.Symbols, e.DynamicSymbols} {
+	var reads []func() ([]elf.Symbol, error)
+	if sec := e.Section(".symtab"); sec != nil && sec.Size <= maxSymtabBytes {
+		reads = append(reads, e.Symbols)
+	}
+	reads = append(reads, e.DynamicSymbols)
+	for _, read := range reads {
 		syms, _ := read() // a missing table is no error here
 		for _, s := range syms {
 			typ := elf.ST_TYPE(s.Info)
