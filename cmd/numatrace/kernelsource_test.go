@@ -191,7 +191,7 @@ func TestKernelSourceChargesTheIncidentUnderWay(t *testing.T) {
 		run := runRedisScenario(t, redisScenario{name: fmt.Sprintf("numatrace-e2e-redis-kernel-underway-%s", length),
 			length: length, underWay: true, kernelLatency: true, args: []string{"--slo", "5ms"}})
 		client := clientP99s(t, run)
-		broke, charged, clientCalm := 0, 0, 0
+		broke, charged, clientCalm, long, withStack := 0, 0, 0, 0, 0
 		for _, w := range run.windows {
 			p99, ok := client[w.index]
 			if ok && p99 <= slo && run.spikeAt(w.index) != nil {
@@ -204,6 +204,20 @@ func TestKernelSourceChargesTheIncidentUnderWay(t *testing.T) {
 			switch sp := run.spikeAt(w.index); {
 			case sp != nil && sp.Causes[0].Cause == "memcg_reclaim":
 				charged++
+				// A stall of 1 ms or more takes its stacks (--stacks-min's
+				// default): the spike names the reclaim it was.
+				if sp.Causes[0].LongestNs < uint64(time.Millisecond) {
+					break
+				}
+				long++
+				if st := sp.Causes[0].Stack; st != nil && len(st.User) > 0 &&
+					slices.ContainsFunc(st.Kernel, func(f struct {
+						Func string `json:"func"`
+					}) bool {
+						return f.Func == "try_to_free_mem_cgroup_pages"
+					}) {
+					withStack++
+				}
 			case sp != nil:
 				t.Logf("%s: window %d (client p99 %v) charged elsewhere: %s", length, w.index, time.Duration(p99), sp.Verdict)
 			default:
@@ -211,8 +225,15 @@ func TestKernelSourceChargesTheIncidentUnderWay(t *testing.T) {
 					time.Duration(p99), time.Duration(w.p99), time.Duration(w.memcgNs))
 			}
 		}
-		t.Logf("%s: %d windows whose client-measured p99 broke the SLO with redis frozen 10 ms or more, %d of them spikes charged to memcg_reclaim; %d spikes where the client's p99 kept to the SLO",
-			length, broke, charged, clientCalm)
+		t.Logf("%s: %d windows whose client-measured p99 broke the SLO with redis frozen 10 ms or more, %d of them spikes charged to memcg_reclaim (%d to a stall of 1 ms or more, %d naming its stack); %d spikes where the client's p99 kept to the SLO",
+			length, broke, charged, long, withStack, clientCalm)
+		if long == 0 || withStack != long {
+			t.Errorf("%s: %d of the %d spikes charged to a memcg_reclaim stall of 1 ms or more name the stack of redis's reclaim",
+				length, withStack, long)
+		}
+		if !strings.Contains(run.report, "where memcg_reclaim stalled (tid ") {
+			t.Errorf("%s: the report's spikes do not say where memcg_reclaim stalled", length)
+		}
 		if broke < 1 || 10*charged < 9*broke {
 			t.Errorf("%s: %d of %d windows the client saw over the SLO while redis was frozen charged to memcg_reclaim; want at least 1 window, 90%% charged",
 				length, charged, broke)

@@ -152,6 +152,17 @@ type redisSpike struct {
 		WorstTID int     `json:"worst_tid"`
 		Process  string  `json:"process"`
 		Coverage float64 `json:"coverage"`
+		// LongestNs is the cause's longest single stall in the window.
+		LongestNs uint64 `json:"longest_ns"`
+		// Stack is where the worst-hit thread stalled longest.
+		Stack *struct {
+			Kernel []struct {
+				Func string `json:"func"`
+			} `json:"kernel"`
+			User []struct {
+				Func string `json:"func"`
+			} `json:"user"`
+		} `json:"stack"`
 	} `json:"causes"`
 }
 

@@ -80,6 +80,7 @@ type causeInSpikeJSON struct {
 	Threads          int     `json:"threads"`
 	WorstTID         uint32  `json:"worst_tid,omitempty"`
 	WorstNs          uint64  `json:"worst_ns,omitempty"`
+	LongestNs        uint64  `json:"longest_ns,omitempty"` // its longest single stall in the window
 	Process          string  `json:"process,omitempty"`
 	ExposureNs       uint64  `json:"exposure_ns"`
 	Coverage         float64 `json:"coverage"`
@@ -151,7 +152,7 @@ func spikesJSON(sps []correlate.Spike) []spikeJSON {
 			Requests: sp.Requests, Causes: make([]causeInSpikeJSON, len(sp.Causes)), Verdict: sp.Verdict}
 		for k, c := range sp.Causes {
 			j.Causes[k] = causeInSpikeJSON{Cause: c.Cause.String(), StallNs: c.StallNs, AroundNs: c.AroundNs,
-				Threads: c.Threads, WorstTID: c.WorstTID, WorstNs: c.WorstNs, Process: c.Process,
+				Threads: c.Threads, WorstTID: c.WorstTID, WorstNs: c.WorstNs, LongestNs: c.LongestNs, Process: c.Process,
 				ExposureNs: c.ExposureNs, Coverage: c.Coverage, InSlowRequestsNs: c.InSlowRequestsNs, Stack: stackFramesJSON(c.Stack)}
 		}
 		out[i] = j
