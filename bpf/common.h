@@ -540,10 +540,12 @@ static __always_inline struct event *stall_reserve(void *ctx, __u32 tgid, __u32 
 	se->user_len = bpf_get_stack(ctx, se->user, sizeof(se->user), BPF_F_USER_STACK);
 	if (se->user_len <= 0)
 		counter_add(COUNTER_USTACK_LOST, 1);
+	se->user_bp = 0;
 	if (cfg_task_regs && se->user_len > 0) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		__u64 sp = BPF_CORE_READ(regs, sp); /* x86-64: the one target vmlinux.h is for */
 
+		se->user_bp = BPF_CORE_READ(regs, bp);
 		/* A failed read leaves the words zeroed; near the top of the
 		 * stack, the first alone may still be there. */
 		if (bpf_probe_read_user(se->user_sp, sizeof(se->user_sp), (void *)sp))

@@ -99,7 +99,7 @@ struct event {
 };
 
 #define STACK_DEPTH 127 /* the kernel's default perf_event_max_stack */
-#define USER_SP_WORDS 16
+#define USER_SP_WORDS 32
 
 /*
  * A stall long enough to carry its stacks (cfg_stacks_min_ns, FLAG_STACKS
@@ -113,9 +113,12 @@ struct stack_event {
 	struct event e;
 	__s32 kernel_len;   /* bytes of kernel[] filled, or a negative errno */
 	__s32 user_len;     /* bytes of user[] filled, or a negative errno */
-	/* The words at the user stack pointer (all 0 if not read): where a
+	/* The user registers' rbp, which the frame-pointer walk started from,
+	 * and the words at the user stack pointer (all 0 if not read): where a
 	 * leaf that keeps no frame pointer (a libc syscall wrapper) returns
-	 * to is among them, and the frame-pointer walk skips it. */
+	 * to is among them, and the walk skips it; where the leaf's unwind
+	 * table puts it, user space reads it. */
+	__u64 user_bp;
 	__u64 user_sp[USER_SP_WORDS];
 	__u64 kernel[STACK_DEPTH];
 	__u64 user[STACK_DEPTH];

@@ -90,7 +90,7 @@ func buildStackProgs(t *testing.T, dir string) map[string]string {
 		out := filepath.Join(dir, p.name)
 		var cmd *exec.Cmd
 		if p.lang == "c" {
-			cmd = exec.Command("gcc", "-O2", p.flags, "-o", out, "testdata/stackprog.c")
+			cmd = exec.Command("gcc", "-O2", p.flags, "-pthread", "-o", out, "testdata/stackprog.c")
 		} else {
 			cmd = exec.Command("go", "build", "-ldflags="+p.flags, "-o", out, "./testdata/stackprog")
 		}

@@ -29,6 +29,7 @@ type elfFile struct {
 	// each function.
 	framePointers bool
 	code          *codeCache
+	eh            *ehFrame // the unwind table, read when first asked for
 }
 
 // loadELF reads the file at path. A file that is not a readable ELF
@@ -71,6 +72,9 @@ func parseELF(r io.ReaderAt) (ef *elfFile, err error) {
 		if p.Type == elf.PT_LOAD {
 			ef.loads = append(ef.loads, p.ProgHeader)
 		}
+	}
+	if sec := e.Section(".eh_frame"); sec != nil && sec.Type != elf.SHT_NOBITS {
+		ef.eh = &ehFrame{off: sec.Offset, addr: sec.Addr, size: sec.Size}
 	}
 	if ef.isGo {
 		ef.goFuncs = goFuncs(e)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,8 +15,9 @@ import (
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
-// The programs the tests walk: main → read_the_file → leaf_read, the
-// leaf built without frame pointers as distribution libraries are. In
+// The programs the tests walk: main → read_the_file → leaf_read (and
+// read_locked → leaf_read_locked, read_spilled → leaf_read_spilled), the
+// leaves built without frame pointers as distribution libraries are. In
 // "mixed" the program keeps frame pointers; in "nofp" nothing does.
 type testBinary struct {
 	path  string
@@ -30,6 +32,11 @@ const testBuildID = "0123456789abcdef"
 // without frame pointers into a non-PIE executable, so that its
 // addresses are those it runs at.
 func buildC(t *testing.T, name string, progFlags ...string) *testBinary {
+	return buildCLeaf(t, name, nil, progFlags...)
+}
+
+// buildCLeaf is buildC with more flags for leaf.c.
+func buildCLeaf(t *testing.T, name string, leafFlags []string, progFlags ...string) *testBinary {
 	t.Helper()
 	cc, err := exec.LookPath("gcc")
 	if err != nil {
@@ -43,7 +50,9 @@ func buildC(t *testing.T, name string, progFlags ...string) *testBinary {
 		}
 	}
 	run(append([]string{"-O2", "-c", "testdata/prog.c", "-o", filepath.Join(dir, "p.o")}, progFlags...)...)
-	run("-O2", "-fomit-frame-pointer", "-c", "testdata/leaf.c", "-o", filepath.Join(dir, "l.o"))
+	// -fno-ipa-ra: the leaves save what they keep across their calls,
+	// as a library's functions do, not knowing what their callees use.
+	run(append([]string{"-O2", "-fomit-frame-pointer", "-fno-ipa-ra", "-c", "testdata/leaf.c", "-o", filepath.Join(dir, "l.o")}, leafFlags...)...)
 	out := filepath.Join(dir, name)
 	run("-no-pie", "-Wl,--build-id=0x"+testBuildID, "-o", out, filepath.Join(dir, "p.o"), filepath.Join(dir, "l.o"))
 	return readTestBinary(t, out)
@@ -106,6 +115,61 @@ func (b *testBinary) after(t *testing.T, caller, callee string) uint64 {
 	return 0
 }
 
+// syscallIn is the address after fn's syscall instruction: where a
+// thread in the system call has its instruction pointer.
+func (b *testBinary) syscallIn(t *testing.T, fn string) uint64 {
+	t.Helper()
+	code := b.code[fn]
+	for i := 0; i+1 < len(code); i++ {
+		if code[i] == 0x0f && code[i+1] == 0x05 {
+			return b.fn(t, fn, uint64(i+2))
+		}
+	}
+	t.Fatalf("%s makes no system call", fn)
+	return 0
+}
+
+// raWord is which word from the stack pointer holds fn's return address
+// while it is in its system call, as readelf reads fn's unwind table.
+func (b *testBinary) raWord(t *testing.T, fn string) int {
+	t.Helper()
+	rows := readelfCFA(t, b.path)
+	pc := b.syscallIn(t, fn)
+	var cfa string
+	for _, r := range rows {
+		if r.loc <= pc && r.loc >= b.fn(t, fn, 0) {
+			cfa = r.cfa
+		}
+	}
+	var off int
+	if _, err := fmt.Sscanf(cfa, "rsp+%d", &off); err != nil {
+		t.Fatalf("%s at %#x: CFA %q, want rsp-based", fn, pc, cfa)
+	}
+	return off/8 - 1
+}
+
+// savedBPWord is which word from the stack pointer holds the rbp fn
+// saved, while it is in its system call, as readelf reads its unwind
+// table.
+func (b *testBinary) savedBPWord(t *testing.T, fn string) int {
+	t.Helper()
+	pc := b.syscallIn(t, fn)
+	var row cfaRow
+	for _, r := range readelfCFA(t, b.path) {
+		if r.loc <= pc && r.loc >= b.fn(t, fn, 0) {
+			row = r
+		}
+	}
+	var cfa, at int
+	if _, err := fmt.Sscanf(row.cfa, "rsp+%d", &cfa); err != nil {
+		t.Fatalf("%s: CFA %q", fn, row.cfa)
+	}
+	if _, err := fmt.Sscanf(row.rbp, "c%d", &at); err != nil {
+		t.Fatalf("%s does not save rbp (%q): the test's leaf no longer does what it is for", fn, row.rbp)
+	}
+	return (cfa + at) / 8
+}
+
 // fakeProc is a /proc with one process, pid 42, running b: its maps and
 // its exe.
 func fakeProc(t *testing.T, b *testBinary) string {
@@ -147,11 +211,15 @@ func names(frames []stall.Frame) []string {
 func TestWalkTrustsOnlyFramePointerFunctions(t *testing.T) {
 	mixed := buildC(t, "mixed", "-fno-omit-frame-pointer")
 	nofp := buildC(t, "nofp", "-fomit-frame-pointer")
+	// The leaves without an unwind table (-fno-asynchronous-unwind-tables):
+	// nothing says what they pushed.
+	nocfi := buildCLeaf(t, "nocfi", []string{"-fno-asynchronous-unwind-tables", "-fno-unwind-tables"}, "-fno-omit-frame-pointer")
 	for _, tc := range []struct {
 		name      string
 		b         *testBinary
 		addrs     func(b *testBinary) []uint64
-		sp        func(b *testBinary) []uint64
+		sp        func(b *testBinary) []uint64 // the words at the stack pointer
+		bp        uint64                       // rbp
 		want      []string
 		noteHas   string
 		wholeNote bool // the note must be empty
@@ -208,10 +276,82 @@ func TestWalkTrustsOnlyFramePointerFunctions(t *testing.T) {
 			b:     mixed,
 			addrs: func(b *testBinary) []uint64 { return []uint64{b.fn(t, "read_the_file", 1), 0xdead} },
 			sp:    func(b *testBinary) []uint64 { return []uint64{0x7ffc00001000, b.after(t, "main", "read_the_file")} },
+			bp:    0x7ffc00001000, // the caller's, as pushed
 			want:  []string{"read_the_file", "main"},
 			// The kernel's next frame, read through the caller's rbp,
 			// is junk here: it is cut, and said.
 			noteHas: "outside every mapped file",
+		},
+		{
+			// A leaf that moved the stack pointer for its locals, as
+			// glibc's read() in a threaded process: its unwind table
+			// says which word is its return address, not the first
+			// word, which holds a stale one here.
+			name: "a leaf with locals, read by its unwind table",
+			b:    mixed,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.syscallIn(t, "leaf_read_spilled"), b.after(t, "main", "read_spilled")}
+			},
+			sp: func(b *testBinary) []uint64 {
+				w := make([]uint64, 32)
+				w[0] = b.after(t, "main", "read_the_file") // stale
+				w[b.raWord(t, "leaf_read_spilled")] = b.after(t, "read_spilled", "leaf_read_spilled")
+				return w
+			},
+			bp:   0x7ffc00002000,
+			want: []string{"leaf_read_spilled", "read_spilled", "main"}, wholeNote: true,
+		},
+		{
+			// A leaf that saved rbp and used it: its caller is known,
+			// but the kernel's walk from rbp is junk past it.
+			name: "a leaf that used rbp",
+			b:    mixed,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.syscallIn(t, "leaf_read_locked"), 0x7ffc00001234}
+			},
+			sp: func(b *testBinary) []uint64 {
+				w := make([]uint64, 32)
+				w[b.raWord(t, "leaf_read_locked")] = b.after(t, "read_locked", "leaf_read_locked")
+				w[b.savedBPWord(t, "leaf_read_locked")] = 0x7ffc00002000 // the caller's rbp it saved
+				return w
+			},
+			bp:      0x404040, // what it holds now
+			want:    []string{"leaf_read_locked", "read_locked"},
+			noteHas: "leaf_read_locked in mixed used rbp",
+		},
+		{
+			// The same leaf with rbp back as it was saved: the walk goes on.
+			name: "a leaf that saved rbp and left it",
+			b:    mixed,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.syscallIn(t, "leaf_read_locked"), b.after(t, "main", "read_locked")}
+			},
+			sp: func(b *testBinary) []uint64 {
+				w := make([]uint64, 32)
+				w[b.raWord(t, "leaf_read_locked")] = b.after(t, "read_locked", "leaf_read_locked")
+				w[b.savedBPWord(t, "leaf_read_locked")] = 0x7ffc00002000
+				return w
+			},
+			bp:   0x7ffc00002000,
+			want: []string{"leaf_read_locked", "read_locked", "main"}, wholeNote: true,
+		},
+		{
+			// With neither an unwind table nor a frame-pointer prologue,
+			// a word at the stack pointer that looks like a return
+			// address (a stale one here) is not taken for the caller's.
+			name: "a leaf without an unwind table",
+			b:    nocfi,
+			addrs: func(b *testBinary) []uint64 {
+				return []uint64{b.syscallIn(t, "leaf_read_spilled"), b.after(t, "main", "read_spilled")}
+			},
+			sp: func(b *testBinary) []uint64 {
+				w := make([]uint64, 32)
+				w[0] = b.after(t, "main", "read_the_file") // stale
+				return w
+			},
+			bp:      0x7ffc00002000,
+			want:    []string{"leaf_read_spilled"},
+			noteHas: "user stack cut at leaf_read_spilled in nocfi: it keeps no frame pointer",
 		},
 		{
 			name: "a frame that is no return address",
@@ -225,11 +365,14 @@ func TestWalkTrustsOnlyFramePointerFunctions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := NewUser(fakeProc(t, tc.b))
-			var sp []uint64
+			var regs Regs
 			if tc.sp != nil {
-				sp = tc.sp(tc.b)
+				regs.Stack = tc.sp(tc.b)
 			}
-			frames, note := u.Frames(42, tc.addrs(tc.b), sp)
+			if tc.bp != 0 {
+				regs.BP = tc.bp
+			}
+			frames, note := u.Frames(42, tc.addrs(tc.b), regs)
 			if got := names(frames); strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("frames %v, want %v (note %q)", got, tc.want, note)
 			}
@@ -252,7 +395,7 @@ func TestFramesOffsetsAreFileOffsets(t *testing.T) {
 	b := buildC(t, "mixed", "-fno-omit-frame-pointer")
 	u := NewUser(fakeProc(t, b))
 	addr := b.after(t, "main", "read_the_file")
-	frames, _ := u.Frames(42, []uint64{addr}, nil)
+	frames, _ := u.Frames(42, []uint64{addr}, Regs{})
 	f := frames[0]
 	var want uint64
 	for _, p := range b.loads {
@@ -267,7 +410,7 @@ func TestFramesOffsetsAreFileOffsets(t *testing.T) {
 
 func TestExitedProcessKeepsTheInstructionPointer(t *testing.T) {
 	u := NewUser(t.TempDir())
-	frames, note := u.Frames(42, []uint64{0x401000, 0x401100}, nil)
+	frames, note := u.Frames(42, []uint64{0x401000, 0x401100}, Regs{})
 	if len(frames) != 1 || frames[0].Addr != 0x401000 || note != NoteExited {
 		t.Errorf("frames %v note %q, want the instruction pointer alone and %q", frames, note, NoteExited)
 	}
@@ -432,5 +575,103 @@ func TestAFIFOIsNotRead(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO blocked")
+	}
+}
+
+// cfaRow is one row of `readelf --debug-dump=frames-interp`: from loc
+// on, the CFA ("rsp+40", "exp") and where rbp is ("c-32", "u").
+type cfaRow struct {
+	loc      uint64
+	cfa, rbp string
+}
+
+// readelfCFA is every row of binutils' own reading of path's unwind
+// table: the reference the table's reader is held to.
+func readelfCFA(t *testing.T, path string) []cfaRow {
+	t.Helper()
+	// readelf exits 1 on some files it reads whole (Debian's libc): its
+	// output is what counts.
+	out, err := exec.Command("readelf", "--debug-dump=frames-interp", path).Output()
+	if err != nil && len(out) == 0 {
+		t.Fatalf("readelf: %v", err)
+	}
+	var rows []cfaRow
+	var cols []string
+	inFDE := false
+	for _, line := range strings.Split(string(out), "\n") {
+		// "r10 (r10)" is one column, a register and its name.
+		f := slices.DeleteFunc(strings.Fields(line), func(s string) bool { return strings.HasPrefix(s, "(") })
+		switch {
+		case len(f) > 3 && (f[3] == "FDE" || f[3] == "CIE"):
+			inFDE = f[3] == "FDE"
+		case len(f) > 0 && f[0] == "LOC" && inFDE:
+			cols = f
+		case len(f) >= 2 && len(f[0]) == 16 && cols != nil:
+			var loc uint64
+			if _, err := fmt.Sscanf(f[0], "%x", &loc); err != nil {
+				continue
+			}
+			r := cfaRow{loc: loc, cfa: f[1], rbp: "u"}
+			for i, c := range cols {
+				if c == "rbp" && i < len(f) {
+					r.rbp = f[i]
+				}
+			}
+			rows = append(rows, r)
+		case len(f) == 0:
+			cols = nil
+		}
+	}
+	return rows
+}
+
+// The unwind table's reader agrees with readelf on every row of a test
+// program's and of the machine's libc (thousands of functions, written
+// by another compiler and hand-written assembly): where the CFA is, and
+// whether and where rbp was saved.
+func TestUnwindTableAgreesWithReadelf(t *testing.T) {
+	mixed := buildC(t, "mixed", "-fno-omit-frame-pointer")
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	for _, path := range []string{mixed.path, libc} {
+		ef, err := loadELF(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := readelfCFA(t, path)
+		checked := 0
+		for _, r := range rows {
+			rule, ok := ef.cfaAt(path, r.loc)
+			want, wantOK := r.cfa, strings.HasPrefix(r.cfa, "rsp+") || strings.HasPrefix(r.cfa, "rbp+")
+			if ok != wantOK {
+				t.Errorf("%s at %#x: rule found %v (%+v), readelf's CFA %q", filepath.Base(path), r.loc, ok, rule, r.cfa)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			got := fmt.Sprintf("rsp+%d", rule.off)
+			if rule.reg == dwarfRBP {
+				got = fmt.Sprintf("rbp+%d", rule.off)
+			}
+			gotRBP := "u"
+			switch rule.rbp {
+			case rbpSaved:
+				gotRBP = fmt.Sprintf("c%d", rule.rbpOff)
+			case rbpLost:
+				gotRBP = "elsewhere"
+			}
+			wantRBP := r.rbp
+			if wantRBP != "u" && !strings.HasPrefix(wantRBP, "c") {
+				wantRBP = "elsewhere" // in a register ("r10") or at an expression
+			}
+			if got != want || gotRBP != wantRBP {
+				t.Errorf("%s at %#x: CFA %s, rbp %s; readelf: %s, %s", filepath.Base(path), r.loc, got, gotRBP, want, wantRBP)
+			}
+			checked++
+		}
+		if checked < 10 {
+			t.Errorf("%s: %d rows checked", path, checked)
+		}
+		t.Logf("%s: %d rows agree with readelf", filepath.Base(path), checked)
 	}
 }

@@ -57,12 +57,19 @@ func (u *User) Forget(pid uint32) {
 	u.procs.remove(pid)
 }
 
+// Regs are what was read of the stalled thread's user registers with its
+// stack: rbp, which the kernel's frame-pointer walk started from, and the
+// words at the stack pointer. Zero when not read (kernels before 5.15).
+type Regs struct {
+	BP    uint64
+	Stack []uint64
+}
+
 // Frames symbolizes a user stack as the kernel's frame-pointer walk
 // took it (addrs[0] is the instruction pointer), keeping only the frames
-// that walk can be trusted for (see walk). spWords are the words at the
-// stack pointer, nil if unknown. note says why the stack is shorter than
-// taken, "" if it is not.
-func (u *User) Frames(pid uint32, addrs, spWords []uint64) (frames []stall.Frame, note string) {
+// that walk can be trusted for (see walk). note says why the stack is
+// shorter than taken, "" if it is not.
+func (u *User) Frames(pid uint32, addrs []uint64, regs Regs) (frames []stall.Frame, note string) {
 	for len(addrs) > 0 && addrs[len(addrs)-1] == 0 {
 		addrs = addrs[:len(addrs)-1]
 	}
@@ -81,7 +88,7 @@ func (u *User) Frames(pid uint32, addrs, spWords []uint64) (frames []stall.Frame
 		return []stall.Frame{{Addr: addrs[0]}}, fmt.Sprintf("cannot read the mappings of pid %d: %v", pid, err)
 	}
 	w := &walk{u: u, pid: pid, proc: p}
-	return w.stack(addrs, spWords)
+	return w.stack(addrs, regs)
 }
 
 // process returns the cached mappings of pid, reading them if needed.

@@ -38,36 +38,82 @@ type located struct {
 	vaddr uint64  // the address looked up, in the ELF's own terms
 }
 
-func (w *walk) stack(addrs, spWords []uint64) ([]stall.Frame, string) {
+func (w *walk) stack(addrs []uint64, regs Regs) ([]stall.Frame, string) {
 	first := w.locate(addrs[0], false, true)
 	frames := []stall.Frame{first.frame}
 	if first.m == nil {
 		return frames, fmt.Sprintf("user stack cut at %#x: outside every mapped file", addrs[0])
 	}
-	// The leaf's caller: rbp still holds the caller's frame, so the walk
-	// went on from the caller's caller. The caller's own return address
-	// is at the stack pointer if the leaf pushed nothing, or just above
-	// the rbp it pushed.
-	ra := 0
-	switch w.phase(first) {
-	case phaseFramed:
-		return w.follow(frames, first, addrs[1:])
-	case phasePushed:
-		ra = 1
+	// Unless the leaf set up its frame, rbp is still its caller's, and
+	// the walk went on from the caller's caller: the caller's own return
+	// address is among the words at the stack pointer. The leaf's unwind
+	// table says which word; without one, its prologue: the first before
+	// the leaf pushed rbp, the one above it after.
+	var ra int
+	chained := true // the kernel's walk from rbp goes on from the caller
+	if rule, ok := w.cfa(first); ok {
+		if rule.reg == dwarfRBP {
+			return w.follow(frames, first, addrs[1:])
+		}
+		if rule.off < 8 || rule.off%8 != 0 {
+			return frames, w.cutNote(first)
+		}
+		ra = int(rule.off/8) - 1
+		switch rule.rbp {
+		case rbpSaved:
+			// The leaf saved rbp and may have used it: the walk from it
+			// is the caller's only if it still holds what was saved.
+			saved := rule.off + rule.rbpOff
+			chained = saved >= 0 && saved%8 == 0 && int(saved/8) < len(regs.Stack) &&
+				regs.BP != 0 && regs.Stack[saved/8] == regs.BP
+		case rbpLost:
+			chained = false
+		}
+	} else {
+		switch w.phase(first) {
+		case phaseFramed:
+			return w.follow(frames, first, addrs[1:])
+		case phasePushed:
+			ra = 1
+		case phaseUnknown:
+			// Neither a prologue nor an unwind table says what the leaf
+			// pushed: a word from the stack could be any stale one. A Go
+			// function without a frame pointer has no frame at all (Go
+			// saves rbp in every function with one), so it pushed nothing.
+			if !first.goFunction() {
+				return frames, w.cutNote(first)
+			}
+		}
 	}
-	if ra >= len(spWords) || spWords[ra] == 0 {
+	if ra >= len(regs.Stack) || regs.Stack[ra] == 0 {
 		return frames, w.cutNote(first)
 	}
-	ret := w.locate(spWords[ra], true, false)
+	ret := w.locate(regs.Stack[ra], true, false)
 	if !ret.afterCall() || !w.keepsFramePointer(ret) {
 		return frames, w.cutNote(first)
 	}
 	frames = append(frames, ret.frame)
+	if !chained {
+		return frames, fmt.Sprintf("user stack cut after %s: %s used rbp, so the frames past its caller cannot be told",
+			ret.where(), first.where())
+	}
 	rest := addrs[1:]
-	if len(rest) > 0 && rest[0] == spWords[ra] {
+	if len(rest) > 0 && rest[0] == regs.Stack[ra] {
 		rest = rest[1:]
 	}
 	return w.follow(frames, ret, rest)
+}
+
+// cfa is the unwind table's rule at l, an instruction pointer.
+func (w *walk) cfa(l located) (cfaRule, bool) {
+	if l.ef == nil || l.m == nil {
+		return cfaRule{}, false
+	}
+	vaddr, ok := l.ef.vaddr(l.frame.Offset)
+	if !ok {
+		return cfaRule{}, false
+	}
+	return l.ef.cfaAt(l.m.openPath, vaddr)
 }
 
 // follow appends the frames of rest while each frame before keeps its
@@ -167,6 +213,11 @@ func (w *walk) phase(l located) framePhase {
 	default:
 		return phaseFramed
 	}
+}
+
+// goFunction says whether l is in a Go function, by its pclntab.
+func (l located) goFunction() bool {
+	return l.ef != nil && l.ef.isGo && l.ef.goFuncs.find(l.vaddr) != nil
 }
 
 // afterCall tells whether l is right after a call instruction, as a

@@ -37,7 +37,7 @@ func haveTaskRegs() bool {
 type rawStacks struct {
 	kernel, user       []uint64
 	kernelErr, userErr error
-	spWords            []uint64
+	regs               symbolize.Regs
 }
 
 // stacksOf reads the stacks of a record Decode accepted, if it carries
@@ -53,7 +53,7 @@ func stacksOf(raw []byte) (rawStacks, bool) {
 	var s rawStacks
 	s.kernel, s.kernelErr = stackAddrs(r.Kernel[:], r.KernelLen)
 	s.user, s.userErr = stackAddrs(r.User[:], r.UserLen)
-	s.spWords = r.UserSp[:]
+	s.regs = symbolize.Regs{BP: r.UserBp, Stack: r.UserSp[:]}
 	return s, true
 }
 
@@ -116,9 +116,12 @@ func newStackReader() *stackReader {
 
 // stack is the symbolized stack of ev from what its record carries.
 func (sr *stackReader) stack(ev *stall.Event, raw rawStacks) *stall.Stack {
-	spWord := uint64(0)
-	if len(raw.spWords) > 0 {
-		spWord = raw.spWords[0]
+	// The stack pointer's words are a thread's data, different from one
+	// stall to the next: the first (where a leaf that pushed nothing
+	// returns to) and rbp tell apart what they can change.
+	spWord := raw.regs.BP
+	if len(raw.regs.Stack) > 0 {
+		spWord ^= raw.regs.Stack[0] * 31
 	}
 	h := sr.hash(ev.PID, raw.kernel, raw.user, spWord)
 	byHash := sr.made[ev.PID]
@@ -177,7 +180,7 @@ func (sr *stackReader) symbolize(pid uint32, raw rawStacks) *stall.Stack {
 	if raw.userErr != nil {
 		notes = append(notes, "user stack "+raw.userErr.Error())
 	} else {
-		frames, note := sr.user.Frames(pid, raw.user, raw.spWords)
+		frames, note := sr.user.Frames(pid, raw.user, raw.regs)
 		user = frames
 		if note != "" {
 			notes = append(notes, note)

@@ -199,7 +199,8 @@ type typesStackEvent struct {
 	E         typesEvent
 	KernelLen int32
 	UserLen   int32
-	UserSp    [16]uint64
+	UserBp    uint64
+	UserSp    [32]uint64
 	Kernel    [127]uint64
 	User      [127]uint64
 }

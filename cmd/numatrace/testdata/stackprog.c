@@ -2,11 +2,14 @@
  * The stacks tests' C workload: reads files from read_the_file and
  * touches fresh anonymous memory from touch_the_heap, so that memcg
  * reclaim stalls it in both. Built with and without frame pointers.
+ * A second thread waits all along, as a server's do: libc's read() then
+ * takes its multi-threaded path, which keeps locals on the stack.
  *
  *   stackprog FILE...   read each file
  *   stackprog heap      touch 48 MiB of fresh anonymous memory
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +55,23 @@ __attribute__((noinline)) long touch_the_heap(size_t mib)
 	return sum;
 }
 
+static void *wait_forever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	long total = 0;
+	pthread_t waiter;
+
+	if (pthread_create(&waiter, NULL, wait_forever, NULL) != 0) {
+		perror("pthread_create");
+		return 1;
+	}
 
 	for (int i = 1; i < argc; i++)
 		total += strcmp(argv[i], "heap") == 0 ? touch_the_heap(48) : read_the_file(argv[i]);
