@@ -79,8 +79,9 @@ vmtest: deps
 	$(GO) test -count=1 -timeout 15m -v -run TestGuestKernels ./vmtest -vm
 
 # A short run of each fuzz target: the recording reader and a whole
-# replay (each input held to a heap bound), and the fast JSON path for
-# snapshots (held to encoding/json's results). Go minimizes
+# replay (each input held to a heap bound), the fast JSON path for
+# snapshots (held to encoding/json's results), and the symbolizer's
+# readers of other processes' files (ELF, unwind tables). Go minimizes
 # each new input for up to a minute by default, which on a 30 KB seed
 # recording is the whole run: 2 s leaves the time for fuzzing.
 # Each target runs in a memory cgroup capped at FUZZMEM (all its
@@ -100,6 +101,8 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzSnapshotJSON$$' ./internal/record
 	$(FUZZ) -fuzz '^FuzzSnapshotRecord$$' ./internal/record
 	$(FUZZ) -fuzz '^FuzzReplay$$' ./internal/replay
+	$(FUZZ) -fuzz '^FuzzUnwindTable$$' ./internal/symbolize
+	$(FUZZ) -fuzz '^FuzzParseELF$$' ./internal/symbolize
 
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
 test: deps check-generated lint build cross image
