@@ -279,11 +279,15 @@ func checkRequestTiming(t *testing.T, k Kernel, r *result) {
 // the others keep them in the pendings hash.
 var taskStorage = map[string]bool{"6.1": true, "6.12": true}
 
+// stackRegs: the kernels whose stacks come with the user registers
+// (bpf_task_pt_regs, 5.15+).
+var stackRegs = map[string]bool{"6.1": true, "6.12": true}
+
 func checkProbes(t *testing.T, k Kernel, r *result) {
 	if len(r.Probes.Probes) == 0 {
 		t.Fatal("no probes listed")
 	}
-	found := false
+	found, foundRegs := false, false
 	for _, f := range r.Probes.Features {
 		if f.Name == "task_storage" {
 			found = true
@@ -292,9 +296,19 @@ func checkProbes(t *testing.T, k Kernel, r *result) {
 				t.Errorf("task storage on %s: %v, want %v", k.Name, f.Available, taskStorage[k.Name])
 			}
 		}
+		if f.Name == "stack_regs" {
+			foundRegs = true
+			t.Logf("stack_regs on %s: %v (%s)", k.Name, f.Available, f.Detail)
+			if f.Available != stackRegs[k.Name] {
+				t.Errorf("stack regs on %s: %v, want %v", k.Name, f.Available, stackRegs[k.Name])
+			}
+		}
 	}
 	if !found {
 		t.Error("numatrace probes does not say where open stalls are kept")
+	}
+	if !foundRegs {
+		t.Error("numatrace probes does not say whether stacks come with the user registers")
 	}
 	checkRequestTiming(t, k, r)
 	for _, p := range r.Probes.Probes {

@@ -78,6 +78,12 @@ func TestStallStacksAreTakenAndSymbolized(t *testing.T) {
 			t.Errorf("user frame %s: module %q offset %#x", f.Name(), f.Module, f.Offset)
 		}
 	}
+	// This kernel (5.15+) gives the user registers: numatrace probes says
+	// so, and the frameless Syscall6's caller, read at the stack pointer,
+	// is in the stack.
+	if !hasFeature(tr, "stack_regs", true) || !slices.ContainsFunc(user, func(n string) bool { return strings.HasSuffix(n, "RawSyscall6") }) {
+		t.Errorf("stack_regs not available here, or no RawSyscall6 (the leaf's caller) in %v", user)
+	}
 	snap, err := tr.Snapshot()
 	if err != nil {
 		t.Fatal(err)

@@ -45,3 +45,16 @@ func (t *Tracer) taskStorageFeature() Feature {
 	}
 	return f
 }
+
+// stackRegsFeature says whether a stall's stacks come with the user
+// registers and the words at the stack pointer, from which a leaf that
+// keeps no frame pointer gets its caller.
+func (t *Tracer) stackRegsFeature() Feature {
+	f := Feature{Name: "stack_regs", Available: t.taskStorage && haveTaskRegs()}
+	if f.Available {
+		f.Detail = "a user stack's leaf gets its caller from the words at the stack pointer (bpf_task_pt_regs)"
+	} else {
+		f.Detail = "no bpf_task_pt_regs (5.15+) here: a user stack whose leaf keeps no frame pointer misses the leaf's caller"
+	}
+	return f
+}

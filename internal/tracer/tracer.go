@@ -642,7 +642,7 @@ func (t *Tracer) Probes() []stall.ProbeStatus { return append([]stall.ProbeStatu
 // Features probes the optional kernel features. Only `numatrace probes`
 // asks, so attaching does not pay for the test programs.
 func (t *Tracer) Features() []Feature {
-	return append(probeFeatures(t.kspec), t.taskStorageFeature())
+	return append(probeFeatures(t.kspec), t.taskStorageFeature(), t.stackRegsFeature())
 }
 
 // Decoder returns the decoder for this kernel's records.
