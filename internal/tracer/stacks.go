@@ -207,6 +207,8 @@ func (sr *stackReader) symbolize(pid uint32, raw rawStacks) *stall.Stack {
 // forget drops what was kept for a process that exited.
 func (sr *stackReader) forget(pid uint32) {
 	sr.user.Forget(pid)
-	sr.nMade -= len(sr.made[pid])
+	for _, ms := range sr.made[pid] {
+		sr.nMade -= len(ms)
+	}
 	delete(sr.made, pid)
 }
