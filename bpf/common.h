@@ -511,29 +511,13 @@ static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 
 }
 
 /*
- * Reserves the record of a stall of the current thread, which stalled
- * dur: a struct stack_event with its kernel and user stacks when
- * stack_ns (the stall, or a compaction attempt so far) reaches
- * cfg_stacks_min_ns. ctx is the program's, which every caller runs in
- * the stalled thread at the stall's end, still inside the code path
- * that stalled. A stall under the threshold costs one compare more.
+ * Takes the current thread's kernel and user stacks, its user rbp and the
+ * words at its user stack pointer into se. Out of line, so that the stall
+ * programs keep one copy of it beside their own path, which a stall under
+ * the threshold runs alone.
  */
-static __always_inline struct event *stall_reserve(void *ctx, __u32 tgid, __u32 tid, __u32 cause,
-						   __u64 now, __u64 dur, __u64 stack_ns)
+static __noinline void stacks_take(void *ctx, struct stack_event *se)
 {
-	if (!cfg_stacks_min_ns || stack_ns < cfg_stacks_min_ns)
-		return event_reserve(tgid, tid, cause, now, dur, NULL);
-	counter_add(COUNTER_STACKS_TAKEN, 1);
-	struct stack_event *se = bpf_ringbuf_reserve(&events, sizeof(*se), 0);
-
-	if (!se) {
-		/* No room for the stacks; the stall alone may still fit. */
-		counter_add(COUNTER_KSTACK_LOST, 1);
-		counter_add(COUNTER_USTACK_LOST, 1);
-		return event_reserve(tgid, tid, cause, now, dur, NULL);
-	}
-	event_init(&se->e, tgid, tid, cause, now, dur, NULL);
-	se->e.flags = FLAG_STACKS;
 	se->kernel_len = bpf_get_stack(ctx, se->kernel, sizeof(se->kernel), 0);
 	if (se->kernel_len <= 0)
 		counter_add(COUNTER_KSTACK_LOST, 1);
@@ -553,7 +537,47 @@ static __always_inline struct event *stall_reserve(void *ctx, __u32 tgid, __u32 
 	} else {
 		__builtin_memset(se->user_sp, 0, sizeof(se->user_sp));
 	}
-	return &se->e;
+}
+
+/*
+ * Reserves the record of a stall of the current thread, which stalled
+ * dur: a struct stack_event with its kernel and user stacks when
+ * stack_ns (the stall, or a compaction attempt so far) reaches
+ * cfg_stacks_min_ns. ctx is the program's, which every caller runs in
+ * the stalled thread at the stall's end, still inside the code path
+ * that stalled. A stall under the threshold costs one compare more.
+ */
+static __always_inline struct event *stall_reserve(void *ctx, __u32 tgid, __u32 tid, __u32 cause,
+						   __u64 now, __u64 dur, __u64 stack_ns)
+{
+	struct stack_event *se = NULL;
+	struct event *e;
+
+	if (cfg_stacks_min_ns && stack_ns >= cfg_stacks_min_ns) {
+		counter_add(COUNTER_STACKS_TAKEN, 1);
+		se = bpf_ringbuf_reserve(&events, sizeof(*se), 0);
+		if (!se) {
+			/* No room for the stacks; the stall alone may still fit. */
+			counter_add(COUNTER_KSTACK_LOST, 1);
+			counter_add(COUNTER_USTACK_LOST, 1);
+		}
+	}
+	if (se) {
+		e = &se->e;
+	} else {
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			counter_add(COUNTER_LOST_EVENTS, 1);
+			return NULL;
+		}
+	}
+	/* One copy of the record's filling for both sizes. */
+	event_init(e, tgid, tid, cause, now, dur, NULL);
+	if (se) {
+		se->e.flags = FLAG_STACKS;
+		stacks_take(ctx, se);
+	}
+	return e;
 }
 
 static __always_inline bool stream_wanted(__u32 cause, __u64 dur)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,15 +49,15 @@ const stacksEndProgram = "memcg_reclaim_end"
 
 type stacksCost struct {
 	mibps  map[string][]float64 // MiB/s by phase, by round
-	perRun map[string]float64   // memcg_reclaim_end's ns per run by phase (stats pass)
-	runs   map[string]uint64    // its runs in the stats pass
-	taken  map[string]uint64    // stalls whose stacks were taken, by phase (stats pass)
+	perRun map[string][]float64 // memcg_reclaim_end's ns per run by phase, by round (stats pass)
+	runs   map[string]uint64    // its runs in the stats pass, all rounds
+	taken  map[string]uint64    // stalls whose stacks were taken, by phase, all rounds (stats pass)
 	phase  time.Duration        // the workload's length in a phase, at least
 	why    string
 }
 
 func measureStacks(ctx context.Context, c *config, w *workloads, ex *extra) error {
-	ex.stacks = stacksCost{mibps: map[string][]float64{}, perRun: map[string]float64{}, runs: map[string]uint64{},
+	ex.stacks = stacksCost{mibps: map[string][]float64{}, perRun: map[string][]float64{}, runs: map[string]uint64{},
 		taken: map[string]uint64{}, phase: c.stressDur}
 	if err := setBPFStats(false); err != nil {
 		return err
@@ -75,13 +76,23 @@ func measureStacks(ctx context.Context, c *config, w *workloads, ex *extra) erro
 	if err := setBPFStats(true); err != nil {
 		return err
 	}
-	for i, phase := range stacksPhases {
-		m, err := stacksPhase(ctx, c, w, phase, 4900+i, true)
-		if err != nil {
-			return fmt.Errorf("stats pass, %s: %w", phase, err)
+	// The programs' own cost rotates over the rounds too: one pass a
+	// phase read 304 ns between two phases whose code paths are the same
+	// but for one compare, on a busy host.
+	for round := 0; round < c.overheadRounds; round++ {
+		for i := range stacksPhases {
+			phase := stacksPhases[(i+round)%len(stacksPhases)]
+			m, err := stacksPhase(ctx, c, w, phase, 4500+round*10+i, true)
+			if err != nil {
+				return fmt.Errorf("stats round %d, %s: %w", round+1, phase, err)
+			}
+			st := &ex.stacks
+			st.perRun[phase] = append(st.perRun[phase], m.use.perRun())
+			st.runs[phase] += m.use.cnt
+			st.taken[phase] += m.taken
+			logf("stacks stats round %d, %s: %s %.0f ns a run over %d runs, %d stacks taken", round+1, phase, stacksEndProgram,
+				m.use.perRun(), m.use.cnt, m.taken)
 		}
-		ex.stacks.perRun[phase], ex.stacks.runs[phase], ex.stacks.taken[phase] = m.use.perRun(), m.use.cnt, m.taken
-		logf("stacks stats, %s: %s %.0f ns a run over %d runs, %d stacks taken", phase, stacksEndProgram, m.use.perRun(), m.use.cnt, m.taken)
 	}
 	return nil
 }
@@ -172,15 +183,16 @@ func (ex *extra) renderStacks(w io.Writer) {
 	p("")
 	p("## Stacks")
 	p("")
-	p("A stall at least `--stacks-min` long (1 ms by default) carries its thread's kernel and user stacks, taken with bpf_get_stack in the stall's end program and symbolized by numatrace as it reads the stall. Measured on the memcg reclaim workload above (its stalls end in memcg_reclaim_end), repeated for %s a phase, numatrace system-wide, phases rotating over %d rounds with BPF stats off: the ratio is the median over rounds of the phase's throughput against `--stacks=false` in the same round. A last pass with BPF stats on reads memcg_reclaim_end's cost per run in each phase.", st.phase, len(st.mibps[stacksOff]))
+	p("A stall at least `--stacks-min` long (1 ms by default) carries its thread's kernel and user stacks, taken with bpf_get_stack in the stall's end program and symbolized by numatrace as it reads the stall. Measured on the memcg reclaim workload above (its stalls end in memcg_reclaim_end), repeated for %s a phase, numatrace system-wide, phases rotating over %d rounds with BPF stats off: the ratio is the median over rounds of the phase's throughput against `--stacks=false` in the same round. As many rounds again with BPF stats on read memcg_reclaim_end's cost per run in each phase.", st.phase, len(st.mibps[stacksOff]))
 	p("")
 	if st.why != "" {
 		p("Not measured: %s.", st.why)
 		return
 	}
-	p("| phase | memcg MiB/s | ratio to off | per round | %s ns/run | runs | stacks taken | target | result |", stacksEndProgram)
-	p("|---|--:|--:|---|--:|--:|--:|---|---|")
+	p("| phase | memcg MiB/s | ratio to off | per round | %s ns/run (median) | per round | runs | stacks taken | target | result |", stacksEndProgram)
+	p("|---|--:|--:|---|--:|---|--:|--:|---|---|")
 	off := st.mibps[stacksOff]
+	offNs := st.perRun[stacksOff]
 	for _, phase := range stacksPhases {
 		v := st.mibps[phase]
 		var ratios []float64
@@ -191,24 +203,37 @@ func (ex *extra) renderStacks(w io.Writer) {
 				rounds = append(rounds, fmt.Sprintf("%.3f", v[i]/off[i]))
 			}
 		}
+		var ns []string
+		for _, x := range st.perRun[phase] {
+			ns = append(ns, fmt.Sprintf("%.0f", x))
+		}
 		ratio, target, result := "-", "", ""
-		if phase != stacksOff && len(ratios) > 0 {
+		switch {
+		case phase == stacksDefault && len(ratios) > 0:
 			r := median(ratios)
 			ratio = fmt.Sprintf("%.3f", r)
-			if phase == stacksDefault {
-				target = fmt.Sprintf("≥ %.2f", stacksTarget)
-				result = "met"
-				if r < stacksTarget {
-					result = "MISSED"
-				}
+			// Two targets: the workload keeps 0.99 of its throughput, and
+			// the program costs no more than off's own rounds spread to.
+			nsOK := len(offNs) > 0 && median(st.perRun[phase]) <= slices.Max(offNs)
+			target = fmt.Sprintf("≥ %.2f; ns/run within off's rounds", stacksTarget)
+			result = "met"
+			switch {
+			case r < stacksTarget && !nsOK:
+				result = "MISSED both"
+			case r < stacksTarget:
+				result = "MISSED (throughput)"
+			case !nsOK:
+				result = "MISSED (ns/run)"
 			}
+		case phase != stacksOff && len(ratios) > 0:
+			ratio = fmt.Sprintf("%.3f", median(ratios))
 		}
-		p("| %s | %.0f | %s | %s | %.0f | %d | %d | %s | %s |", phase, mean(v), ratio, orDash(strings.Join(rounds, ", ")),
-			st.perRun[phase], st.runs[phase], st.taken[phase], target, result)
+		p("| %s | %.0f | %s | %s | %.0f | %s | %d | %d | %s | %s |", phase, mean(v), ratio, orDash(strings.Join(rounds, ", ")),
+			median(st.perRun[phase]), orDash(strings.Join(ns, ", ")), st.runs[phase], st.taken[phase], target, result)
 	}
 	p("")
-	capture := st.perRun[stacksEvery] - st.perRun[stacksOff]
-	under := st.perRun[stacksDefault] - st.perRun[stacksOff]
-	p("One stack capture (kernel and user stacks, the words at the user stack pointer, into the stall's ring record) costs %.0f ns in memcg_reclaim_end (every stall's %.0f ns a run less off's %.0f). A stall under the threshold pays one compare: the default's %.0f ns a run is %+.0f ns from off's, inside the run-to-run noise of bpf_stats. Symbolizing is numatrace's own work, in user space, once per distinct stack and process; it shows in the throughput of the every-stall phase, not in the programs.",
-		capture, st.perRun[stacksEvery], st.perRun[stacksOff], st.perRun[stacksDefault], under)
+	capture := median(st.perRun[stacksEvery]) - median(offNs)
+	under := median(st.perRun[stacksDefault]) - median(offNs)
+	p("One stack capture (kernel and user stacks, the user registers and the words at the stack pointer, into the stall's ring record) costs %.0f ns in %s: every stall's median %.0f ns a run less off's %.0f. A stall under the threshold pays one compare more than off, whose program has no stack code at all (the verifier drops it): the default's median is %+.0f ns from off's, whose own rounds spread from %.0f to %.0f. Symbolizing is numatrace's own work, in user space, once per distinct stack and process; it shows in the throughput of the every-stall phase, not in the programs.",
+		capture, stacksEndProgram, median(st.perRun[stacksEvery]), median(offNs), under, slices.Min(offNs), slices.Max(offNs))
 }
