@@ -565,7 +565,7 @@ func TestProbesAllAttachHere(t *testing.T) {
 			t.Errorf("no probe feeds %s", c)
 		}
 	}
-	if len(res.Features) != 3 {
+	if len(res.Features) != 4 {
 		t.Fatalf("features %+v", res.Features)
 	}
 	for _, f := range res.Features {
@@ -575,6 +575,10 @@ func TestProbesAllAttachHere(t *testing.T) {
 		// 6.18 has task storage for tracing programs: open stalls live there.
 		if f.Name == "task_storage" && !f.Available {
 			t.Errorf("open stalls are not in task storage here: %s", f.Detail)
+		}
+		// 6.18 has bpf_task_pt_regs: stacks come with the user registers.
+		if f.Name == "stack_regs" && !f.Available {
+			t.Errorf("stacks come without the user registers here: %s", f.Detail)
 		}
 	}
 }
