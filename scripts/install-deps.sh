@@ -20,6 +20,9 @@ compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && have pgbench || need
 have wrk || need+=(wrk)
 have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
 have curl || need+=(curl)                 # fetches serve's stall profile in tests
+# The redis incident's hog writes to a throttled loop device (testutil.SlowDisk).
+PATH=$PATH:/usr/sbin:/sbin have losetup || need+=(mount)
+PATH=$PATH:/usr/sbin:/sbin have mkfs.ext4 || need+=(e2fsprogs)
 have prometheus || need+=(prometheus)     # scrapes numatrace serve in its test
 have systemd-analyze || need+=(systemd)   # verifies deploy/systemd/numatrace.service (a container may lack it)
 have buildah || need+=(buildah)           # make image: builds the container image, daemonless and offline

@@ -36,9 +36,13 @@ import (
 )
 
 const (
-	redisCPU   = serverCPU
-	hogCPU     = clientCPU // the hog, and the load generator's real-time threads
-	hogFileMiB = 16 << 10  // the most the hog's file grows to (about 8 s here)
+	redisCPU = serverCPU
+	hogCPU   = clientCPU // the hog, and the load generator's real-time threads
+	// The hog writes to a disk of its own that takes hogDiskBps: how long
+	// redis's reclaim waits for writeback is then the same on every host.
+	hogDiskBps   = 200 << 20
+	hogDiskBytes = 8 << 30
+	hogFileMiB   = 4 << 10 // the most the hog's file grows to
 )
 
 func startRedisInCgroup(t *testing.T, cg string) (pid, port int) {
@@ -122,20 +126,24 @@ func loadGen(t *testing.T, port int, logPath string, conns, rate int, stop <-cha
 }
 
 // runHog fills cgroup cg with dirty page cache from CPU hogCPU for the
-// given time, then deletes its file, which gives the memory back. Its
-// file grows to hogFileMiB, is deleted and begins again: one file
-// growing for 33 s wrote 64 GB at this disk's speed and filled it. (A
-// file rewritten in place instead is another incident: redis then waits
-// for a CPU more than for memory.)
-func runHog(t *testing.T, cg string, d time.Duration) {
-	dir, err := os.MkdirTemp("/var/tmp", "numatrace-hog") // a real disk: the pages need writeback, unlike tmpfs
+// given time, in dir (a testutil.SlowDisk), then deletes its file, which
+// gives the memory back. Its file grows to hogFileMiB, is deleted and
+// begins again. A memcg full of pages still dirty can leave reclaim
+// nothing to free, and then its OOM killer kills the hog, never redis
+// (the hog's oom_score_adj is 1000; lowering redis's would need
+// CAP_SYS_RESOURCE, which these machines' root lacks): the hog's dd
+// begins again. (A file rewritten in place instead is another incident:
+// redis then waits for a CPU more than for memory.)
+func runHog(t *testing.T, cg, dir string, d time.Duration) {
+	dir, err := os.MkdirTemp(dir, "numatrace-hog")
 	if err != nil {
 		t.Error(err)
 		return
 	}
 	defer os.RemoveAll(dir)
-	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && exec taskset -c %d timeout %.1f sh -c "+
-		"'while :; do dd if=/dev/zero of=%s/hog bs=1M count=%d status=none || exit 1; rm %s/hog; done'",
+	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && echo 1000 > /proc/self/oom_score_adj && exec taskset -c %d timeout %.1f sh -c "+
+		"'while :; do dd if=/dev/zero of=%s/hog bs=1M count=%d status=none; s=$?; rm -f %s/hog; "+
+		"[ $s = 0 ] || [ $s = 137 ] || exit $s; done'",
 		cg, hogCPU, d.Seconds(), dir, hogFileMiB, dir)
 	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil && !strings.Contains(err.Error(), "exit status 124") {
 		t.Errorf("hog: %v: %s", err, out)
@@ -230,6 +238,7 @@ type redisScenario struct {
 func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 	writebackOnCPU(t, hogCPU)
 	cg := testutil.MemcgCgroup(t, sc.name, 256<<20)
+	disk := testutil.SlowDisk(t, hogDiskBytes, hogDiskBps)
 	run := &redisRun{}
 	var port int
 	run.redisPID, port = startRedisInCgroup(t, cg)
@@ -244,7 +253,7 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 	if sc.underWay {
 		done := loadGen(t, port, logPath, 4, 1000, stop)
 		hogs.Add(1)
-		go func() { defer hogs.Done(); runHog(t, cg, sc.length+8*time.Second) }()
+		go func() { defer hogs.Done(); runHog(t, cg, disk, sc.length+8*time.Second) }()
 		time.Sleep(4 * time.Second) // the incident is on
 		defer func() { hogs.Wait() }()
 		run.requests = runRedisTrace(t, run, sc, logPath, rec, func() int {
@@ -259,13 +268,16 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 			for _, at := range sc.hogAt {
 				time.Sleep(time.Until(start.Add(at)))
 				begin := monotonicNs()
-				runHog(t, cg, sc.hogFor)
+				runHog(t, cg, disk, sc.hogFor)
 				run.hogs = append(run.hogs, [2]uint64{begin, monotonicNs()})
 			}
 			time.Sleep(time.Until(start.Add(sc.length)))
 			close(stop)
 			return <-done
 		})
+	}
+	if !alive(run.redisPID) {
+		t.Fatalf("%s: redis-server (pid %d) died during the run", sc.name, run.redisPID)
 	}
 	run.report = reportOf(t, rec, run)
 	if os.Getenv("NUMATRACE_UPDATE_RECORDINGS") != "" && len(sc.hogAt) > 0 {

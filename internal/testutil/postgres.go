@@ -13,7 +13,7 @@ import (
 
 // RequireTool is the path of the program name (also looked for in
 // /usr/sbin, for a PATH without it), which Debian's package pkg installs.
-func RequireTool(t *testing.T, name, pkg string) string {
+func RequireTool(t testing.TB, name, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
