@@ -40,7 +40,7 @@ const (
 	hogCPU   = clientCPU // the hog, and the load generator's real-time threads
 	// The hog writes to a disk of its own that takes hogDiskBps: how long
 	// redis's reclaim waits for writeback is then the same on every host.
-	hogDiskBps   = 200 << 20
+	hogDiskBps   = 400 << 20
 	hogDiskBytes = 8 << 30
 	hogFileMiB   = 4 << 10 // the most the hog's file grows to
 )
