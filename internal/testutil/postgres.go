@@ -11,18 +11,6 @@ import (
 	"testing"
 )
 
-// RequireTool is the path of the program name (also looked for in
-// /usr/sbin, for a PATH without it), which Debian's package pkg installs.
-func RequireTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		p, err = exec.LookPath("/usr/sbin/" + name)
-	}
-	RequireFeature(t, err == nil, name+" not installed (make deps installs Debian's "+pkg+")")
-	return p
-}
-
 // PostgresBin is where Debian puts PostgreSQL's server programs.
 func PostgresBin(t *testing.T) string {
 	t.Helper()

@@ -3,6 +3,7 @@ package testutil
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -33,4 +34,16 @@ func RequireFeature(t testing.TB, ok bool, reason string) {
 		t.Fatalf("kernel feature missing in CI: %s", reason)
 	}
 	t.Skip(reason)
+}
+
+// RequireTool is the path of the program name (also looked for in
+// /usr/sbin, for a PATH without it), which Debian's package pkg installs.
+func RequireTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		p, err = exec.LookPath("/usr/sbin/" + name)
+	}
+	RequireFeature(t, err == nil, name+" not installed (make deps installs Debian's "+pkg+")")
+	return p
 }
