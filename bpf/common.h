@@ -63,6 +63,17 @@ const volatile __u64 cfg_min_event_ns[CAUSE_MAX] = {};
 const volatile __u64 cfg_stacks_min_ns = 0;
 /* bpf_task_pt_regs is there (5.15+): read the word at the user stack pointer. */
 const volatile __u32 cfg_task_regs = 0;
+/* The sched_switch program's two jobs, each on when its probe attaches:
+ * run-queue wait of the switched-in thread, and memstall_wait. */
+const volatile __u32 cfg_runq = 0;
+const volatile __u32 cfg_memstall = 0;
+/* Kernel text ranges of the memstall wait sites, [start, end) per
+ * enum memstall_reason 1..MEMSTALL_SITES (index reason - 1), from
+ * /proc/kallsyms; a zero range is a site this kernel does not have. */
+const volatile __u64 cfg_memstall_site_start[MEMSTALL_SITES] = {};
+const volatile __u64 cfg_memstall_site_end[MEMSTALL_SITES] = {};
+/* The kernel's tick length (1e9 / CONFIG_HZ): dirty-throttle pauses come in jiffies. */
+const volatile __u64 cfg_ns_per_jiffy = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -105,8 +116,13 @@ enum pending_slot {
 	SLOT_COMPACT_PASS = 5,    /* one zone's compaction pass */
 	SLOT_MIGRATE = 6,
 	SLOT_MMAP_LOCK = 7,
-	SLOT_MAX = 8,
+	SLOT_MEMSTALL = 8,        /* off CPU inside a PSI memory stall (memstall_wait) */
+	SLOT_MAX = 9,
 };
+
+/* The slots of the causes timed from a begin to an end hook: a memory
+ * stall that runs inside one of them is already that cause's time. */
+#define TIMED_SLOTS ((1u << SLOT_MEMSTALL) - 1)
 
 struct pending_key {
 	__u32 tid;

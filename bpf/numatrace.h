@@ -18,7 +18,20 @@ enum cause {
 	CAUSE_TASK_MIGRATION = 6,
 	CAUSE_MMAP_LOCK = 7,
 	CAUSE_RUNQ_WAIT = 8, /* not memory: waiting for a CPU (only with a latency source) */
-	CAUSE_MAX = 9,
+	CAUSE_RECLAIM_THROTTLE = 9, /* reclaim_throttle(): reclaim waiting on writeback, isolation, progress */
+	CAUSE_DIRTY_THROTTLE = 10,  /* balance_dirty_pages() paused a writer over the dirty limit */
+	CAUSE_MEMSTALL_WAIT = 11,   /* off CPU inside a PSI memory stall no other cause times */
+	CAUSE_MAX = 12,
+};
+
+/* What a memstall_wait waited in (event.reason), told from the kernel
+ * stack at the switch-out: the innermost known wait site, by priority. */
+enum memstall_reason {
+	MEMSTALL_OTHER = 0,
+	MEMSTALL_THRASHING = 1,   /* a refault of a recently evicted page (folio_wait_bit_common) */
+	MEMSTALL_MEMORY_HIGH = 2, /* throttled over memory.high (mem_cgroup_handle_over_high) */
+	MEMSTALL_SWAP_IN = 3,     /* reading a workingset page back from swap (swap_read_folio) */
+	MEMSTALL_SITES = 3,       /* the sites the loader names: reasons 1..3 */
 };
 
 /* What a ring-buffer record is. */
@@ -95,6 +108,7 @@ struct event {
 	__u32 cpu;       /* CPU the event was seen on */
 	__u32 pass;      /* compaction: zone pass number within the attempt, from 1 */
 	__u32 _pad;
+	__u64 limit;     /* dirty_throttle: the dirty limit in pages (pages holds the dirty count) */
 	char comm[COMM_LEN];
 };
 

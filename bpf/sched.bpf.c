@@ -231,16 +231,8 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
  * this switch is done is known here, so it is kept for the next one: one
  * lookup per switch of a traced thread, and nothing on its switch-out.
  */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u32 tid)
 {
-	__u32 tid = next->pid;
-	__u32 tgid = next->tgid;
-
-	/* The filter first: this runs on every switch of every thread, and
-	 * for a --pid target it is a compare, not a map lookup. */
-	if (!wanted(tgid, tid))
-		return 0;
 	/* Plain loads (tp_btf): a probe read each would be a helper call. */
 	__u64 queued = next->sched_info.last_queued;
 	struct cfs_rq *cfs = next->se.cfs_rq;
@@ -258,19 +250,178 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 		bpf_map_update_elem(&runq_delay, &tid, &after, BPF_ANY);
 	}
 	if (!dur)
-		return 0;
+		return;
 	__u64 now = bpf_ktime_get_ns();
 
 	if (dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])
-		return 0;
+		return;
 	stall_count(tgid, tid, CAUSE_RUNQ_WAIT, next, 0, dur, true, false);
 	thread_stall_add(tid, CAUSE_RUNQ_WAIT, dur, false);
 	if (!stream_wanted(CAUSE_RUNQ_WAIT, dur))
-		return 0;
+		return;
 	struct event *e = event_reserve(tgid, tid, CAUSE_RUNQ_WAIT, now, dur, next);
 	if (!e)
-		return 0;
+		return;
 	comm_of(e->comm, next);
 	event_submit(e);
+}
+
+/* task_struct::in_memstall, the bit psi_memstall_enter sets (5.x on). */
+static __always_inline bool in_memstall(struct task_struct *t)
+{
+	return BPF_CORE_READ_BITFIELD(t, in_memstall);
+}
+
+#define MEMSTALL_FRAMES 24
+
+/* The stack memstall_reason reads: off the BPF stack, which the run-queue
+ * path beside it nearly fills. */
+struct memstall_ips {
+	__u64 ip[MEMSTALL_FRAMES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct memstall_ips);
+} memstall_scratch SEC(".maps");
+
+/*
+ * What the current thread, about to sleep in a memory stall, waits in:
+ * the wait site of highest priority on its kernel stack (memory.high
+ * throttling, then swap-in, then thrashing), else other. Runs only on a
+ * switch-out inside a memory stall, where the stall is worth the walk.
+ */
+static __noinline __u32 memstall_reason(void *ctx)
+{
+	__u32 zero = 0, found = 0;
+	struct memstall_ips *st = bpf_map_lookup_elem(&memstall_scratch, &zero);
+
+	if (!st)
+		return MEMSTALL_OTHER;
+	__u64 *ips = st->ip;
+	long n = bpf_get_stack(ctx, ips, sizeof(st->ip), 0);
+
+	if (n <= 0)
+		return MEMSTALL_OTHER;
+	n /= sizeof(__u64);
+	for (int i = 0; i < MEMSTALL_FRAMES; i++) {
+		if (i >= n)
+			break;
+		for (int s = 0; s < MEMSTALL_SITES; s++)
+			if (ips[i] >= cfg_memstall_site_start[s] && ips[i] < cfg_memstall_site_end[s])
+				found |= 1u << (s + 1);
+	}
+	if (found & (1u << MEMSTALL_MEMORY_HIGH))
+		return MEMSTALL_MEMORY_HIGH;
+	if (found & (1u << MEMSTALL_SWAP_IN))
+		return MEMSTALL_SWAP_IN;
+	if (found & (1u << MEMSTALL_THRASHING))
+		return MEMSTALL_THRASHING;
+	return MEMSTALL_OTHER;
+}
+
+/*
+ * prev leaves the CPU inside a PSI memory stall (it runs this, as
+ * current): its memstall_wait opens, unless a timed cause already has
+ * the thread (reclaim sleeps inside its own memory stall), which times
+ * this wait itself. The nesting rule: a memory stall is timed by the
+ * innermost cause numatrace has a begin for; memstall_wait only where
+ * there is none.
+ */
+static __always_inline void memstall_out(void *ctx, struct task_struct *prev, __u64 now)
+{
+	__u32 tgid = prev->tgid, tid = prev->pid;
+	__u32 who = who_of(tgid, tid);
+
+	if (!who)
+		return;
+	struct task_pendings *tp = bpf_task_storage_get(&task_pendings, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!tp) {
+		counter_add(COUNTER_LOST_EVENTS, 1);
+		return;
+	}
+#pragma unroll
+	for (__u32 slot = 0; slot < SLOT_MEMSTALL; slot++)
+		if (tp->slot[slot].start_ns)
+			return;
+	struct pending *p = &tp->slot[SLOT_MEMSTALL];
+
+	if (p->start_ns) /* still open: a preemption before it ran again */
+		return;
+	p->start_ns = now;
+	p->who = who;
+	p->aux = memstall_reason(ctx);
+}
+
+/*
+ * next gets the CPU back, still inside its memory stall: the wait that
+ * began at its switch-out ends now. Recorded in next's name (this runs in
+ * the thread that leaves).
+ */
+static __always_inline void memstall_in(struct task_struct *next, __u64 now)
+{
+	struct task_pendings *tp = bpf_task_storage_get(&task_pendings, next, 0, 0);
+
+	if (!tp)
+		return;
+	struct pending *p = &tp->slot[SLOT_MEMSTALL];
+	__u64 start = p->start_ns;
+
+	if (!start)
+		return;
+	p->start_ns = 0;
+	p->mark_ns = now; /* a throttle that ends inside it is nested (throttle.bpf.c) */
+	__u64 dur = now - start;
+	__u32 tgid = next->tgid, tid = next->pid;
+
+	if (dur < cfg_min_stall_ns[CAUSE_MEMSTALL_WAIT])
+		return;
+	if (p->who == WHO_CHILD) {
+		child_count(tgid, CAUSE_MEMSTALL_WAIT, dur, true, false);
+		return;
+	}
+	stall_count(tgid, tid, CAUSE_MEMSTALL_WAIT, next, 0, dur, true, false);
+	/* next's request totals: it does not run until this switch is done. */
+	thread_stall_add(tid, CAUSE_MEMSTALL_WAIT, dur, false);
+	if (!stream_wanted(CAUSE_MEMSTALL_WAIT, dur))
+		return;
+	struct event *e = event_reserve(tgid, tid, CAUSE_MEMSTALL_WAIT, now, dur, next);
+
+	if (!e)
+		return;
+	comm_of(e->comm, next);
+	e->reason = p->aux;
+	event_submit(e);
+}
+
+/*
+ * Every context switch: one program for both jobs that need it, so the
+ * hottest hook runs one program. A thread that is not in a memory stall
+ * costs memstall_wait one bit test on each side.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (cfg_memstall) {
+		/* Only a thread whose memstall_wait opened has one to close:
+		 * the switch-in looks for it without the filter. */
+		if (in_memstall(prev))
+			memstall_out(ctx, prev, bpf_ktime_get_ns());
+		if (in_memstall(next))
+			memstall_in(next, bpf_ktime_get_ns());
+	}
+	if (!cfg_runq)
+		return 0;
+	__u32 tid = next->pid;
+	__u32 tgid = next->tgid;
+
+	/* The filter first: this runs on every switch of every thread, and
+	 * for a --pid target it is a compare, not a map lookup. */
+	if (!wanted(tgid, tid))
+		return 0;
+	runq_wait(next, tgid, tid);
 	return 0;
 }

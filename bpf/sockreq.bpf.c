@@ -136,14 +136,27 @@ static __always_inline struct sockreq_conn *conn_get(struct sock *sk)
 	return bpf_map_lookup_elem(&conns, &key);
 }
 
-/* Makes sk's state from init if it has none; returns it. */
-static __always_inline struct sockreq_conn *conn_make(struct sock *sk, struct sockreq_conn *init)
+/* A zeroed connection state, never written: what a new one starts from
+ * in the hash (a copy on the stack would not fit beside the rest). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sockreq_conn);
+} conn_blank SEC(".maps");
+
+/* Makes sk's state, zeroed, if it has none; returns it. */
+static __always_inline struct sockreq_conn *conn_make(struct sock *sk)
 {
 	if (cfg_sk_storage)
-		return bpf_sk_storage_get(&conn_storage, sk, init, BPF_SK_STORAGE_GET_F_CREATE);
+		return bpf_sk_storage_get(&conn_storage, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
 	__u64 key = (__u64)sk;
+	__u32 zero = 0;
+	struct sockreq_conn *blank = bpf_map_lookup_elem(&conn_blank, &zero);
 
-	bpf_map_update_elem(&conns, &key, init, BPF_NOEXIST);
+	if (!blank)
+		return NULL;
+	bpf_map_update_elem(&conns, &key, blank, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&conns, &key);
 }
 
@@ -307,9 +320,7 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 		 * the user attached for. Its request is timed from now; the
 		 * connection is its server's (pid, tid) from its first read or
 		 * write by one of the target's threads. */
-		struct sockreq_conn unclaimed = {};
-
-		c = conn_make(sk, &unclaimed);
+		c = conn_make(sk);
 		if (!c)
 			return;
 	}
@@ -379,9 +390,13 @@ static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pi
 		return NULL;
 	/* An exchange already under way began before we knew of it: it is
 	 * not timed (its start_ns stays 0 until the next request). */
-	struct sockreq_conn zero = { .tid = tid, .pid = pid };
+	struct sockreq_conn *made = conn_make(sk);
 
-	return conn_make(sk, &zero);
+	if (made && !made->pid) { /* ours, unless another CPU's made it first */
+		made->tid = tid;
+		made->pid = pid;
+	}
+	return made;
 }
 
 /* The serving thread (the current one) read (or wrote, write) sk at now. */

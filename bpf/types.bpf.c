@@ -21,3 +21,4 @@ const struct lat_sample *unused_lat_sample __attribute__((unused));
 const enum lat_flag *unused_lat_flag __attribute__((unused));
 const struct child_total *unused_child_total __attribute__((unused));
 const enum pending_slot *unused_slot __attribute__((unused));
+const enum memstall_reason *unused_memstall_reason __attribute__((unused));

@@ -123,6 +123,7 @@ const (
 	fOtherTID
 	fPass
 	fAttempt
+	fLimit // 1.5: dirty_throttle's dirty limit
 )
 
 // Event flags, one bit each.
@@ -194,6 +195,7 @@ func (e *blockEncoder) event(ev *stall.Event) {
 	opt(fOtherTID, ev.OtherTID != 0, uint64(ev.OtherTID))
 	opt(fPass, ev.Pass != 0, uint64(ev.Pass))
 	opt(fAttempt, ev.AttemptNs != 0, ev.AttemptNs)
+	opt(fLimit, ev.Limit != 0, ev.Limit)
 
 	if ev.Stack != nil {
 		e.record(recEventStack, binary.AppendUvarint(nil, e.stackID(ev.Stack)))
@@ -478,7 +480,7 @@ func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error 
 	// GC write barrier each.
 	ev.Kind, ev.Cause = stall.Kind(b[0]>>4), stall.Cause(b[0]&0x0f)
 	ev.TsNs, ev.DurNs, ev.TID, ev.CPU = d.lastTs[chain], dur, uint32(tid), uint32(cpu)
-	ev.Order, ev.GFP, ev.Pages, ev.CgroupID, ev.OtherTID, ev.Pass, ev.AttemptNs = 0, 0, 0, 0, 0, 0, 0
+	ev.Order, ev.GFP, ev.Pages, ev.CgroupID, ev.OtherTID, ev.Pass, ev.AttemptNs, ev.Limit = 0, 0, 0, 0, 0, 0, 0, 0
 	ev.Node, ev.DstNode, ev.SrcCPU, ev.DstCPU = -1, -1, -1, -1
 	setString(&ev.Reason, "")
 	setString(&ev.Mode, "")
@@ -584,6 +586,9 @@ func (d *blockDecoder) optional(b []byte, i int, mask uint64, ev *stall.Event) i
 	}
 	if mask&fAttempt != 0 {
 		ev.AttemptNs, i = uvarintAt(b, i)
+	}
+	if mask&fLimit != 0 {
+		ev.Limit, i = uvarintAt(b, i)
 	}
 	return i
 }

@@ -27,8 +27,9 @@ const (
 	VersionMajor = 1
 	// 1.1 added latency records, 1.2 the doctor header field, 1.3 made
 	// lost records mark where the live run closed windows, 1.4 added
-	// the stalls' stacks.
-	VersionMinor = 4
+	// the stalls' stacks, 1.5 the throttle and memstall causes (later
+	// events), the limit field and the header's PSI figures.
+	VersionMinor = 5
 )
 
 // Limits that keep a reader's memory bounded on any input.

@@ -25,6 +25,9 @@ const (
 	TaskMigration
 	MmapLock
 	RunqWait
+	ReclaimThrottle
+	DirtyThrottle
+	MemstallWait
 	NumCauses
 )
 
@@ -72,6 +75,12 @@ var descriptors = [NumCauses]Descriptor{
 		Fields: fields(fieldWrite, fieldAcquired), Words: mmapLockWords},
 	RunqWait: {Name: "runq_wait", Short: "runq", Letter: 'Q', Colour: "208", Timed: true, NotMemory: true,
 		Fields: fields(), Words: func(*Event) []string { return []string{"waited for a CPU"} }},
+	ReclaimThrottle: {Name: "reclaim_throttle", Short: "rthrottle", Letter: 'R', Colour: "3", Timed: true,
+		Fields: fields(fieldReason, fieldNode), Words: reclaimThrottleWords},
+	DirtyThrottle: {Name: "dirty_throttle", Short: "dirty", Letter: 'W', Colour: "5", Timed: true, // W: writeback
+		Fields: fields(fieldDirty, fieldLimit, fieldAttempt), Words: dirtyThrottleWords},
+	MemstallWait: {Name: "memstall_wait", Short: "memstall", Letter: 'S', Colour: "1", Timed: true, // S: PSI memory stall
+		Fields: fields(fieldReason), Words: func(e *Event) []string { return []string{"waited in a memory stall: " + e.Reason} }},
 }
 
 // Desc returns the cause's descriptor; an unknown cause gets a bare one.
@@ -170,6 +179,25 @@ func taskMoveWords(e *Event) []string {
 	return p
 }
 
+func reclaimThrottleWords(e *Event) []string {
+	p := []string{"reclaim throttled"}
+	if e.Reason != "" {
+		p[0] += " on " + e.Reason
+	}
+	if e.Node >= 0 {
+		p = append(p, fmt.Sprintf("node %d", e.Node))
+	}
+	return p
+}
+
+func dirtyThrottleWords(e *Event) []string {
+	p := []string{fmt.Sprintf("paused over the dirty limit: %d of %d pages dirty", e.Pages, e.Limit)}
+	if e.AttemptNs > e.DurNs {
+		p = append(p, fmt.Sprintf("%s paused in this write so far", time.Duration(e.AttemptNs)))
+	}
+	return p
+}
+
 func mmapLockWords(e *Event) []string {
 	p := []string{"read"}
 	if e.Write {
@@ -211,4 +239,19 @@ func ParseDurations(s string) ([NumCauses]uint64, error) {
 		out[c] = uint64(d)
 	}
 	return out, nil
+}
+
+// MemstallReasons names what a memstall_wait waited in, indexed as enum
+// memstall_reason in bpf/numatrace.h (the tracer's tests hold the two
+// together): a refault of a page evicted while still in use (thrashing),
+// memory.high throttling, a read back from swap, or another site.
+var MemstallReasons = [...]string{"other", "thrashing", "memory_high", "swap_in"}
+
+// MemstallReason names a memstall_wait's wait site as the kernel side
+// numbers it.
+func MemstallReason(v int32) string {
+	if v >= 0 && int(v) < len(MemstallReasons) {
+		return MemstallReasons[v]
+	}
+	return fmt.Sprintf("site(%d)", v)
 }

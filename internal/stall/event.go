@@ -27,7 +27,10 @@ type Event struct {
 	DstNode  int32
 	SrcCPU   int32
 	DstCPU   int32
-	Reason   string // numa_migration: migrate reason (numa_misplaced, compaction, ...)
+	// Reason: numa_migration's migrate reason (numa_misplaced, compaction,
+	// ...); reclaim_throttle's (writeback, isolated, noprogress,
+	// congested); memstall_wait's wait site (MemstallReasons).
+	Reason   string
 	Mode     string // numa_migration: migrate mode; compaction: priority
 	Status   string // compaction: outcome of the pass (compact_result)
 	OtherTID uint32 // numa_task_move swap/stick: the other task
@@ -35,6 +38,8 @@ type Event struct {
 	// AttemptNs is the attempt's time so far, this slice included.
 	Pass      uint32
 	AttemptNs uint64
+	// Limit is dirty_throttle's dirty limit in pages (Pages is the dirty count).
+	Limit uint64
 
 	SoftLimit bool // memcg_reclaim from the soft-limit pair
 	Write     bool // mmap_lock: write lock

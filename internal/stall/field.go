@@ -82,6 +82,8 @@ var (
 	fieldOtherTID  = uintField("other_tid", true, func(e *Event) uint64 { return uint64(e.OtherTID) })
 	fieldWrite     = boolField("write", false, func(e *Event) bool { return e.Write })
 	fieldAcquired  = boolField("acquired", false, func(e *Event) bool { return e.Acquired })
+	fieldDirty     = uintField("dirty_pages", false, func(e *Event) uint64 { return e.Pages })
+	fieldLimit     = uintField("limit_pages", false, func(e *Event) uint64 { return e.Limit })
 	fieldNested    = boolField("nested", true, func(e *Event) bool { return e.Nested })
 )
 

@@ -165,3 +165,19 @@ func isTracingFrame(f stall.Frame) bool {
 	}
 	return false
 }
+
+// Range is the text of the kernel function name: its address and the
+// next symbol's, which ends it. ok is false when the kernel has no such
+// function (or only as a module's).
+func (k *Kernel) Range(name string) (start, end uint64, ok bool) {
+	for i, s := range k.syms {
+		if s.name != name || s.module != stall.KernelModule {
+			continue
+		}
+		if i+1 == len(k.syms) {
+			return 0, 0, false
+		}
+		return s.addr, k.syms[i+1].addr, true
+	}
+	return 0, 0, false
+}

@@ -59,7 +59,7 @@ type compactionPendingKey struct {
 
 type compactionTaskPendings struct {
 	_    structs.HostLayout
-	Slot [8]compactionPending
+	Slot [9]compactionPending
 }
 
 type compactionThreadCounts struct {
@@ -74,47 +74,52 @@ type compactionThreadCounts struct {
 
 type compactionThreadStall struct {
 	_  structs.HostLayout
-	Ns [10]uint64
+	Ns [13]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	compactionMapCauseTotals        = "cause_totals"
-	compactionMapChildTotals        = "child_totals"
-	compactionMapCounters           = "counters"
-	compactionMapCpuNode            = "cpu_node"
-	compactionMapEvents             = "events"
-	compactionMapHists              = "hists"
-	compactionMapPendings           = "pendings"
-	compactionMapRunqDelay          = "runq_delay"
-	compactionMapTargetTgids        = "target_tgids"
-	compactionMapTaskPendings       = "task_pendings"
-	compactionMapThreadCountsMap    = "thread_counts_map"
-	compactionMapThreadStalls       = "thread_stalls"
-	compactionMapWatchedTgids       = "watched_tgids"
-	compactionProgCompactAttempt    = "compact_attempt"
-	compactionProgCompactPassBegin  = "compact_pass_begin"
-	compactionProgCompactPassEndCc  = "compact_pass_end_cc"
-	compactionProgCompactPassEndPfn = "compact_pass_end_pfn"
-	compactionVarCfgExitGroupDead   = "cfg_exit_group_dead"
-	compactionVarCfgFilterMode      = "cfg_filter_mode"
-	compactionVarCfgFilterTgid      = "cfg_filter_tgid"
-	compactionVarCfgFilterTid       = "cfg_filter_tid"
-	compactionVarCfgMigrIter        = "cfg_migr_iter"
-	compactionVarCfgMinEventNs      = "cfg_min_event_ns"
-	compactionVarCfgMinStallNs      = "cfg_min_stall_ns"
-	compactionVarCfgMultiNode       = "cfg_multi_node"
-	compactionVarCfgNotMemory       = "cfg_not_memory"
-	compactionVarCfgRequestStalls   = "cfg_request_stalls"
-	compactionVarCfgSelfTgid        = "cfg_self_tgid"
-	compactionVarCfgStacksMinNs     = "cfg_stacks_min_ns"
-	compactionVarCfgTargetCgroup    = "cfg_target_cgroup"
-	compactionVarCfgTaskRegs        = "cfg_task_regs"
-	compactionVarCfgTaskStorage     = "cfg_task_storage"
-	compactionVarCfgWakeupBytes     = "cfg_wakeup_bytes"
-	compactionVarCfgWatchChildren   = "cfg_watch_children"
+	compactionMapCauseTotals          = "cause_totals"
+	compactionMapChildTotals          = "child_totals"
+	compactionMapCounters             = "counters"
+	compactionMapCpuNode              = "cpu_node"
+	compactionMapEvents               = "events"
+	compactionMapHists                = "hists"
+	compactionMapPendings             = "pendings"
+	compactionMapRunqDelay            = "runq_delay"
+	compactionMapTargetTgids          = "target_tgids"
+	compactionMapTaskPendings         = "task_pendings"
+	compactionMapThreadCountsMap      = "thread_counts_map"
+	compactionMapThreadStalls         = "thread_stalls"
+	compactionMapWatchedTgids         = "watched_tgids"
+	compactionProgCompactAttempt      = "compact_attempt"
+	compactionProgCompactPassBegin    = "compact_pass_begin"
+	compactionProgCompactPassEndCc    = "compact_pass_end_cc"
+	compactionProgCompactPassEndPfn   = "compact_pass_end_pfn"
+	compactionVarCfgExitGroupDead     = "cfg_exit_group_dead"
+	compactionVarCfgFilterMode        = "cfg_filter_mode"
+	compactionVarCfgFilterTgid        = "cfg_filter_tgid"
+	compactionVarCfgFilterTid         = "cfg_filter_tid"
+	compactionVarCfgMemstall          = "cfg_memstall"
+	compactionVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
+	compactionVarCfgMemstallSiteStart = "cfg_memstall_site_start"
+	compactionVarCfgMigrIter          = "cfg_migr_iter"
+	compactionVarCfgMinEventNs        = "cfg_min_event_ns"
+	compactionVarCfgMinStallNs        = "cfg_min_stall_ns"
+	compactionVarCfgMultiNode         = "cfg_multi_node"
+	compactionVarCfgNotMemory         = "cfg_not_memory"
+	compactionVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
+	compactionVarCfgRequestStalls     = "cfg_request_stalls"
+	compactionVarCfgRunq              = "cfg_runq"
+	compactionVarCfgSelfTgid          = "cfg_self_tgid"
+	compactionVarCfgStacksMinNs       = "cfg_stacks_min_ns"
+	compactionVarCfgTargetCgroup      = "cfg_target_cgroup"
+	compactionVarCfgTaskRegs          = "cfg_task_regs"
+	compactionVarCfgTaskStorage       = "cfg_task_storage"
+	compactionVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	compactionVarCfgWatchChildren     = "cfg_watch_children"
 )
 
 // loadCompaction returns the embedded CollectionSpec for compaction.
@@ -188,23 +193,28 @@ type compactionMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type compactionVariableSpecs struct {
-	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // compactionObjects contains all objects after they have been loaded into the kernel.
@@ -264,23 +274,28 @@ func (m *compactionMaps) Close() error {
 //
 // It can be passed to loadCompactionObjects or ebpf.CollectionSpec.LoadAndAssign.
 type compactionVariables struct {
-	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // compactionPrograms contains all programs after they have been loaded into the kernel.

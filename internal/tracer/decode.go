@@ -18,6 +18,7 @@ import (
 // produced them, since their numbering changes between kernels.
 type Decoder struct {
 	reasons  map[int64]string
+	throttle map[int64]string // enum vmscan_throttle_state
 	modes    map[int64]string
 	results  map[int64]string
 	priority map[int64]string
@@ -29,6 +30,7 @@ func NewDecoder(spec *btf.Spec) *Decoder {
 	d := &Decoder{}
 	if spec != nil {
 		d.reasons = enumNames(spec, "migrate_reason", "MR_")
+		d.throttle = enumNames(spec, "vmscan_throttle_state", "VMSCAN_THROTTLE_")
 		d.modes = enumNames(spec, "migrate_mode", "MIGRATE_")
 		d.results = enumNames(spec, "compact_result", "COMPACT_")
 		d.priority = enumNames(spec, "compact_priority", "COMPACT_PRIO_")
@@ -91,8 +93,11 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 		OtherTID: r.OtherTid,
 		Pass:     r.Pass,
 	}
-	if ev.Cause == stall.Compaction {
+	if ev.Cause == stall.Compaction || ev.Cause == stall.DirtyThrottle {
 		ev.AttemptNs = r.TotalNs
+	}
+	if ev.Cause == stall.DirtyThrottle {
+		ev.Limit = r.Limit
 	}
 	flags := typesEventFlag(r.Flags)
 	ev.SoftLimit = flags&typesEventFlagFLAG_SOFTLIMIT != 0
@@ -110,6 +115,10 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 		case stall.Compaction:
 			ev.Status = name(d.results, r.Status)
 			ev.Mode = name(d.priority, r.Mode)
+		case stall.ReclaimThrottle:
+			ev.Reason = name(d.throttle, r.Reason)
+		case stall.MemstallWait:
+			ev.Reason = stall.MemstallReason(r.Reason)
 		}
 	}
 	return ev, nil

@@ -57,8 +57,8 @@ func stallRecord(cause typesCause) typesEvent {
 }
 
 func TestEventSize(t *testing.T) {
-	if EventSize != 128 {
-		t.Errorf("EventSize = %d, want 128 (the C struct event)", EventSize)
+	if EventSize != 136 {
+		t.Errorf("EventSize = %d, want 136 (the C struct event)", EventSize)
 	}
 	if n := binary.Size(typesEvent{}); n != EventSize {
 		t.Errorf("binary.Size = %d, EventSize = %d: padding in typesEvent", n, EventSize)

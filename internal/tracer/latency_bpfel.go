@@ -59,7 +59,7 @@ type latencyPendingKey struct {
 
 type latencyTaskPendings struct {
 	_    structs.HostLayout
-	Slot [8]latencyPending
+	Slot [9]latencyPending
 }
 
 type latencyThreadCounts struct {
@@ -74,7 +74,7 @@ type latencyThreadCounts struct {
 
 type latencyThreadStall struct {
 	_  structs.HostLayout
-	Ns [10]uint64
+	Ns [13]uint64
 }
 
 type latencyTimedReq struct {
@@ -82,49 +82,54 @@ type latencyTimedReq struct {
 	StartNs uint64
 	Tid     uint32
 	Pad     uint32
-	StallNs [10]uint64
+	StallNs [13]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	latencyMapCauseTotals      = "cause_totals"
-	latencyMapChildTotals      = "child_totals"
-	latencyMapCounters         = "counters"
-	latencyMapCpuNode          = "cpu_node"
-	latencyMapEvents           = "events"
-	latencyMapHists            = "hists"
-	latencyMapLatEvents        = "lat_events"
-	latencyMapPendings         = "pendings"
-	latencyMapReqStart         = "req_start"
-	latencyMapRunqDelay        = "runq_delay"
-	latencyMapTargetTgids      = "target_tgids"
-	latencyMapTaskPendings     = "task_pendings"
-	latencyMapThreadCountsMap  = "thread_counts_map"
-	latencyMapThreadStalls     = "thread_stalls"
-	latencyMapWatchedTgids     = "watched_tgids"
-	latencyProgRequestEnter    = "request_enter"
-	latencyProgRequestEnterGo  = "request_enter_go"
-	latencyProgRequestExit     = "request_exit"
-	latencyProgRequestExitGo   = "request_exit_go"
-	latencyVarCfgExitGroupDead = "cfg_exit_group_dead"
-	latencyVarCfgFilterMode    = "cfg_filter_mode"
-	latencyVarCfgFilterTgid    = "cfg_filter_tgid"
-	latencyVarCfgFilterTid     = "cfg_filter_tid"
-	latencyVarCfgMigrIter      = "cfg_migr_iter"
-	latencyVarCfgMinEventNs    = "cfg_min_event_ns"
-	latencyVarCfgMinStallNs    = "cfg_min_stall_ns"
-	latencyVarCfgMultiNode     = "cfg_multi_node"
-	latencyVarCfgNotMemory     = "cfg_not_memory"
-	latencyVarCfgRequestStalls = "cfg_request_stalls"
-	latencyVarCfgSelfTgid      = "cfg_self_tgid"
-	latencyVarCfgStacksMinNs   = "cfg_stacks_min_ns"
-	latencyVarCfgTargetCgroup  = "cfg_target_cgroup"
-	latencyVarCfgTaskRegs      = "cfg_task_regs"
-	latencyVarCfgTaskStorage   = "cfg_task_storage"
-	latencyVarCfgWakeupBytes   = "cfg_wakeup_bytes"
-	latencyVarCfgWatchChildren = "cfg_watch_children"
+	latencyMapCauseTotals          = "cause_totals"
+	latencyMapChildTotals          = "child_totals"
+	latencyMapCounters             = "counters"
+	latencyMapCpuNode              = "cpu_node"
+	latencyMapEvents               = "events"
+	latencyMapHists                = "hists"
+	latencyMapLatEvents            = "lat_events"
+	latencyMapPendings             = "pendings"
+	latencyMapReqStart             = "req_start"
+	latencyMapRunqDelay            = "runq_delay"
+	latencyMapTargetTgids          = "target_tgids"
+	latencyMapTaskPendings         = "task_pendings"
+	latencyMapThreadCountsMap      = "thread_counts_map"
+	latencyMapThreadStalls         = "thread_stalls"
+	latencyMapWatchedTgids         = "watched_tgids"
+	latencyProgRequestEnter        = "request_enter"
+	latencyProgRequestEnterGo      = "request_enter_go"
+	latencyProgRequestExit         = "request_exit"
+	latencyProgRequestExitGo       = "request_exit_go"
+	latencyVarCfgExitGroupDead     = "cfg_exit_group_dead"
+	latencyVarCfgFilterMode        = "cfg_filter_mode"
+	latencyVarCfgFilterTgid        = "cfg_filter_tgid"
+	latencyVarCfgFilterTid         = "cfg_filter_tid"
+	latencyVarCfgMemstall          = "cfg_memstall"
+	latencyVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
+	latencyVarCfgMemstallSiteStart = "cfg_memstall_site_start"
+	latencyVarCfgMigrIter          = "cfg_migr_iter"
+	latencyVarCfgMinEventNs        = "cfg_min_event_ns"
+	latencyVarCfgMinStallNs        = "cfg_min_stall_ns"
+	latencyVarCfgMultiNode         = "cfg_multi_node"
+	latencyVarCfgNotMemory         = "cfg_not_memory"
+	latencyVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
+	latencyVarCfgRequestStalls     = "cfg_request_stalls"
+	latencyVarCfgRunq              = "cfg_runq"
+	latencyVarCfgSelfTgid          = "cfg_self_tgid"
+	latencyVarCfgStacksMinNs       = "cfg_stacks_min_ns"
+	latencyVarCfgTargetCgroup      = "cfg_target_cgroup"
+	latencyVarCfgTaskRegs          = "cfg_task_regs"
+	latencyVarCfgTaskStorage       = "cfg_task_storage"
+	latencyVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	latencyVarCfgWatchChildren     = "cfg_watch_children"
 )
 
 // loadLatency returns the embedded CollectionSpec for latency.
@@ -200,23 +205,28 @@ type latencyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyVariableSpecs struct {
-	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // latencyObjects contains all objects after they have been loaded into the kernel.
@@ -280,23 +290,28 @@ func (m *latencyMaps) Close() error {
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyVariables struct {
-	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // latencyPrograms contains all programs after they have been loaded into the kernel.

@@ -59,7 +59,7 @@ type mmaplockPendingKey struct {
 
 type mmaplockTaskPendings struct {
 	_    structs.HostLayout
-	Slot [8]mmaplockPending
+	Slot [9]mmaplockPending
 }
 
 type mmaplockThreadCounts struct {
@@ -74,49 +74,54 @@ type mmaplockThreadCounts struct {
 
 type mmaplockThreadStall struct {
 	_  structs.HostLayout
-	Ns [10]uint64
+	Ns [13]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	mmaplockMapCauseTotals         = "cause_totals"
-	mmaplockMapChildTotals         = "child_totals"
-	mmaplockMapCounters            = "counters"
-	mmaplockMapCpuNode             = "cpu_node"
-	mmaplockMapEvents              = "events"
-	mmaplockMapHists               = "hists"
-	mmaplockMapPendings            = "pendings"
-	mmaplockMapRunqDelay           = "runq_delay"
-	mmaplockMapTargetTgids         = "target_tgids"
-	mmaplockMapTaskPendings        = "task_pendings"
-	mmaplockMapThreadCountsMap     = "thread_counts_map"
-	mmaplockMapThreadStalls        = "thread_stalls"
-	mmaplockMapWatchedTgids        = "watched_tgids"
-	mmaplockProgKhugepagedCollapse = "khugepaged_collapse"
-	mmaplockProgMmapContended      = "mmap_contended"
-	mmaplockProgMmapContentionEnd  = "mmap_contention_end"
-	mmaplockProgMmapLockAcquiredW1 = "mmap_lock_acquired_w1"
-	mmaplockProgMmapLockAcquiredW2 = "mmap_lock_acquired_w2"
-	mmaplockProgMmapLockStart      = "mmap_lock_start"
-	mmaplockVarCfgExitGroupDead    = "cfg_exit_group_dead"
-	mmaplockVarCfgFilterMode       = "cfg_filter_mode"
-	mmaplockVarCfgFilterTgid       = "cfg_filter_tgid"
-	mmaplockVarCfgFilterTid        = "cfg_filter_tid"
-	mmaplockVarCfgMigrIter         = "cfg_migr_iter"
-	mmaplockVarCfgMinEventNs       = "cfg_min_event_ns"
-	mmaplockVarCfgMinStallNs       = "cfg_min_stall_ns"
-	mmaplockVarCfgMultiNode        = "cfg_multi_node"
-	mmaplockVarCfgNotMemory        = "cfg_not_memory"
-	mmaplockVarCfgRequestStalls    = "cfg_request_stalls"
-	mmaplockVarCfgSelfTgid         = "cfg_self_tgid"
-	mmaplockVarCfgStacksMinNs      = "cfg_stacks_min_ns"
-	mmaplockVarCfgTargetCgroup     = "cfg_target_cgroup"
-	mmaplockVarCfgTaskRegs         = "cfg_task_regs"
-	mmaplockVarCfgTaskStorage      = "cfg_task_storage"
-	mmaplockVarCfgWakeupBytes      = "cfg_wakeup_bytes"
-	mmaplockVarCfgWatchChildren    = "cfg_watch_children"
+	mmaplockMapCauseTotals          = "cause_totals"
+	mmaplockMapChildTotals          = "child_totals"
+	mmaplockMapCounters             = "counters"
+	mmaplockMapCpuNode              = "cpu_node"
+	mmaplockMapEvents               = "events"
+	mmaplockMapHists                = "hists"
+	mmaplockMapPendings             = "pendings"
+	mmaplockMapRunqDelay            = "runq_delay"
+	mmaplockMapTargetTgids          = "target_tgids"
+	mmaplockMapTaskPendings         = "task_pendings"
+	mmaplockMapThreadCountsMap      = "thread_counts_map"
+	mmaplockMapThreadStalls         = "thread_stalls"
+	mmaplockMapWatchedTgids         = "watched_tgids"
+	mmaplockProgKhugepagedCollapse  = "khugepaged_collapse"
+	mmaplockProgMmapContended       = "mmap_contended"
+	mmaplockProgMmapContentionEnd   = "mmap_contention_end"
+	mmaplockProgMmapLockAcquiredW1  = "mmap_lock_acquired_w1"
+	mmaplockProgMmapLockAcquiredW2  = "mmap_lock_acquired_w2"
+	mmaplockProgMmapLockStart       = "mmap_lock_start"
+	mmaplockVarCfgExitGroupDead     = "cfg_exit_group_dead"
+	mmaplockVarCfgFilterMode        = "cfg_filter_mode"
+	mmaplockVarCfgFilterTgid        = "cfg_filter_tgid"
+	mmaplockVarCfgFilterTid         = "cfg_filter_tid"
+	mmaplockVarCfgMemstall          = "cfg_memstall"
+	mmaplockVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
+	mmaplockVarCfgMemstallSiteStart = "cfg_memstall_site_start"
+	mmaplockVarCfgMigrIter          = "cfg_migr_iter"
+	mmaplockVarCfgMinEventNs        = "cfg_min_event_ns"
+	mmaplockVarCfgMinStallNs        = "cfg_min_stall_ns"
+	mmaplockVarCfgMultiNode         = "cfg_multi_node"
+	mmaplockVarCfgNotMemory         = "cfg_not_memory"
+	mmaplockVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
+	mmaplockVarCfgRequestStalls     = "cfg_request_stalls"
+	mmaplockVarCfgRunq              = "cfg_runq"
+	mmaplockVarCfgSelfTgid          = "cfg_self_tgid"
+	mmaplockVarCfgStacksMinNs       = "cfg_stacks_min_ns"
+	mmaplockVarCfgTargetCgroup      = "cfg_target_cgroup"
+	mmaplockVarCfgTaskRegs          = "cfg_task_regs"
+	mmaplockVarCfgTaskStorage       = "cfg_task_storage"
+	mmaplockVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	mmaplockVarCfgWatchChildren     = "cfg_watch_children"
 )
 
 // loadMmaplock returns the embedded CollectionSpec for mmaplock.
@@ -192,23 +197,28 @@ type mmaplockMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type mmaplockVariableSpecs struct {
-	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // mmaplockObjects contains all objects after they have been loaded into the kernel.
@@ -268,23 +278,28 @@ func (m *mmaplockMaps) Close() error {
 //
 // It can be passed to loadMmaplockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mmaplockVariables struct {
-	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // mmaplockPrograms contains all programs after they have been loaded into the kernel.

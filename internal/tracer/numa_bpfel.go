@@ -59,7 +59,7 @@ type numaPendingKey struct {
 
 type numaTaskPendings struct {
 	_    structs.HostLayout
-	Slot [8]numaPending
+	Slot [9]numaPending
 }
 
 type numaThreadCounts struct {
@@ -74,49 +74,54 @@ type numaThreadCounts struct {
 
 type numaThreadStall struct {
 	_  structs.HostLayout
-	Ns [10]uint64
+	Ns [13]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	numaMapCauseTotals      = "cause_totals"
-	numaMapChildTotals      = "child_totals"
-	numaMapCounters         = "counters"
-	numaMapCpuNode          = "cpu_node"
-	numaMapEvents           = "events"
-	numaMapHists            = "hists"
-	numaMapPendings         = "pendings"
-	numaMapRunqDelay        = "runq_delay"
-	numaMapTargetTgids      = "target_tgids"
-	numaMapTaskPendings     = "task_pendings"
-	numaMapThreadCountsMap  = "thread_counts_map"
-	numaMapThreadStalls     = "thread_stalls"
-	numaMapWatchedTgids     = "watched_tgids"
-	numaProgMigrateEndR6    = "migrate_end_r6"
-	numaProgMigrateEndR7    = "migrate_end_r7"
-	numaProgMigrateStart    = "migrate_start"
-	numaProgNumaMoveTask    = "numa_move_task"
-	numaProgNumaStickTask   = "numa_stick_task"
-	numaProgNumaSwapTask    = "numa_swap_task"
-	numaVarCfgExitGroupDead = "cfg_exit_group_dead"
-	numaVarCfgFilterMode    = "cfg_filter_mode"
-	numaVarCfgFilterTgid    = "cfg_filter_tgid"
-	numaVarCfgFilterTid     = "cfg_filter_tid"
-	numaVarCfgMigrIter      = "cfg_migr_iter"
-	numaVarCfgMinEventNs    = "cfg_min_event_ns"
-	numaVarCfgMinStallNs    = "cfg_min_stall_ns"
-	numaVarCfgMultiNode     = "cfg_multi_node"
-	numaVarCfgNotMemory     = "cfg_not_memory"
-	numaVarCfgRequestStalls = "cfg_request_stalls"
-	numaVarCfgSelfTgid      = "cfg_self_tgid"
-	numaVarCfgStacksMinNs   = "cfg_stacks_min_ns"
-	numaVarCfgTargetCgroup  = "cfg_target_cgroup"
-	numaVarCfgTaskRegs      = "cfg_task_regs"
-	numaVarCfgTaskStorage   = "cfg_task_storage"
-	numaVarCfgWakeupBytes   = "cfg_wakeup_bytes"
-	numaVarCfgWatchChildren = "cfg_watch_children"
+	numaMapCauseTotals          = "cause_totals"
+	numaMapChildTotals          = "child_totals"
+	numaMapCounters             = "counters"
+	numaMapCpuNode              = "cpu_node"
+	numaMapEvents               = "events"
+	numaMapHists                = "hists"
+	numaMapPendings             = "pendings"
+	numaMapRunqDelay            = "runq_delay"
+	numaMapTargetTgids          = "target_tgids"
+	numaMapTaskPendings         = "task_pendings"
+	numaMapThreadCountsMap      = "thread_counts_map"
+	numaMapThreadStalls         = "thread_stalls"
+	numaMapWatchedTgids         = "watched_tgids"
+	numaProgMigrateEndR6        = "migrate_end_r6"
+	numaProgMigrateEndR7        = "migrate_end_r7"
+	numaProgMigrateStart        = "migrate_start"
+	numaProgNumaMoveTask        = "numa_move_task"
+	numaProgNumaStickTask       = "numa_stick_task"
+	numaProgNumaSwapTask        = "numa_swap_task"
+	numaVarCfgExitGroupDead     = "cfg_exit_group_dead"
+	numaVarCfgFilterMode        = "cfg_filter_mode"
+	numaVarCfgFilterTgid        = "cfg_filter_tgid"
+	numaVarCfgFilterTid         = "cfg_filter_tid"
+	numaVarCfgMemstall          = "cfg_memstall"
+	numaVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
+	numaVarCfgMemstallSiteStart = "cfg_memstall_site_start"
+	numaVarCfgMigrIter          = "cfg_migr_iter"
+	numaVarCfgMinEventNs        = "cfg_min_event_ns"
+	numaVarCfgMinStallNs        = "cfg_min_stall_ns"
+	numaVarCfgMultiNode         = "cfg_multi_node"
+	numaVarCfgNotMemory         = "cfg_not_memory"
+	numaVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
+	numaVarCfgRequestStalls     = "cfg_request_stalls"
+	numaVarCfgRunq              = "cfg_runq"
+	numaVarCfgSelfTgid          = "cfg_self_tgid"
+	numaVarCfgStacksMinNs       = "cfg_stacks_min_ns"
+	numaVarCfgTargetCgroup      = "cfg_target_cgroup"
+	numaVarCfgTaskRegs          = "cfg_task_regs"
+	numaVarCfgTaskStorage       = "cfg_task_storage"
+	numaVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	numaVarCfgWatchChildren     = "cfg_watch_children"
 )
 
 // loadNuma returns the embedded CollectionSpec for numa.
@@ -192,23 +197,28 @@ type numaMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type numaVariableSpecs struct {
-	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // numaObjects contains all objects after they have been loaded into the kernel.
@@ -268,23 +278,28 @@ func (m *numaMaps) Close() error {
 //
 // It can be passed to loadNumaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type numaVariables struct {
-	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // numaPrograms contains all programs after they have been loaded into the kernel.

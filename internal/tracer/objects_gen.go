@@ -15,4 +15,5 @@ var objectLoaders = map[string]func() (*ebpf.CollectionSpec, error){
 	"reclaim":    loadReclaim,
 	"sched":      loadSched,
 	"sockreq":    loadSockreq,
+	"throttle":   loadThrottle,
 }

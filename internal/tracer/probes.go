@@ -43,6 +43,8 @@ type probeDef struct {
 	latencyOnly bool // attached only with a latency source
 	// requires, if set, says why this kernel cannot feed the probe.
 	requires func(kspec *btf.Spec) error
+	// taskStorage: the probe keeps its state in task storage only (5.12+).
+	taskStorage bool
 	// fallback feeds the same cause where this probe's hooks are not in
 	// the kernel (or when Config.MmapLockVia asks for it).
 	fallback *probeDef
@@ -51,6 +53,11 @@ type probeDef struct {
 func one(program string, nargs int, names map[int]string) []variant {
 	return []variant{{program: program, nargs: nargs, names: names}}
 }
+
+// switchHook is sched_switch's one program, which serves runq_wait and
+// memstall_wait both (cfg_runq, cfg_memstall): attached once for either.
+var switchHook = hook{"sched_switch", []variant{ // prev_state came fourth in 5.18; the program reads the first three
+	{program: schedProgOnSwitch, nargs: 4}, {program: schedProgOnSwitch, nargs: 3}}}
 
 // probeDefs lists every probe numatrace knows, in display order.
 var probeDefs = []probeDef{
@@ -136,10 +143,23 @@ var probeDefs = []probeDef{
 	{name: "runq_wait", cause: stall.RunqWait.String(), object: "sched", latencyOnly: true,
 		description: "time a traced thread waited for a CPU once woken or preempted, from the scheduler's own run-queue times (only with a latency source and a target)",
 		requires:    schedInfoOn,
-		hooks: []hook{
-			{"sched_switch", []variant{ // prev_state came fourth in 5.18; the program reads the first three
-				{program: schedProgRunqSwitch, nargs: 4}, {program: schedProgRunqSwitch, nargs: 3}}},
-		}},
+		hooks:       []hook{switchHook}},
+	{name: "reclaim_throttle", cause: stall.ReclaimThrottle.String(), object: "throttle",
+		description: "reclaim waiting for writeback, isolated pages or progress (reclaim_throttle, 5.16+), as long as the kernel says it waited",
+		hooks: []hook{{"mm_vmscan_throttled", one(throttleProgReclaimThrottled, 4,
+			map[int]string{2: "usec_delayed", 3: "reason"})}}},
+	{name: "dirty_throttle", cause: stall.DirtyThrottle.String(), object: "throttle",
+		description: "a writer paused over its dirty-page limit (balance_dirty_pages), for the pause the kernel set",
+		requires:    func(*btf.Spec) error { _, err := nsPerJiffy(); return err },
+		hooks: []hook{{"balance_dirty_pages", []variant{
+			{program: throttleProgDirtyThrottledDtc, nargs: 8, names: map[int]string{1: "dtc", 6: "pause", 7: "start_time"}},
+			{program: throttleProgDirtyThrottledArgs, nargs: 12, names: map[int]string{1: "thresh", 3: "dirty", 10: "pause", 11: "start_time"}},
+		}}}},
+	{name: "memstall_wait", cause: stall.MemstallWait.String(), object: "sched", taskStorage: true,
+		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMSTALL},
+		description: "time a traced thread spent off CPU inside a PSI memory stall that no other cause times: thrashing, memory.high, swap-in, other",
+		requires:    memstallReady,
+		hooks:       []hook{switchHook}},
 	{name: "kswapd_wakeup", object: "reclaim",
 		description: "kswapd wakeups, system-wide",
 		hooks:       []hook{{"mm_vmscan_wakeup_kswapd", one(reclaimProgKswapdWakeup, 0, nil)}}},

@@ -38,6 +38,11 @@ type schedHistKey struct {
 	Cause uint32
 }
 
+type schedMemstallIps struct {
+	_  structs.HostLayout
+	Ip [24]uint64
+}
+
 type schedPending struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -59,7 +64,7 @@ type schedPendingKey struct {
 
 type schedTaskPendings struct {
 	_    structs.HostLayout
-	Slot [8]schedPending
+	Slot [9]schedPending
 }
 
 type schedThreadCounts struct {
@@ -74,50 +79,56 @@ type schedThreadCounts struct {
 
 type schedThreadStall struct {
 	_  structs.HostLayout
-	Ns [10]uint64
+	Ns [13]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	schedMapCauseTotals       = "cause_totals"
-	schedMapChildTotals       = "child_totals"
-	schedMapCounters          = "counters"
-	schedMapCpuNode           = "cpu_node"
-	schedMapEvents            = "events"
-	schedMapHists             = "hists"
-	schedMapPendings          = "pendings"
-	schedMapRunqDelay         = "runq_delay"
-	schedMapTargetTgids       = "target_tgids"
-	schedMapTaskPendings      = "task_pendings"
-	schedMapThreadCountsMap   = "thread_counts_map"
-	schedMapThreadStalls      = "thread_stalls"
-	schedMapWatchedTgids      = "watched_tgids"
-	schedProgFollowAttach     = "follow_attach"
-	schedProgFollowFork       = "follow_fork"
-	schedProgMigrationsDump   = "migrations_dump"
-	schedProgRunqSwitch       = "runq_switch"
-	schedProgTaskMigrate      = "task_migrate"
-	schedProgTaskMigrateCount = "task_migrate_count"
-	schedProgThreadExit       = "thread_exit"
-	schedVarCfgExitGroupDead  = "cfg_exit_group_dead"
-	schedVarCfgFilterMode     = "cfg_filter_mode"
-	schedVarCfgFilterTgid     = "cfg_filter_tgid"
-	schedVarCfgFilterTid      = "cfg_filter_tid"
-	schedVarCfgMigrIter       = "cfg_migr_iter"
-	schedVarCfgMinEventNs     = "cfg_min_event_ns"
-	schedVarCfgMinStallNs     = "cfg_min_stall_ns"
-	schedVarCfgMultiNode      = "cfg_multi_node"
-	schedVarCfgNotMemory      = "cfg_not_memory"
-	schedVarCfgRequestStalls  = "cfg_request_stalls"
-	schedVarCfgSelfTgid       = "cfg_self_tgid"
-	schedVarCfgStacksMinNs    = "cfg_stacks_min_ns"
-	schedVarCfgTargetCgroup   = "cfg_target_cgroup"
-	schedVarCfgTaskRegs       = "cfg_task_regs"
-	schedVarCfgTaskStorage    = "cfg_task_storage"
-	schedVarCfgWakeupBytes    = "cfg_wakeup_bytes"
-	schedVarCfgWatchChildren  = "cfg_watch_children"
+	schedMapCauseTotals          = "cause_totals"
+	schedMapChildTotals          = "child_totals"
+	schedMapCounters             = "counters"
+	schedMapCpuNode              = "cpu_node"
+	schedMapEvents               = "events"
+	schedMapHists                = "hists"
+	schedMapMemstallScratch      = "memstall_scratch"
+	schedMapPendings             = "pendings"
+	schedMapRunqDelay            = "runq_delay"
+	schedMapTargetTgids          = "target_tgids"
+	schedMapTaskPendings         = "task_pendings"
+	schedMapThreadCountsMap      = "thread_counts_map"
+	schedMapThreadStalls         = "thread_stalls"
+	schedMapWatchedTgids         = "watched_tgids"
+	schedProgFollowAttach        = "follow_attach"
+	schedProgFollowFork          = "follow_fork"
+	schedProgMigrationsDump      = "migrations_dump"
+	schedProgOnSwitch            = "on_switch"
+	schedProgTaskMigrate         = "task_migrate"
+	schedProgTaskMigrateCount    = "task_migrate_count"
+	schedProgThreadExit          = "thread_exit"
+	schedVarCfgExitGroupDead     = "cfg_exit_group_dead"
+	schedVarCfgFilterMode        = "cfg_filter_mode"
+	schedVarCfgFilterTgid        = "cfg_filter_tgid"
+	schedVarCfgFilterTid         = "cfg_filter_tid"
+	schedVarCfgMemstall          = "cfg_memstall"
+	schedVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
+	schedVarCfgMemstallSiteStart = "cfg_memstall_site_start"
+	schedVarCfgMigrIter          = "cfg_migr_iter"
+	schedVarCfgMinEventNs        = "cfg_min_event_ns"
+	schedVarCfgMinStallNs        = "cfg_min_stall_ns"
+	schedVarCfgMultiNode         = "cfg_multi_node"
+	schedVarCfgNotMemory         = "cfg_not_memory"
+	schedVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
+	schedVarCfgRequestStalls     = "cfg_request_stalls"
+	schedVarCfgRunq              = "cfg_runq"
+	schedVarCfgSelfTgid          = "cfg_self_tgid"
+	schedVarCfgStacksMinNs       = "cfg_stacks_min_ns"
+	schedVarCfgTargetCgroup      = "cfg_target_cgroup"
+	schedVarCfgTaskRegs          = "cfg_task_regs"
+	schedVarCfgTaskStorage       = "cfg_task_storage"
+	schedVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	schedVarCfgWatchChildren     = "cfg_watch_children"
 )
 
 // loadSched returns the embedded CollectionSpec for sched.
@@ -165,7 +176,7 @@ type schedProgramSpecs struct {
 	FollowAttach     *ebpf.ProgramSpec `ebpf:"follow_attach"`
 	FollowFork       *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.ProgramSpec `ebpf:"migrations_dump"`
-	RunqSwitch       *ebpf.ProgramSpec `ebpf:"runq_switch"`
+	OnSwitch         *ebpf.ProgramSpec `ebpf:"on_switch"`
 	TaskMigrate      *ebpf.ProgramSpec `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.ProgramSpec `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
@@ -181,6 +192,7 @@ type schedMapSpecs struct {
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
+	MemstallScratch *ebpf.MapSpec `ebpf:"memstall_scratch"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.MapSpec `ebpf:"target_tgids"`
@@ -194,23 +206,28 @@ type schedMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
-	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // schedObjects contains all objects after they have been loaded into the kernel.
@@ -239,6 +256,7 @@ type schedMaps struct {
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
 	Hists           *ebpf.Map `ebpf:"hists"`
+	MemstallScratch *ebpf.Map `ebpf:"memstall_scratch"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
 	TargetTgids     *ebpf.Map `ebpf:"target_tgids"`
@@ -256,6 +274,7 @@ func (m *schedMaps) Close() error {
 		m.CpuNode,
 		m.Events,
 		m.Hists,
+		m.MemstallScratch,
 		m.Pendings,
 		m.RunqDelay,
 		m.TargetTgids,
@@ -270,23 +289,28 @@ func (m *schedMaps) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
-	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // schedPrograms contains all programs after they have been loaded into the kernel.
@@ -296,7 +320,7 @@ type schedPrograms struct {
 	FollowAttach     *ebpf.Program `ebpf:"follow_attach"`
 	FollowFork       *ebpf.Program `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.Program `ebpf:"migrations_dump"`
-	RunqSwitch       *ebpf.Program `ebpf:"runq_switch"`
+	OnSwitch         *ebpf.Program `ebpf:"on_switch"`
 	TaskMigrate      *ebpf.Program `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.Program `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
@@ -307,7 +331,7 @@ func (p *schedPrograms) Close() error {
 		p.FollowAttach,
 		p.FollowFork,
 		p.MigrationsDump,
-		p.RunqSwitch,
+		p.OnSwitch,
 		p.TaskMigrate,
 		p.TaskMigrateCount,
 		p.ThreadExit,

@@ -65,9 +65,9 @@ type sockreqSockreqConn struct {
 	EndTid      uint32
 	Pid         uint32
 	Flags       uint32
-	StallStart  [10]uint64
-	StallNs     [10]uint64
-	StallTotals [10]uint64
+	StallStart  [13]uint64
+	StallNs     [13]uint64
+	StallTotals [13]uint64
 	EmittedSum  uint64
 	StallFlags  uint32
 	StartTid    uint32
@@ -77,7 +77,7 @@ type sockreqSockreqConn struct {
 
 type sockreqTaskPendings struct {
 	_    structs.HostLayout
-	Slot [8]sockreqPending
+	Slot [9]sockreqPending
 }
 
 type sockreqThreadCounts struct {
@@ -92,54 +92,60 @@ type sockreqThreadCounts struct {
 
 type sockreqThreadStall struct {
 	_  structs.HostLayout
-	Ns [10]uint64
+	Ns [13]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sockreqMapCauseTotals        = "cause_totals"
-	sockreqMapChildTotals        = "child_totals"
-	sockreqMapConnStorage        = "conn_storage"
-	sockreqMapConns              = "conns"
-	sockreqMapCounters           = "counters"
-	sockreqMapCpuNode            = "cpu_node"
-	sockreqMapEvents             = "events"
-	sockreqMapHists              = "hists"
-	sockreqMapLatEvents          = "lat_events"
-	sockreqMapPendings           = "pendings"
-	sockreqMapReqPorts           = "req_ports"
-	sockreqMapRunqDelay          = "runq_delay"
-	sockreqMapTargetTgids        = "target_tgids"
-	sockreqMapTaskPendings       = "task_pendings"
-	sockreqMapThreadCountsMap    = "thread_counts_map"
-	sockreqMapThreadStalls       = "thread_stalls"
-	sockreqMapWatchedTgids       = "watched_tgids"
-	sockreqProgSockreqArrival    = "sockreq_arrival"
-	sockreqProgSockreqArrivalBtf = "sockreq_arrival_btf"
-	sockreqProgSockreqSend       = "sockreq_send"
-	sockreqProgSockreqState      = "sockreq_state"
-	sockreqProgSockreqStateBtf   = "sockreq_state_btf"
-	sockreqProgSockreqSyscall    = "sockreq_syscall"
-	sockreqVarCfgExitGroupDead   = "cfg_exit_group_dead"
-	sockreqVarCfgFilterMode      = "cfg_filter_mode"
-	sockreqVarCfgFilterTgid      = "cfg_filter_tgid"
-	sockreqVarCfgFilterTid       = "cfg_filter_tid"
-	sockreqVarCfgMigrIter        = "cfg_migr_iter"
-	sockreqVarCfgMinEventNs      = "cfg_min_event_ns"
-	sockreqVarCfgMinStallNs      = "cfg_min_stall_ns"
-	sockreqVarCfgMultiNode       = "cfg_multi_node"
-	sockreqVarCfgNotMemory       = "cfg_not_memory"
-	sockreqVarCfgRequestStalls   = "cfg_request_stalls"
-	sockreqVarCfgSelfTgid        = "cfg_self_tgid"
-	sockreqVarCfgSkStorage       = "cfg_sk_storage"
-	sockreqVarCfgStacksMinNs     = "cfg_stacks_min_ns"
-	sockreqVarCfgTargetCgroup    = "cfg_target_cgroup"
-	sockreqVarCfgTaskRegs        = "cfg_task_regs"
-	sockreqVarCfgTaskStorage     = "cfg_task_storage"
-	sockreqVarCfgWakeupBytes     = "cfg_wakeup_bytes"
-	sockreqVarCfgWatchChildren   = "cfg_watch_children"
+	sockreqMapCauseTotals          = "cause_totals"
+	sockreqMapChildTotals          = "child_totals"
+	sockreqMapConnBlank            = "conn_blank"
+	sockreqMapConnStorage          = "conn_storage"
+	sockreqMapConns                = "conns"
+	sockreqMapCounters             = "counters"
+	sockreqMapCpuNode              = "cpu_node"
+	sockreqMapEvents               = "events"
+	sockreqMapHists                = "hists"
+	sockreqMapLatEvents            = "lat_events"
+	sockreqMapPendings             = "pendings"
+	sockreqMapReqPorts             = "req_ports"
+	sockreqMapRunqDelay            = "runq_delay"
+	sockreqMapTargetTgids          = "target_tgids"
+	sockreqMapTaskPendings         = "task_pendings"
+	sockreqMapThreadCountsMap      = "thread_counts_map"
+	sockreqMapThreadStalls         = "thread_stalls"
+	sockreqMapWatchedTgids         = "watched_tgids"
+	sockreqProgSockreqArrival      = "sockreq_arrival"
+	sockreqProgSockreqArrivalBtf   = "sockreq_arrival_btf"
+	sockreqProgSockreqSend         = "sockreq_send"
+	sockreqProgSockreqState        = "sockreq_state"
+	sockreqProgSockreqStateBtf     = "sockreq_state_btf"
+	sockreqProgSockreqSyscall      = "sockreq_syscall"
+	sockreqVarCfgExitGroupDead     = "cfg_exit_group_dead"
+	sockreqVarCfgFilterMode        = "cfg_filter_mode"
+	sockreqVarCfgFilterTgid        = "cfg_filter_tgid"
+	sockreqVarCfgFilterTid         = "cfg_filter_tid"
+	sockreqVarCfgMemstall          = "cfg_memstall"
+	sockreqVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
+	sockreqVarCfgMemstallSiteStart = "cfg_memstall_site_start"
+	sockreqVarCfgMigrIter          = "cfg_migr_iter"
+	sockreqVarCfgMinEventNs        = "cfg_min_event_ns"
+	sockreqVarCfgMinStallNs        = "cfg_min_stall_ns"
+	sockreqVarCfgMultiNode         = "cfg_multi_node"
+	sockreqVarCfgNotMemory         = "cfg_not_memory"
+	sockreqVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
+	sockreqVarCfgRequestStalls     = "cfg_request_stalls"
+	sockreqVarCfgRunq              = "cfg_runq"
+	sockreqVarCfgSelfTgid          = "cfg_self_tgid"
+	sockreqVarCfgSkStorage         = "cfg_sk_storage"
+	sockreqVarCfgStacksMinNs       = "cfg_stacks_min_ns"
+	sockreqVarCfgTargetCgroup      = "cfg_target_cgroup"
+	sockreqVarCfgTaskRegs          = "cfg_task_regs"
+	sockreqVarCfgTaskStorage       = "cfg_task_storage"
+	sockreqVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	sockreqVarCfgWatchChildren     = "cfg_watch_children"
 )
 
 // loadSockreq returns the embedded CollectionSpec for sockreq.
@@ -198,6 +204,7 @@ type sockreqProgramSpecs struct {
 type sockreqMapSpecs struct {
 	CauseTotals     *ebpf.MapSpec `ebpf:"cause_totals"`
 	ChildTotals     *ebpf.MapSpec `ebpf:"child_totals"`
+	ConnBlank       *ebpf.MapSpec `ebpf:"conn_blank"`
 	ConnStorage     *ebpf.MapSpec `ebpf:"conn_storage"`
 	Conns           *ebpf.MapSpec `ebpf:"conns"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
@@ -219,24 +226,29 @@ type sockreqMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockreqVariableSpecs struct {
-	CfgExitGroupDead *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgSkStorage     *ebpf.VariableSpec `ebpf:"cfg_sk_storage"`
-	CfgStacksMinNs   *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgSkStorage         *ebpf.VariableSpec `ebpf:"cfg_sk_storage"`
+	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 }
 
 // sockreqObjects contains all objects after they have been loaded into the kernel.
@@ -261,6 +273,7 @@ func (o *sockreqObjects) Close() error {
 type sockreqMaps struct {
 	CauseTotals     *ebpf.Map `ebpf:"cause_totals"`
 	ChildTotals     *ebpf.Map `ebpf:"child_totals"`
+	ConnBlank       *ebpf.Map `ebpf:"conn_blank"`
 	ConnStorage     *ebpf.Map `ebpf:"conn_storage"`
 	Conns           *ebpf.Map `ebpf:"conns"`
 	Counters        *ebpf.Map `ebpf:"counters"`
@@ -282,6 +295,7 @@ func (m *sockreqMaps) Close() error {
 	return _SockreqClose(
 		m.CauseTotals,
 		m.ChildTotals,
+		m.ConnBlank,
 		m.ConnStorage,
 		m.Conns,
 		m.Counters,
@@ -304,24 +318,29 @@ func (m *sockreqMaps) Close() error {
 //
 // It can be passed to loadSockreqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockreqVariables struct {
-	CfgExitGroupDead *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode    *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid    *ebpf.Variable `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid     *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter      *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs    *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs    *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode     *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgNotMemory     *ebpf.Variable `ebpf:"cfg_not_memory"`
-	CfgRequestStalls *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid      *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgSkStorage     *ebpf.Variable `ebpf:"cfg_sk_storage"`
-	CfgStacksMinNs   *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup  *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs      *ebpf.Variable `ebpf:"cfg_task_regs"`
-	CfgTaskStorage   *ebpf.Variable `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren *ebpf.Variable `ebpf:"cfg_watch_children"`
+	CfgExitGroupDead     *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgSkStorage         *ebpf.Variable `ebpf:"cfg_sk_storage"`
+	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 }
 
 // sockreqPrograms contains all programs after they have been loaded into the kernel.

@@ -129,6 +129,12 @@ type Tracer struct {
 
 	migrIter *link.Iter         // the migrations iterator; nil where it cannot load
 	migrBase map[migrKey]uint64 // each thread's se.nr_migrations at attach
+	// The sched_switch program's jobs (cfg_runq, cfg_memstall), the
+	// memstall wait sites and the tick length, fixed before any load.
+	runqOn, memstallOn bool
+	siteStart, siteEnd [typesMemstallReasonMEMSTALL_SITES]uint64
+	jiffyNs            uint64
+	attachedHooks      map[string]bool // object/program@tracepoint: one program serves two probes
 }
 
 // ErrNoBTF means the kernel has no BTF, which CO-RE needs.
@@ -232,6 +238,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 		return err
 	}
 	t.exitGroupDead = exitPassesGroupDead(kspec)
+	t.switchJobs(cfg, kspec)
 	for o, spec := range specs {
 		if err := t.configure(spec); err != nil {
 			return fmt.Errorf("configure object %s: %w", o, err)
@@ -324,22 +331,27 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		mode = typesFilterModeFILTER_TID
 	}
 	set := map[string]any{
-		typesVarCfgTaskStorage:   boolU32(t.taskStorage),
-		typesVarCfgRequestStalls: boolU32(cfg.RequestStalls),
-		typesVarCfgNotMemory:     notMemoryMask(),
-		typesVarCfgMultiNode:     boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
-		typesVarCfgTargetCgroup:  cfg.CgroupID,
-		typesVarCfgWatchChildren: boolU32(t.watching()),
-		typesVarCfgWakeupBytes:   uint64(spec.Maps[typesMapEvents].MaxEntries / 8),
-		typesVarCfgFilterMode:    uint32(mode),
-		typesVarCfgFilterTid:     cfg.TID,
-		typesVarCfgFilterTgid:    singleTgid(cfg),
-		typesVarCfgSelfTgid:      selfTgid(cfg),
-		typesVarCfgMinEventNs:    cfg.MinEventNs,
-		typesVarCfgMinStallNs:    cfg.MinStallNs,
-		typesVarCfgExitGroupDead: boolU32(t.exitGroupDead),
-		typesVarCfgStacksMinNs:   cfg.StacksMinNs,
-		typesVarCfgTaskRegs:      boolU32(t.taskRegs),
+		typesVarCfgTaskStorage:       boolU32(t.taskStorage),
+		typesVarCfgRequestStalls:     boolU32(cfg.RequestStalls),
+		typesVarCfgNotMemory:         notMemoryMask(),
+		typesVarCfgMultiNode:         boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
+		typesVarCfgTargetCgroup:      cfg.CgroupID,
+		typesVarCfgWatchChildren:     boolU32(t.watching()),
+		typesVarCfgWakeupBytes:       uint64(spec.Maps[typesMapEvents].MaxEntries / 8),
+		typesVarCfgFilterMode:        uint32(mode),
+		typesVarCfgFilterTid:         cfg.TID,
+		typesVarCfgFilterTgid:        singleTgid(cfg),
+		typesVarCfgSelfTgid:          selfTgid(cfg),
+		typesVarCfgMinEventNs:        cfg.MinEventNs,
+		typesVarCfgMinStallNs:        cfg.MinStallNs,
+		typesVarCfgExitGroupDead:     boolU32(t.exitGroupDead),
+		typesVarCfgStacksMinNs:       cfg.StacksMinNs,
+		typesVarCfgTaskRegs:          boolU32(t.taskRegs),
+		typesVarCfgRunq:              boolU32(t.runqOn),
+		typesVarCfgMemstall:          boolU32(t.memstallOn),
+		typesVarCfgMemstallSiteStart: t.siteStart,
+		typesVarCfgMemstallSiteEnd:   t.siteEnd,
+		typesVarCfgNsPerJiffy:        t.jiffyNs,
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]
@@ -578,6 +590,9 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 			return fail(err)
 		}
 	}
+	if def.taskStorage && !t.taskStorage {
+		return fail(errors.New("needs task storage for tracing programs (5.12+)"))
+	}
 	for _, h := range def.hooks {
 		sig, err := tracepointSignature(kspec, h.tracepoint)
 		if err != nil {
@@ -589,13 +604,25 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 		}
 		st.Programs = append(st.Programs, prog)
 	}
-	coll, err := t.loadPrograms(spec, kspec, st.Programs...)
+	// A hook another probe attached already serves this one too.
+	var hooks []hook
+	var progs []string
+	for i, h := range def.hooks {
+		if !t.attachedHooks[hookKey(def.object, st.Programs[i], h.tracepoint)] {
+			hooks, progs = append(hooks, h), append(progs, st.Programs[i])
+		}
+	}
+	if len(hooks) == 0 {
+		st.Attached = true
+		return st
+	}
+	coll, err := t.loadPrograms(spec, kspec, progs...)
 	if err != nil {
 		return fail(wrapLoadErr(fmt.Errorf("load: %w", err)))
 	}
 	var links []link.Link
-	for i, h := range def.hooks {
-		l, err := attach(coll.Programs[st.Programs[i]], h.tracepoint)
+	for i, h := range hooks {
+		l, err := attach(coll.Programs[progs[i]], h.tracepoint)
 		if err != nil {
 			for _, l := range links {
 				l.Close()
@@ -605,10 +632,36 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 		}
 		links = append(links, l)
 	}
+	if t.attachedHooks == nil {
+		t.attachedHooks = map[string]bool{}
+	}
+	for i, h := range hooks {
+		t.attachedHooks[hookKey(def.object, progs[i], h.tracepoint)] = true
+	}
 	t.colls = append(t.colls, coll)
 	t.links = append(t.links, links...)
 	st.Attached = true
 	return st
+}
+
+func hookKey(object, program, tracepoint string) string {
+	return object + "/" + program + "@" + tracepoint
+}
+
+// switchJobs decides what the sched_switch program does, before any
+// object is configured: run-queue wait with a latency source, memstall
+// waits where the kernel marks memory stalls; and reads the wait sites
+// and the tick length the memstall and dirty-throttle programs need.
+func (t *Tracer) switchJobs(cfg Config, kspec *btf.Spec) {
+	t.runqOn = cfg.RunqWait && !cfg.Skip["runq_wait"] && schedInfoOn(kspec) == nil
+	t.memstallOn = !cfg.Skip["memstall_wait"] && t.taskStorage && memstallReady(kspec) == nil
+	if t.memstallOn {
+		// Without the sites every wait still counts, as "other".
+		t.siteStart, t.siteEnd, _ = memstallSites("/proc/kallsyms")
+	}
+	if !cfg.Skip["dirty_throttle"] {
+		t.jiffyNs, _ = nsPerJiffy() // 0: the probe reports why it cannot attach
+	}
 }
 
 // loadPrograms loads only the named programs of an object, against the

@@ -16,16 +16,19 @@ import (
 type typesCause uint32
 
 const (
-	typesCauseCAUSE_DIRECT_RECLAIM typesCause = 0
-	typesCauseCAUSE_MEMCG_RECLAIM  typesCause = 1
-	typesCauseCAUSE_NODE_RECLAIM   typesCause = 2
-	typesCauseCAUSE_COMPACTION     typesCause = 3
-	typesCauseCAUSE_NUMA_MIGRATION typesCause = 4
-	typesCauseCAUSE_NUMA_TASK_MOVE typesCause = 5
-	typesCauseCAUSE_TASK_MIGRATION typesCause = 6
-	typesCauseCAUSE_MMAP_LOCK      typesCause = 7
-	typesCauseCAUSE_RUNQ_WAIT      typesCause = 8
-	typesCauseCAUSE_MAX            typesCause = 9
+	typesCauseCAUSE_DIRECT_RECLAIM   typesCause = 0
+	typesCauseCAUSE_MEMCG_RECLAIM    typesCause = 1
+	typesCauseCAUSE_NODE_RECLAIM     typesCause = 2
+	typesCauseCAUSE_COMPACTION       typesCause = 3
+	typesCauseCAUSE_NUMA_MIGRATION   typesCause = 4
+	typesCauseCAUSE_NUMA_TASK_MOVE   typesCause = 5
+	typesCauseCAUSE_TASK_MIGRATION   typesCause = 6
+	typesCauseCAUSE_MMAP_LOCK        typesCause = 7
+	typesCauseCAUSE_RUNQ_WAIT        typesCause = 8
+	typesCauseCAUSE_RECLAIM_THROTTLE typesCause = 9
+	typesCauseCAUSE_DIRTY_THROTTLE   typesCause = 10
+	typesCauseCAUSE_MEMSTALL_WAIT    typesCause = 11
+	typesCauseCAUSE_MAX              typesCause = 12
 )
 
 type typesChildTotal struct {
@@ -82,6 +85,7 @@ type typesEvent struct {
 	Cpu      uint32
 	Pass     uint32
 	Pad      uint32
+	Limit    uint64
 	Comm     [16]int8
 }
 
@@ -148,9 +152,19 @@ type typesLatSample struct {
 	Flags    uint32
 	Pad      uint32
 	Conn     uint64
-	StallNs  [10]uint64
-	TotalsNs [10]uint64
+	StallNs  [13]uint64
+	TotalsNs [13]uint64
 }
+
+type typesMemstallReason uint32
+
+const (
+	typesMemstallReasonMEMSTALL_OTHER       typesMemstallReason = 0
+	typesMemstallReasonMEMSTALL_THRASHING   typesMemstallReason = 1
+	typesMemstallReasonMEMSTALL_MEMORY_HIGH typesMemstallReason = 2
+	typesMemstallReasonMEMSTALL_SWAP_IN     typesMemstallReason = 3
+	typesMemstallReasonMEMSTALL_SITES       typesMemstallReason = 3
+)
 
 type typesMigrRec struct {
 	_            structs.HostLayout
@@ -191,7 +205,8 @@ const (
 	typesPendingSlotSLOT_COMPACT_PASS    typesPendingSlot = 5
 	typesPendingSlotSLOT_MIGRATE         typesPendingSlot = 6
 	typesPendingSlotSLOT_MMAP_LOCK       typesPendingSlot = 7
-	typesPendingSlotSLOT_MAX             typesPendingSlot = 8
+	typesPendingSlotSLOT_MEMSTALL        typesPendingSlot = 8
+	typesPendingSlotSLOT_MAX             typesPendingSlot = 9
 )
 
 type typesStackEvent struct {
@@ -207,7 +222,7 @@ type typesStackEvent struct {
 
 type typesTaskPendings struct {
 	_    structs.HostLayout
-	Slot [8]typesPending
+	Slot [9]typesPending
 }
 
 type typesThreadCounts struct {
@@ -222,58 +237,64 @@ type typesThreadCounts struct {
 
 type typesThreadStall struct {
 	_  structs.HostLayout
-	Ns [10]uint64
+	Ns [13]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	typesMapCauseTotals        = "cause_totals"
-	typesMapChildTotals        = "child_totals"
-	typesMapCounters           = "counters"
-	typesMapCpuNode            = "cpu_node"
-	typesMapEvents             = "events"
-	typesMapHists              = "hists"
-	typesMapPendings           = "pendings"
-	typesMapRunqDelay          = "runq_delay"
-	typesMapTargetTgids        = "target_tgids"
-	typesMapTaskPendings       = "task_pendings"
-	typesMapThreadCountsMap    = "thread_counts_map"
-	typesMapThreadStalls       = "thread_stalls"
-	typesMapWatchedTgids       = "watched_tgids"
-	typesVarCfgExitGroupDead   = "cfg_exit_group_dead"
-	typesVarCfgFilterMode      = "cfg_filter_mode"
-	typesVarCfgFilterTgid      = "cfg_filter_tgid"
-	typesVarCfgFilterTid       = "cfg_filter_tid"
-	typesVarCfgMigrIter        = "cfg_migr_iter"
-	typesVarCfgMinEventNs      = "cfg_min_event_ns"
-	typesVarCfgMinStallNs      = "cfg_min_stall_ns"
-	typesVarCfgMultiNode       = "cfg_multi_node"
-	typesVarCfgNotMemory       = "cfg_not_memory"
-	typesVarCfgRequestStalls   = "cfg_request_stalls"
-	typesVarCfgSelfTgid        = "cfg_self_tgid"
-	typesVarCfgStacksMinNs     = "cfg_stacks_min_ns"
-	typesVarCfgTargetCgroup    = "cfg_target_cgroup"
-	typesVarCfgTaskRegs        = "cfg_task_regs"
-	typesVarCfgTaskStorage     = "cfg_task_storage"
-	typesVarCfgWakeupBytes     = "cfg_wakeup_bytes"
-	typesVarCfgWatchChildren   = "cfg_watch_children"
-	typesVarUnusedCause        = "unused_cause"
-	typesVarUnusedChildTotal   = "unused_child_total"
-	typesVarUnusedCounter      = "unused_counter"
-	typesVarUnusedEvent        = "unused_event"
-	typesVarUnusedFilter       = "unused_filter"
-	typesVarUnusedFlag         = "unused_flag"
-	typesVarUnusedHist         = "unused_hist"
-	typesVarUnusedHistKey      = "unused_hist_key"
-	typesVarUnusedKind         = "unused_kind"
-	typesVarUnusedLatFlag      = "unused_lat_flag"
-	typesVarUnusedLatSample    = "unused_lat_sample"
-	typesVarUnusedMigrRec      = "unused_migr_rec"
-	typesVarUnusedSlot         = "unused_slot"
-	typesVarUnusedStackEvent   = "unused_stack_event"
-	typesVarUnusedThreadCounts = "unused_thread_counts"
+	typesMapCauseTotals          = "cause_totals"
+	typesMapChildTotals          = "child_totals"
+	typesMapCounters             = "counters"
+	typesMapCpuNode              = "cpu_node"
+	typesMapEvents               = "events"
+	typesMapHists                = "hists"
+	typesMapPendings             = "pendings"
+	typesMapRunqDelay            = "runq_delay"
+	typesMapTargetTgids          = "target_tgids"
+	typesMapTaskPendings         = "task_pendings"
+	typesMapThreadCountsMap      = "thread_counts_map"
+	typesMapThreadStalls         = "thread_stalls"
+	typesMapWatchedTgids         = "watched_tgids"
+	typesVarCfgExitGroupDead     = "cfg_exit_group_dead"
+	typesVarCfgFilterMode        = "cfg_filter_mode"
+	typesVarCfgFilterTgid        = "cfg_filter_tgid"
+	typesVarCfgFilterTid         = "cfg_filter_tid"
+	typesVarCfgMemstall          = "cfg_memstall"
+	typesVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
+	typesVarCfgMemstallSiteStart = "cfg_memstall_site_start"
+	typesVarCfgMigrIter          = "cfg_migr_iter"
+	typesVarCfgMinEventNs        = "cfg_min_event_ns"
+	typesVarCfgMinStallNs        = "cfg_min_stall_ns"
+	typesVarCfgMultiNode         = "cfg_multi_node"
+	typesVarCfgNotMemory         = "cfg_not_memory"
+	typesVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
+	typesVarCfgRequestStalls     = "cfg_request_stalls"
+	typesVarCfgRunq              = "cfg_runq"
+	typesVarCfgSelfTgid          = "cfg_self_tgid"
+	typesVarCfgStacksMinNs       = "cfg_stacks_min_ns"
+	typesVarCfgTargetCgroup      = "cfg_target_cgroup"
+	typesVarCfgTaskRegs          = "cfg_task_regs"
+	typesVarCfgTaskStorage       = "cfg_task_storage"
+	typesVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	typesVarCfgWatchChildren     = "cfg_watch_children"
+	typesVarUnusedCause          = "unused_cause"
+	typesVarUnusedChildTotal     = "unused_child_total"
+	typesVarUnusedCounter        = "unused_counter"
+	typesVarUnusedEvent          = "unused_event"
+	typesVarUnusedFilter         = "unused_filter"
+	typesVarUnusedFlag           = "unused_flag"
+	typesVarUnusedHist           = "unused_hist"
+	typesVarUnusedHistKey        = "unused_hist_key"
+	typesVarUnusedKind           = "unused_kind"
+	typesVarUnusedLatFlag        = "unused_lat_flag"
+	typesVarUnusedLatSample      = "unused_lat_sample"
+	typesVarUnusedMemstallReason = "unused_memstall_reason"
+	typesVarUnusedMigrRec        = "unused_migr_rec"
+	typesVarUnusedSlot           = "unused_slot"
+	typesVarUnusedStackEvent     = "unused_stack_event"
+	typesVarUnusedThreadCounts   = "unused_thread_counts"
 )
 
 // loadTypes returns the embedded CollectionSpec for types.
@@ -343,38 +364,44 @@ type typesMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type typesVariableSpecs struct {
-	CfgExitGroupDead   *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode      *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid      *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid       *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
-	CfgMigrIter        *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs      *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs      *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode       *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
-	CfgNotMemory       *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
-	CfgRequestStalls   *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid        *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs     *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup    *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs        *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
-	CfgTaskStorage     *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes     *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren   *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
-	UnusedCause        *ebpf.VariableSpec `ebpf:"unused_cause"`
-	UnusedChildTotal   *ebpf.VariableSpec `ebpf:"unused_child_total"`
-	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
-	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedFilter       *ebpf.VariableSpec `ebpf:"unused_filter"`
-	UnusedFlag         *ebpf.VariableSpec `ebpf:"unused_flag"`
-	UnusedHist         *ebpf.VariableSpec `ebpf:"unused_hist"`
-	UnusedHistKey      *ebpf.VariableSpec `ebpf:"unused_hist_key"`
-	UnusedKind         *ebpf.VariableSpec `ebpf:"unused_kind"`
-	UnusedLatFlag      *ebpf.VariableSpec `ebpf:"unused_lat_flag"`
-	UnusedLatSample    *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
-	UnusedMigrRec      *ebpf.VariableSpec `ebpf:"unused_migr_rec"`
-	UnusedSlot         *ebpf.VariableSpec `ebpf:"unused_slot"`
-	UnusedStackEvent   *ebpf.VariableSpec `ebpf:"unused_stack_event"`
-	UnusedThreadCounts *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
+	CfgExitGroupDead     *ebpf.VariableSpec `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.VariableSpec `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.VariableSpec `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.VariableSpec `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.VariableSpec `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	UnusedCause          *ebpf.VariableSpec `ebpf:"unused_cause"`
+	UnusedChildTotal     *ebpf.VariableSpec `ebpf:"unused_child_total"`
+	UnusedCounter        *ebpf.VariableSpec `ebpf:"unused_counter"`
+	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedFilter         *ebpf.VariableSpec `ebpf:"unused_filter"`
+	UnusedFlag           *ebpf.VariableSpec `ebpf:"unused_flag"`
+	UnusedHist           *ebpf.VariableSpec `ebpf:"unused_hist"`
+	UnusedHistKey        *ebpf.VariableSpec `ebpf:"unused_hist_key"`
+	UnusedKind           *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedLatFlag        *ebpf.VariableSpec `ebpf:"unused_lat_flag"`
+	UnusedLatSample      *ebpf.VariableSpec `ebpf:"unused_lat_sample"`
+	UnusedMemstallReason *ebpf.VariableSpec `ebpf:"unused_memstall_reason"`
+	UnusedMigrRec        *ebpf.VariableSpec `ebpf:"unused_migr_rec"`
+	UnusedSlot           *ebpf.VariableSpec `ebpf:"unused_slot"`
+	UnusedStackEvent     *ebpf.VariableSpec `ebpf:"unused_stack_event"`
+	UnusedThreadCounts   *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
 }
 
 // typesObjects contains all objects after they have been loaded into the kernel.
@@ -434,38 +461,44 @@ func (m *typesMaps) Close() error {
 //
 // It can be passed to loadTypesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type typesVariables struct {
-	CfgExitGroupDead   *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
-	CfgFilterMode      *ebpf.Variable `ebpf:"cfg_filter_mode"`
-	CfgFilterTgid      *ebpf.Variable `ebpf:"cfg_filter_tgid"`
-	CfgFilterTid       *ebpf.Variable `ebpf:"cfg_filter_tid"`
-	CfgMigrIter        *ebpf.Variable `ebpf:"cfg_migr_iter"`
-	CfgMinEventNs      *ebpf.Variable `ebpf:"cfg_min_event_ns"`
-	CfgMinStallNs      *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
-	CfgMultiNode       *ebpf.Variable `ebpf:"cfg_multi_node"`
-	CfgNotMemory       *ebpf.Variable `ebpf:"cfg_not_memory"`
-	CfgRequestStalls   *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgSelfTgid        *ebpf.Variable `ebpf:"cfg_self_tgid"`
-	CfgStacksMinNs     *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
-	CfgTargetCgroup    *ebpf.Variable `ebpf:"cfg_target_cgroup"`
-	CfgTaskRegs        *ebpf.Variable `ebpf:"cfg_task_regs"`
-	CfgTaskStorage     *ebpf.Variable `ebpf:"cfg_task_storage"`
-	CfgWakeupBytes     *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	CfgWatchChildren   *ebpf.Variable `ebpf:"cfg_watch_children"`
-	UnusedCause        *ebpf.Variable `ebpf:"unused_cause"`
-	UnusedChildTotal   *ebpf.Variable `ebpf:"unused_child_total"`
-	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
-	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
-	UnusedFilter       *ebpf.Variable `ebpf:"unused_filter"`
-	UnusedFlag         *ebpf.Variable `ebpf:"unused_flag"`
-	UnusedHist         *ebpf.Variable `ebpf:"unused_hist"`
-	UnusedHistKey      *ebpf.Variable `ebpf:"unused_hist_key"`
-	UnusedKind         *ebpf.Variable `ebpf:"unused_kind"`
-	UnusedLatFlag      *ebpf.Variable `ebpf:"unused_lat_flag"`
-	UnusedLatSample    *ebpf.Variable `ebpf:"unused_lat_sample"`
-	UnusedMigrRec      *ebpf.Variable `ebpf:"unused_migr_rec"`
-	UnusedSlot         *ebpf.Variable `ebpf:"unused_slot"`
-	UnusedStackEvent   *ebpf.Variable `ebpf:"unused_stack_event"`
-	UnusedThreadCounts *ebpf.Variable `ebpf:"unused_thread_counts"`
+	CfgExitGroupDead     *ebpf.Variable `ebpf:"cfg_exit_group_dead"`
+	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
+	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
+	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
+	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
+	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`
+	CfgMigrIter          *ebpf.Variable `ebpf:"cfg_migr_iter"`
+	CfgMinEventNs        *ebpf.Variable `ebpf:"cfg_min_event_ns"`
+	CfgMinStallNs        *ebpf.Variable `ebpf:"cfg_min_stall_ns"`
+	CfgMultiNode         *ebpf.Variable `ebpf:"cfg_multi_node"`
+	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
+	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
+	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
+	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
+	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
+	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
+	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
+	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	UnusedCause          *ebpf.Variable `ebpf:"unused_cause"`
+	UnusedChildTotal     *ebpf.Variable `ebpf:"unused_child_total"`
+	UnusedCounter        *ebpf.Variable `ebpf:"unused_counter"`
+	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
+	UnusedFilter         *ebpf.Variable `ebpf:"unused_filter"`
+	UnusedFlag           *ebpf.Variable `ebpf:"unused_flag"`
+	UnusedHist           *ebpf.Variable `ebpf:"unused_hist"`
+	UnusedHistKey        *ebpf.Variable `ebpf:"unused_hist_key"`
+	UnusedKind           *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedLatFlag        *ebpf.Variable `ebpf:"unused_lat_flag"`
+	UnusedLatSample      *ebpf.Variable `ebpf:"unused_lat_sample"`
+	UnusedMemstallReason *ebpf.Variable `ebpf:"unused_memstall_reason"`
+	UnusedMigrRec        *ebpf.Variable `ebpf:"unused_migr_rec"`
+	UnusedSlot           *ebpf.Variable `ebpf:"unused_slot"`
+	UnusedStackEvent     *ebpf.Variable `ebpf:"unused_stack_event"`
+	UnusedThreadCounts   *ebpf.Variable `ebpf:"unused_thread_counts"`
 }
 
 // typesPrograms contains all programs after they have been loaded into the kernel.

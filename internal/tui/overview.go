@@ -213,6 +213,7 @@ func (o *overviewScreen) timeline() []string {
 		top = max(top, total(w))
 	}
 	cells := causeCells()
+	var shown [stall.NumCauses]bool
 	for r, row := range stacked(ws, 3) {
 		lbl := ""
 		if r == 0 {
@@ -225,6 +226,7 @@ func (o *overviewScreen) timeline() []string {
 				b.WriteByte(' ')
 			} else {
 				b.WriteString(cells[c])
+				shown[c] = true
 			}
 		}
 		if r == 0 {
@@ -246,15 +248,16 @@ func (o *overviewScreen) timeline() []string {
 		}
 		out = append(out, mk.String())
 	}
-	return append(out, legend())
+	return append(out, legend(shown))
 }
 
-// legend names the timed causes' cells.
-func legend() string {
+// legend names the cells of the causes the chart shows: a dozen causes'
+// names do not fit in 80 columns, and those not drawn need none.
+func legend(shown [stall.NumCauses]bool) string {
 	var parts []string
 	cells := causeCells()
 	for c := range stall.NumCauses {
-		if c.Timed() {
+		if c.Timed() && shown[c] {
 			parts = append(parts, cells[c]+" "+c.Desc().Short)
 		}
 	}
