@@ -288,10 +288,12 @@ type CauseCorrelation struct {
 	// Covered is the share of spikes in which it covers at least half.
 	Covered float64
 	// ExcessShare is the share of the spikes' summed excess latency it
-	// covers.
+	// covers: reported, not judged by, since one long host delay can be
+	// most of that sum.
 	ExcessShare float64
-	// LargerInSpikes says its median dose in the spike windows is above
-	// its median in the normal ones (or there were no normal ones).
+	// LargerInSpikes says its median dose in the spikes it covers at
+	// least half of is at least twice its median in the normal windows,
+	// or that there were too few normal ones (under 3) to tell.
 	LargerInSpikes bool
 	// InSlowRequests is the share of the slow requests' time that was
 	// this stall, over the run, when requests were timed in the kernel.

@@ -245,7 +245,7 @@ func TestCloseLatenciesStillExplain(t *testing.T) {
 			if len(r.Explained) != 1 || r.Explained[0] != stall.MemcgReclaim || len(r.Partly) != 0 {
 				t.Errorf("explained %v, partly %v: %s", r.Explained, r.Partly, r.Conclusion)
 			}
-			if !strings.Contains(r.Conclusion, "explained by memcg_reclaim") || !strings.Contains(r.Conclusion, "of their whole excess latency") {
+			if !strings.Contains(r.Conclusion, "explained by memcg_reclaim") || !strings.Contains(r.Conclusion, "on average") {
 				t.Errorf("conclusion: %s", r.Conclusion)
 			}
 		})
