@@ -27,6 +27,9 @@ type Aggregator struct {
 	// stacks counts the stalls that carry a stack per cause, thread and
 	// stack: the report's and the exports' account of them.
 	stacks StackTable
+	// memory is the union of the traced threads' memory stalls, set
+	// beside PSI's count in the report.
+	memory memoryUnion
 }
 
 // threadState is what the aggregator knows of one thread.
@@ -46,8 +49,9 @@ func New(grid window.Grid) *Aggregator {
 		grid.LenNs = 1e9
 	}
 	return &Aggregator{
-		grid: grid,
-		open: map[uint64]*Window{},
+		grid:   grid,
+		open:   map[uint64]*Window{},
+		memory: memoryUnion{fromNs: grid.StartNs},
 	}
 }
 
@@ -107,6 +111,7 @@ func (a *Aggregator) Add(ev *stall.Event) {
 		return
 	}
 	a.stacks.Add(ev)
+	a.memory.add(ev)
 	var w *Window
 	if l := a.last; l != nil && ev.TsNs >= l.StartNs && ev.TsNs < l.EndNs {
 		w = l // most events: no division to find the window

@@ -93,6 +93,10 @@ type Summary struct {
 	// Children are what a --pid target's untraced descendants stalled;
 	// nil when they were not watched (--children, other targets).
 	Children *ChildStalls
+	// MemoryStallNs is how long at least one traced thread was frozen by
+	// memory management, from the streamed stalls: what PSI's memory
+	// "some" counts for the same threads.
+	MemoryStallNs uint64
 }
 
 // ChildStalls are the stalls of a process target's descendants, counted
@@ -126,7 +130,7 @@ func SummarizeChildren(d *stall.Descendants) *ChildStalls {
 func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 	s := Summary{System: snap.System, Lost: snap.LostEvents, LostPerCPU: snap.LostPerCPU,
 		HistMapFull: snap.HistEvicted > 0 || snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity,
-		HistEvicted: snap.HistEvicted, Children: SummarizeChildren(snap.Descendants)}
+		HistEvicted: snap.HistEvicted, Children: SummarizeChildren(snap.Descendants), MemoryStallNs: a.memory.total()}
 	procs := processes{}
 	for tid, th := range snap.Threads {
 		ts := a.threadSummary(tid, th)

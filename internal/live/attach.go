@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/psi"
 	"io"
 	"os"
 	"os/signal"
@@ -210,6 +212,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	if err != nil {
 		return err
 	}
+	sampler, closePSI := pressureSampler(tgt, fe.warn)
+	defer closePSI()
+	opt.PSI = sampler
 	if src != nil {
 		defer src.Close()
 	}
@@ -305,6 +310,35 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	}
 	opt.Latency, opt.DumpOnSpike = src, a.DumpOnSpike
 	return opt, src, nil
+}
+
+// pressureSampler reads memory PSI for the report: the system's, and the
+// target's cgroup v2 group where it has one (a process's, a --cgroup
+// directory's). A group PSI cannot be read for is said once, and the
+// system's figure is still given.
+func pressureSampler(tgt *target.Target, warn func(error)) (*psi.Sampler, func()) {
+	root, err := hostfs.Open("/")
+	if err != nil {
+		warn(fmt.Errorf("PSI not read: %w", err))
+		return nil, func() {}
+	}
+	scopes := []psi.Scope{psi.System()}
+	var group psi.Scope
+	switch tgt.Kind {
+	case target.Process, target.Thread:
+		group, err = psi.CgroupOf(root, int(tgt.ID))
+	case target.Cgroup:
+		group, err = psi.CgroupDir(root, tgt.Path)
+	default:
+		return psi.NewSampler(root, scopes...), func() { root.Close() }
+	}
+	switch {
+	case err != nil:
+		warn(fmt.Errorf("the target's cgroup has no PSI figure, only the system's: %w", err))
+	case group.Name != "/": // the root group's figure is the system's
+		scopes = append(scopes, group)
+	}
+	return psi.NewSampler(root, scopes...), func() { root.Close() }
 }
 
 // targetPIDs lists the target's processes, for each procfs reading of a

@@ -43,6 +43,8 @@ type Report struct {
 	LatencySource run.LatencySource
 	// BadRecords counts ring-buffer records that could not be decoded.
 	BadRecords uint64
+	// Pressure is what PSI counted over the run; none where not read.
+	Pressure []run.Pressure
 }
 
 // NewReport is a run's report: its description, how it ended, the
@@ -52,7 +54,8 @@ type Report struct {
 func NewReport(d run.Description, end run.End, sum aggregate.Summary, c *correlate.Result, topThreads int) *Report {
 	return &Report{Target: d.Target, Kernel: d.Kernel, DurationNs: end.DurationNs, Probes: d.Probes, Summary: sum,
 		Events: end.Events, LateEvents: end.LateEvents, Windows: end.Windows, Note: end.Note, TopThreads: topThreads,
-		MinEventNs: d.MinEventNs, StacksMinNs: d.StacksMinNs, Correlation: c, Latency: end.Latency, LatencySource: d.Latency, BadRecords: end.BadRecords}
+		MinEventNs: d.MinEventNs, StacksMinNs: d.StacksMinNs, Correlation: c, Latency: end.Latency, LatencySource: d.Latency, BadRecords: end.BadRecords,
+		Pressure: end.Pressure}
 }
 
 type probesJSON struct {
@@ -103,6 +106,8 @@ type summaryJSON struct {
 	LatencyInput     *latencyInputJSON           `json:"latency_input,omitempty"`
 	LatencySource    *latencySourceJSON          `json:"latency_source,omitempty"`
 	Stacks           []stackJSON                 `json:"stacks"`
+	MemoryStallNs    uint64                      `json:"memory_stall_ns"`
+	PSI              []pressureJSON              `json:"psi,omitempty"`
 }
 
 // latencySourceJSON is where the latencies came from.
@@ -208,6 +213,8 @@ func (r *Report) summaryLine() summaryJSON {
 	sys := r.Summary.System
 	s.System = systemJSON(sys)
 	s.Stacks = stacksJSON(r.Summary.Stacks)
+	s.MemoryStallNs = r.Summary.MemoryStallNs
+	s.PSI = pressuresJSON(r.Pressure, r.Summary.MemoryStallNs)
 	return s
 }
 

@@ -107,6 +107,7 @@ func (r *Report) text(w io.Writer) {
 		r.stacks(w)
 	}
 	r.system(w)
+	r.pressure(w)
 	r.latency(w)
 	if r.Note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", sanitize.Text(r.Note))

@@ -39,3 +39,21 @@ func Clip(ivs []Interval, from, to uint64) []Interval {
 	}
 	return out
 }
+
+// Merge sorts ivs in place and merges those that overlap or touch: the
+// disjoint intervals of their union, in order, in ivs' own storage.
+func Merge(ivs []Interval) []Interval {
+	slices.SortFunc(ivs, func(a, b Interval) int { return cmp.Compare(a.Start, b.Start) })
+	out := ivs[:0]
+	for _, iv := range ivs {
+		if iv.End <= iv.Start {
+			continue
+		}
+		if n := len(out); n > 0 && iv.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, iv.End)
+			continue
+		}
+		out = append(out, iv)
+	}
+	return out
+}

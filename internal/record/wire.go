@@ -21,6 +21,16 @@ type EndRecord struct {
 	Dropped    uint64       `json:"dropped"`
 	Latency    *accountJSON `json:"latency,omitempty"` // since 1.3
 	BadRecords uint64       `json:"bad_records,omitempty"`
+	PSI        []psiJSON    `json:"psi,omitempty"` // since 1.5
+}
+
+type psiJSON struct {
+	Scope  string `json:"scope"`
+	FromNs uint64 `json:"from_ns"`
+	ToNs   uint64 `json:"to_ns"`
+	SomeNs uint64 `json:"some_ns"`
+	FullNs uint64 `json:"full_ns"`
+	Error  string `json:"error,omitempty"`
 }
 
 type accountJSON struct {
@@ -47,12 +57,34 @@ type skipJSON struct {
 // NewEndRecord is e in the format's shape.
 func NewEndRecord(e run.End) EndRecord {
 	return EndRecord{EndNs: e.EndNs, DurationNs: e.DurationNs, Events: e.Events, LateEvents: e.LateEvents,
-		Windows: e.Windows, Note: e.Note, Dropped: e.Dropped, Latency: toAccountJSON(e.Latency), BadRecords: e.BadRecords}
+		Windows: e.Windows, Note: e.Note, Dropped: e.Dropped, Latency: toAccountJSON(e.Latency), BadRecords: e.BadRecords,
+		PSI: toPSIJSON(e.Pressure)}
+}
+
+func toPSIJSON(ps []run.Pressure) []psiJSON {
+	var out []psiJSON
+	for _, p := range ps {
+		out = append(out, psiJSON{Scope: p.Scope, FromNs: p.FromNs, ToNs: p.ToNs, SomeNs: p.SomeNs, FullNs: p.FullNs, Error: p.Err})
+	}
+	return out
+}
+
+func (j psiJSON) pressure() run.Pressure {
+	return run.Pressure{Scope: j.Scope, FromNs: j.FromNs, ToNs: j.ToNs, SomeNs: j.SomeNs, FullNs: j.FullNs, Err: j.Error}
 }
 
 func (j EndRecord) end() *run.End {
 	return &run.End{EndNs: j.EndNs, DurationNs: j.DurationNs, Events: j.Events, LateEvents: j.LateEvents,
-		Windows: j.Windows, Note: j.Note, Dropped: j.Dropped, Latency: j.Latency.account(), BadRecords: j.BadRecords}
+		Windows: j.Windows, Note: j.Note, Dropped: j.Dropped, Latency: j.Latency.account(), BadRecords: j.BadRecords,
+		Pressure: pressures(j.PSI)}
+}
+
+func pressures(js []psiJSON) []run.Pressure {
+	var out []run.Pressure
+	for _, j := range js {
+		out = append(out, j.pressure())
+	}
+	return out
 }
 
 func toAccountJSON(a *latency.Account) *accountJSON {

@@ -116,4 +116,21 @@ type End struct {
 	// BadRecords counts ring-buffer records that could not be read or
 	// decoded (an unknown cause, a short record).
 	BadRecords uint64
+	// Pressure is the memory stall the kernel's PSI counted over the run,
+	// per scope (the system, the target's cgroup v2); none where the run
+	// did not read it (replays of recordings before 1.5).
+	Pressure []Pressure
 }
+
+// Pressure is the growth of one scope's memory PSI over [FromNs, ToNs].
+type Pressure struct {
+	Scope          string // "system", or the cgroup's path in the cgroup2 hierarchy
+	FromNs, ToNs   uint64 // CLOCK_MONOTONIC
+	SomeNs, FullNs uint64
+	// Err says why the scope has no figure ("PSI is off"); the figures
+	// are zero then, not measured.
+	Err string
+}
+
+// System says whether the scope is the whole machine.
+func (p Pressure) System() bool { return p.Scope == "system" }

@@ -15,6 +15,7 @@ import (
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/latency/source"
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/psi"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -83,6 +84,11 @@ type Options struct {
 	// migrations), and the final ones. It must not block.
 	OnSnapshot    func(*stall.Snapshot)
 	SnapshotEvery time.Duration
+
+	// PSI, if set, reads the kernel's memory pressure as the session
+	// starts and as it stops: the run's End says what PSI counted beside
+	// what numatrace timed.
+	PSI *psi.Sampler
 }
 
 // Result is how a finished session ended.
@@ -97,6 +103,10 @@ type Result struct {
 // The engine's header says when the run started and how long a window is.
 func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Result, error) {
 	s := &tracing{opt: opt, k: k, eng: eng}
+	var psiStart psi.Snapshot
+	if opt.PSI != nil {
+		psiStart = opt.PSI.Take()
+	}
 	s.record()
 	events := make(chan stall.Event, 1<<16)
 	var streamErr error // read once events is closed
@@ -111,6 +121,10 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 	// Stop the source first, so the drain ends and the snapshot covers the
 	// same span as the stream.
 	stopErr := k.Stop()
+	var pressure []run.Pressure
+	if opt.PSI != nil {
+		pressure = pressures(psi.Between(psiStart, opt.PSI.Take()))
+	}
 	for ev := range events {
 		s.add(ev)
 	}
@@ -138,10 +152,25 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 	}
 	end := eng.End(endNs, "")
 	end.BadRecords = k.BadRecords()
+	end.Pressure = pressure
 	if end.Latency != nil {
 		end.Latency.Skipped = opt.Latency.Skipped()
 	}
 	return &Result{End: end, Final: snap, TargetGone: s.gone}, nil
+}
+
+// pressures are PSI's spans as the run's end keeps them.
+func pressures(spans []psi.Span) []run.Pressure {
+	var out []run.Pressure
+	for _, sp := range spans {
+		p := run.Pressure{Scope: sp.Scope.Name, FromNs: sp.From, ToNs: sp.To,
+			SomeNs: uint64(sp.Growth.Some), FullNs: uint64(sp.Growth.Full)}
+		if sp.Err != nil {
+			p.Err = sp.Err.Error()
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // tracing is a session while it runs.

@@ -179,3 +179,40 @@ func (w *MemcgWorkload) Release(t testing.TB) {
 		t.Fatalf("workload: %v", err)
 	}
 }
+
+// CgroupV2 creates group name in the cgroup2 hierarchy, wherever it is
+// mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified beside v1), and
+// returns its path. A process in it has its own PSI figures
+// (memory.pressure) whatever v1 controllers it is under. Cleanup removes
+// it once the processes in it are gone.
+func CgroupV2(t testing.TB, name string) string {
+	t.Helper()
+	RequireRoot(t)
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := ""
+	for _, l := range strings.Split(string(mounts), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPER
+		pre, post, ok := strings.Cut(l, " - ")
+		if f := strings.Fields(pre); ok && len(f) >= 5 && strings.HasPrefix(post, "cgroup2 ") {
+			root = f[4]
+			break
+		}
+	}
+	RequireFeature(t, root != "", "needs cgroup2 mounted")
+	cg := filepath.Join(root, name)
+	if err := os.Mkdir(cg, 0o755); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(cg); err == nil || os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return cg
+}

@@ -104,3 +104,25 @@ func SlowDisk(t testing.TB, sizeBytes, writeBps int64) string {
 	})
 	return mnt
 }
+
+// SlowReads holds reads from the disk under dir (a SlowDisk's mount) to
+// readBps bytes a second, in the root blkio cgroup, until the test ends:
+// a page read back from it then waits for the disk long enough that the
+// wait, not the CPU time around it, is most of the stall.
+func SlowReads(t testing.TB, dir string, readBps int64) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	majmin := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	throttle := filepath.Join(BlkioV1, "blkio.throttle.read_bps_device")
+	if err := os.WriteFile(throttle, []byte(fmt.Sprintf("%s %d", majmin, readBps)), 0o644); err != nil {
+		t.Fatalf("slow reads: throttle %s: %v", majmin, err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(throttle, []byte(majmin+" 0"), 0o644); err != nil {
+			t.Errorf("slow reads: lift the throttle on %s: %v", majmin, err)
+		}
+	})
+}

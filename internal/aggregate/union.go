@@ -1,0 +1,57 @@
+package aggregate
+
+import (
+	"github.com/numatrace/numatrace/internal/psi"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// memoryUnion is how long, over the run, at least one traced thread was
+// frozen by memory management: the union of the memory stalls' spans,
+// the figure PSI's memory "some" counts for the same threads. Nested
+// stalls lie inside another and add nothing.
+//
+// Memory stays bounded on a run of days: spans are held until the newest
+// one ends unionHorizon past them, and then only their merged length is
+// kept. A stall that ends that much later than another it overlaps (one
+// longer than the horizon) has the overlap counted twice.
+type memoryUnion struct {
+	fromNs uint64 // the run's start: a stall begun before it counts from it
+	spans  []psi.Interval
+	doneNs uint64 // the merged length of the spans folded away
+	newest uint64 // the latest end seen
+}
+
+const (
+	unionHorizon = 60e9 // ns
+	unionHold    = 1 << 16
+)
+
+func (u *memoryUnion) add(ev *stall.Event) {
+	if ev.Kind != stall.KindStall || ev.FreezeNs() == 0 || ev.TsNs <= u.fromNs {
+		return
+	}
+	start := max(ev.TsNs-min(ev.DurNs, ev.TsNs), u.fromNs)
+	u.spans = append(u.spans, psi.Interval{Start: start, End: ev.TsNs})
+	u.newest = max(u.newest, ev.TsNs)
+	if len(u.spans) >= unionHold {
+		u.fold()
+	}
+}
+
+// fold merges the spans held and keeps only those the horizon has not
+// passed.
+func (u *memoryUnion) fold() {
+	merged := psi.Merge(u.spans)
+	kept := merged[:0]
+	for _, iv := range merged {
+		if iv.End+unionHorizon < u.newest {
+			u.doneNs += iv.End - iv.Start
+		} else {
+			kept = append(kept, iv)
+		}
+	}
+	u.spans = append(u.spans[:0], kept...)
+}
+
+// total is the union's length so far.
+func (u *memoryUnion) total() uint64 { return u.doneNs + uint64(psi.Union(u.spans)) }
