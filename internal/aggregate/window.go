@@ -20,6 +20,9 @@ type CauseTotal struct {
 	// stalled (StackNs long); nil if none did.
 	Stack   *stall.Stack
 	StackNs uint64
+	// Reason is the longest stall's (MaxNs long): a memstall_wait's kind
+	// of wait, which its verdicts name.
+	Reason string
 }
 
 func (c *CauseTotal) add(ev *stall.Event) {
@@ -27,6 +30,9 @@ func (c *CauseTotal) add(ev *stall.Event) {
 		c.Count++
 	}
 	c.TotalNs += ev.DurNs
+	if ev.LongestNs() >= c.MaxNs && ev.Reason != c.Reason { // a compare is cheaper than a store
+		c.Reason = ev.Reason
+	}
 	c.MaxNs = max(c.MaxNs, ev.LongestNs())
 	if ev.Stack != nil && (c.Stack == nil || ev.LongestNs() > c.StackNs) {
 		c.Stack, c.StackNs = ev.Stack, ev.LongestNs()
@@ -37,6 +43,9 @@ func (c *CauseTotal) add(ev *stall.Event) {
 func (c *CauseTotal) Merge(o CauseTotal) {
 	c.Count += o.Count
 	c.TotalNs += o.TotalNs
+	if o.MaxNs > c.MaxNs {
+		c.Reason = o.Reason
+	}
 	c.MaxNs = max(c.MaxNs, o.MaxNs)
 	if o.Stack != nil && (c.Stack == nil || o.StackNs > c.StackNs) {
 		c.Stack, c.StackNs = o.Stack, o.StackNs
@@ -67,6 +76,11 @@ type Window struct {
 	// LostEvents is how many records the kernel dropped while this window
 	// was the newest one; set by the engine.
 	LostEvents uint64
+	// PressureNs is the growth of memory PSI's "some" total while this
+	// window was the newest one, when PSI was read (HasPressure); set by
+	// the engine.
+	PressureNs  uint64
+	HasPressure bool
 
 	slab []ThreadWindow // rows not yet handed out
 }

@@ -129,6 +129,10 @@ type Window struct {
 	// requests in the window, when the source says which threads those
 	// were (a request timer in the kernel).
 	ServedStallNs uint64
+	// PressureNs is the memory stall PSI counted in the window (the
+	// target's cgroup, else the system), when PSI was read (HasPressure).
+	PressureNs  uint64
+	HasPressure bool
 }
 
 // Hits are one cause's stalls in one window.
@@ -144,6 +148,8 @@ type Hits struct {
 	// Stack is where the worst thread's longest stall of the cause that
 	// carried a stack stalled; nil when none did.
 	Stack *stall.Stack
+	// Reason is the kind of wait of the longest stall (LongestNs).
+	Reason string
 }
 
 // hit returns w's hits for cause c.
@@ -162,7 +168,7 @@ func (w *Window) hit(c stall.Cause) Hits {
 // is kept for every window, even one without requests yet: a replay of an
 // older recording may read a window's latency after the window closed.
 func Summarize(w *aggregate.Window) Window {
-	out := Window{Index: w.Index, StartNs: w.StartNs, Latency: w.Latency}
+	out := Window{Index: w.Index, StartNs: w.StartNs, Latency: w.Latency, PressureNs: w.PressureNs, HasPressure: w.HasPressure}
 	for c := range out.StallNs {
 		out.StallNs[c] = w.Causes[c].TotalNs
 		if out.StallNs[c] == 0 {
@@ -196,7 +202,9 @@ func hits(w *aggregate.Window, c stall.Cause) (Hits, bool) {
 			continue
 		}
 		h.Threads++
-		h.LongestNs = max(h.LongestNs, t.ByCause[c].MaxNs)
+		if t.ByCause[c].MaxNs > h.LongestNs {
+			h.LongestNs, h.Reason = t.ByCause[c].MaxNs, t.ByCause[c].Reason
+		}
 		p := procs[t.PID]
 		if p == nil {
 			p = &proc{}
@@ -234,8 +242,10 @@ type CauseInSpike struct {
 	WorstTID uint32
 	WorstNs  uint64
 	Process  string // comm of the most affected process
-	// LongestNs is its longest single stall in the window.
+	// LongestNs is its longest single stall in the window, and Reason
+	// that stall's kind of wait (memstall_wait's thrashing).
 	LongestNs uint64
+	Reason    string
 	// ExposureNs is the longest one thread was frozen by the cause, in
 	// this window or the one before it (whose backlog this one drains).
 	ExposureNs uint64
@@ -272,6 +282,10 @@ type Spike struct {
 	Requests     uint64
 	Causes       []CauseInSpike
 	Verdict      string
+	// PressureNs is the memory stall PSI counted in the window, when it
+	// was read (HasPressure).
+	PressureNs  uint64
+	HasPressure bool
 
 	timed bool // coverage is of the slow requests' excess, timed in the kernel
 }
@@ -298,6 +312,25 @@ type CauseCorrelation struct {
 	// InSlowRequests is the share of the slow requests' time that was
 	// this stall, over the run, when requests were timed in the kernel.
 	InSlowRequests *float64
+	// Reason is the kind of wait (memstall_wait's thrashing) of the
+	// stall that covered most of the spikes it covers.
+	Reason string
+}
+
+// UncoveredPressure is the memory stall PSI counted in the windows of
+// the spikes no cause covers.
+type UncoveredPressure struct {
+	Known    int    // uncovered spikes whose window had a PSI reading
+	SomeNs   uint64 // PSI's memory "some" in those windows
+	WindowNs uint64 // their length
+}
+
+// Share is the part of those windows' time PSI counted as memory stall.
+func (u UncoveredPressure) Share() float64 {
+	if u.WindowNs == 0 {
+		return 0
+	}
+	return float64(u.SomeNs) / float64(u.WindowNs)
 }
 
 // Result is the whole analysis.
@@ -313,6 +346,10 @@ type Result struct {
 	Partly      []stall.Cause // causes that explain some of them
 	// Uncovered is how many spikes no cause covers at least half of.
 	Uncovered int
+	// UncoveredPressure is what PSI counted in those spikes' windows, of
+	// the Known ones it was read for: whether memory stalled in them in
+	// places no probe sees.
+	UncoveredPressure UncoveredPressure
 	// OutsideShare is the share of the serving threads' stall time that
 	// fell outside the timed requests; null unless requests were timed in
 	// the kernel.

@@ -140,7 +140,7 @@ func coverage(ci *CauseInSpike, excess, slow uint64) float64 {
 
 func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config) Spike {
 	sp := Spike{Index: w.Index, StartNs: w.StartNs, LatencyNs: value, Percentile: string(cfg.On), BaselineNs: base,
-		SLO: cfg.SLONs > 0, NoCompletion: empty}
+		SLO: cfg.SLONs > 0, NoCompletion: empty, PressureNs: w.PressureNs, HasPressure: w.HasPressure}
 	if value > base {
 		sp.ExcessNs = value - base
 	}
@@ -156,7 +156,7 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 		h := w.hit(c)
 		ci := CauseInSpike{Cause: c, StallNs: w.StallNs[c], AroundNs: stallNs(prev, c) + stallNs(next, c),
 			Threads: h.Threads, WorstTID: h.WorstTID, WorstNs: h.WorstNs, Process: h.Process, LongestNs: h.LongestNs,
-			ExposureNs: h.WorstNs, Stack: h.Stack}
+			Reason: h.Reason, ExposureNs: h.WorstNs, Stack: h.Stack}
 		if l := w.Latency; l != nil && l.Requests != nil {
 			ci.InSlowRequestsNs = l.Requests.SlowStallNs[c]
 			ci.inSlowExcessNs = l.Requests.SlowExcessStallNs[c]
@@ -242,7 +242,7 @@ func verdict(sp Spike, cfg Config) string {
 		}
 		s := c.Cause.String() + " 0 in the window"
 		if c.StallNs > 0 {
-			s = fmt.Sprintf("%s %s across %d thread", c.Cause, fmtDur(c.StallNs), c.Threads)
+			s = fmt.Sprintf("%s %s across %d thread", c.Cause.Label(c.Reason), fmtDur(c.StallNs), c.Threads)
 			if c.Threads != 1 {
 				s += "s"
 			}
@@ -257,7 +257,11 @@ func verdict(sp Spike, cfg Config) string {
 		parts = append(parts, s+" covers "+covers(c, sp))
 	}
 	out := head + ": " + strings.Join(parts, "; ")
-	switch top := topCoverage(sp.Causes); {
+	top := topCoverage(sp.Causes)
+	switch {
+	case top < explainCoverage && sp.HasPressure && float64(sp.PressureNs) >= memoryLikely*float64(cfg.WindowNs):
+		out += fmt.Sprintf(". PSI counted %s of memory stall in the window that no probe timed: memory is still likely behind it",
+			fmtDur(sp.PressureNs))
 	case top == 0:
 		out += ". No stall in it: look elsewhere"
 	case top < explainCoverage:

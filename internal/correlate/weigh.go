@@ -59,9 +59,18 @@ func (r *Result) weigh(seen []*Window, cfg Config) {
 		cc := weighCause(c, seen, spike, cfg)
 		r.Correlation[c] = &cc
 	}
+	byIndex := map[uint64]*Window{}
+	for _, w := range seen {
+		byIndex[w.Index] = w
+	}
 	for _, sp := range r.Spikes {
 		if len(sp.Causes) == 0 || sp.Causes[0].Coverage < explainCoverage {
 			r.Uncovered++
+			if w := byIndex[sp.Index]; w != nil && w.HasPressure {
+				r.UncoveredPressure.Known++
+				r.UncoveredPressure.SomeNs += w.PressureNs
+				r.UncoveredPressure.WindowNs += cfg.WindowNs
+			}
 		}
 	}
 }
@@ -71,6 +80,7 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 	var slowNs, slowStallNs uint64
 	var excess, coveredExcess float64
 	var coveringDoses, normalDoses []float64
+	reasons := map[string]int{} // the covering stalls' kinds of wait
 	xs := make([]float64, 0, len(seen))
 	ys := make([]float64, 0, len(seen))
 	for _, w := range seen {
@@ -92,6 +102,9 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 				if ci.Coverage >= explainCoverage {
 					covered++
 					coveringDoses = append(coveringDoses, dose)
+					if ci.Reason != "" {
+						reasons[ci.Reason]++
+					}
 				}
 				coveredExcess += ci.Coverage * float64(sp.ExcessNs)
 			}
@@ -115,7 +128,7 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 
 		ys = append(ys, y)
 	}
-	cc := CauseCorrelation{}
+	cc := CauseCorrelation{Reason: mostOf(reasons)}
 	if spikes > 0 {
 		cc.SpikeShare = float64(inSpike) / float64(spikes)
 		cc.Covered = float64(covered) / float64(spikes)
@@ -253,14 +266,14 @@ func (r *Result) judge(spikes int, cfg Config) string {
 		case covers && (perRequest || tracks || cc.LargerInSpikes):
 			r.Explained = append(r.Explained, c)
 			why = append(why, fmt.Sprintf("%s (%sit covers at least half of %d of the %d spikes%s%s)",
-				c, notMemory(c), n, spikes, r.reason(*cc, mean, tracks, perRequest, cfg), inSlow(*cc)))
+				c.Label(cc.Reason), notMemory(c), n, spikes, r.reason(*cc, mean, tracks, perRequest, cfg), inSlow(*cc)))
 		case cc.Covered >= partlyShare:
 			r.Partly = append(r.Partly, c)
-			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %d of the %d spikes%s)", c, notMemory(c), n, spikes, inSlow(*cc)))
+			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %d of the %d spikes%s)", c.Label(cc.Reason), notMemory(c), n, spikes, inSlow(*cc)))
 		}
 	}
 	head := fmt.Sprintf("%d spikes in %d windows", spikes, r.Windows)
-	elsewhere := "look outside memory management (CPU, locks, I/O, the network)"
+	elsewhere := r.elsewhere()
 	switch {
 	case len(why) > 0:
 		s := head + ", explained by " + strings.Join(why, "; ")
@@ -357,4 +370,37 @@ func medianOf(v []float64) float64 {
 		return v[n/2]
 	}
 	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// mostOf is the kind of wait most spikes were covered by ("" for none;
+// of two alike, the first by name, so the verdict does not flip).
+func mostOf(n map[string]int) string {
+	best := ""
+	for r, c := range n {
+		if c > n[best] || c == n[best] && best != "" && r < best {
+			best = r
+		}
+	}
+	return best
+}
+
+// memoryLikely is the share of the uncovered spikes' windows PSI must
+// count as memory stall for numatrace to say memory is still the likely
+// cause, though no probe timed it.
+const memoryLikely = 0.1
+
+// elsewhere is where to look for the spikes no stall covers: outside
+// memory management, unless PSI counted memory stall in their windows
+// that no probe saw.
+func (r *Result) elsewhere() string {
+	outside := "look outside memory management (CPU, locks, I/O, the network)"
+	u := r.UncoveredPressure
+	switch {
+	case u.Known == 0:
+		return outside
+	case u.Share() >= memoryLikely:
+		return fmt.Sprintf("yet PSI counted %s of memory stall in their windows (%.0f%% of their time), which no probe timed:"+
+			" memory management is still the likely cause, where numatrace cannot see it", fmtDur(u.SomeNs), u.Share()*100)
+	}
+	return fmt.Sprintf("%s; PSI agrees (%s of memory stall in their windows)", outside, fmtDur(u.SomeNs))
 }

@@ -87,9 +87,14 @@ type Engine struct {
 
 	lateLatency    bool
 	lost, lastLost uint64
-	windows        uint64
-	lastNs         uint64 // the newest event's time
-	sinkErr        error
+	// pressure is memory PSI's "some" total at the latest reading, and
+	// lastPressure at the last close: the growth between is the closed
+	// windows'.
+	pressure, lastPressure uint64
+	havePressure           bool
+	windows                uint64
+	lastNs                 uint64 // the newest event's time
+	sinkErr                error
 }
 
 // New starts an engine for the run d describes: its windows start at
@@ -210,6 +215,15 @@ func (e *Engine) attachLate(st latency.Stats) bool {
 	return true
 }
 
+// SetPressure is memory PSI's "some" total now (cumulative): the windows
+// the next Close closes get its growth since the close before.
+func (e *Engine) SetPressure(totalNs uint64) {
+	if !e.havePressure {
+		e.lastPressure = totalNs // the first reading: no growth before it
+	}
+	e.pressure, e.havePressure = totalNs, true
+}
+
 // SetLost is the kernel's count of dropped events so far: the next
 // window to close carries the increase.
 func (e *Engine) SetLost(total uint64) { e.lost = max(e.lost, total) }
@@ -278,6 +292,12 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 	}
 	ws[len(ws)-1].LostEvents = e.lost - e.lastLost
 	e.lastLost = e.lost
+	if e.havePressure {
+		// All to the newest: live, windows close one at a time.
+		last := ws[len(ws)-1]
+		last.PressureNs, last.HasPressure = max(e.pressure, e.lastPressure)-e.lastPressure, true
+		e.lastPressure = max(e.pressure, e.lastPressure)
+	}
 	e.windows += uint64(len(ws))
 	spikes := 0
 	for _, w := range ws {

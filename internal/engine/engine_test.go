@@ -285,3 +285,24 @@ func TestSampleBatchIsFiledLikeSingleSamples(t *testing.T) {
 		}
 	}
 }
+
+// Each closed window gets the growth of PSI's memory total since the close
+// before it; the first reading only starts the count.
+func TestWindowsGetPSIGrowth(t *testing.T) {
+	d := run.Description{StartNs: 1e9, WindowNs: 1e9}
+	e := New(d, Options{})
+	e.SetPressure(500)
+	ws, _ := e.Close(2e9)
+	if len(ws) != 1 || !ws[0].HasPressure || ws[0].PressureNs != 0 {
+		t.Fatalf("first window: %+v", ws)
+	}
+	e.SetPressure(800)
+	ws, _ = e.Close(3e9)
+	if len(ws) != 1 || ws[0].PressureNs != 300 {
+		t.Fatalf("second window: %+v", ws)
+	}
+	e2 := New(d, Options{})
+	if ws, _ := e2.Close(2e9); len(ws) != 1 || ws[0].HasPressure {
+		t.Fatalf("a run without PSI has none: %+v", ws)
+	}
+}

@@ -170,6 +170,9 @@ type correlationJSON struct {
 	Uncovered   int                             `json:"uncovered_spikes"`
 	Outside     *float64                        `json:"outside_share,omitempty"`
 	Conclusion  string                          `json:"conclusion"`
+	// UncoveredPSINs is what PSI counted in the uncovered spikes' windows
+	// it was read for.
+	UncoveredPSINs *uint64 `json:"uncovered_psi_ns,omitempty"`
 }
 
 func (r *Report) summaryLine() summaryJSON {
@@ -186,6 +189,9 @@ func (r *Report) summaryLine() summaryJSON {
 		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: correlationsJSON(&c.Correlation),
 			ExplainedBy: causeNames(c.Explained), Partly: causeNames(c.Partly), Uncovered: c.Uncovered,
 			Outside: c.OutsideShare, Conclusion: c.Conclusion}
+		if u := c.UncoveredPressure; u.Known > 0 {
+			s.Correlation.UncoveredPSINs = &u.SomeNs
+		}
 	}
 	if c := r.Summary.Children; c != nil {
 		s.Children = &childrenJSON{Processes: c.Processes, StallNs: c.StallNs, Stalls: stallCountsJSON(&c.Stalls),

@@ -71,6 +71,7 @@ type spikeJSON struct {
 	Requests     uint64             `json:"requests"`
 	Causes       []causeInSpikeJSON `json:"causes"`
 	Verdict      string             `json:"verdict"`
+	PSINs        *uint64            `json:"psi_ns,omitempty"` // memory stall PSI counted in the window
 }
 
 type causeInSpikeJSON struct {
@@ -81,6 +82,7 @@ type causeInSpikeJSON struct {
 	WorstTID         uint32  `json:"worst_tid,omitempty"`
 	WorstNs          uint64  `json:"worst_ns,omitempty"`
 	LongestNs        uint64  `json:"longest_ns,omitempty"` // its longest single stall in the window
+	Reason           string  `json:"reason,omitempty"`     // that stall's kind of wait (memstall_wait's thrashing)
 	Process          string  `json:"process,omitempty"`
 	ExposureNs       uint64  `json:"exposure_ns"`
 	Coverage         float64 `json:"coverage"`
@@ -98,6 +100,7 @@ type causeCorrelationJSON struct {
 	ExcessShare    float64  `json:"excess_share"`
 	LargerInSpikes bool     `json:"larger_in_spikes"`
 	InSlowRequests *float64 `json:"in_slow_requests,omitempty"`
+	Reason         string   `json:"reason,omitempty"` // the covering stalls' kind of wait
 }
 
 // causeSummariesJSON keys the causes the kernel kept a histogram of.
@@ -150,9 +153,12 @@ func spikesJSON(sps []correlate.Spike) []spikeJSON {
 		j := spikeJSON{Index: sp.Index, StartNs: sp.StartNs, LatencyNs: sp.LatencyNs, Percentile: sp.Percentile,
 			P99Ns: sp.P99Ns, BaselineNs: sp.BaselineNs, SLO: sp.SLO, ExcessNs: sp.ExcessNs, NoCompletion: sp.NoCompletion,
 			Requests: sp.Requests, Causes: make([]causeInSpikeJSON, len(sp.Causes)), Verdict: sp.Verdict}
+		if sp.HasPressure {
+			j.PSINs = &sp.PressureNs
+		}
 		for k, c := range sp.Causes {
 			j.Causes[k] = causeInSpikeJSON{Cause: c.Cause.String(), StallNs: c.StallNs, AroundNs: c.AroundNs,
-				Threads: c.Threads, WorstTID: c.WorstTID, WorstNs: c.WorstNs, LongestNs: c.LongestNs, Process: c.Process,
+				Threads: c.Threads, WorstTID: c.WorstTID, WorstNs: c.WorstNs, LongestNs: c.LongestNs, Reason: c.Reason, Process: c.Process,
 				ExposureNs: c.ExposureNs, Coverage: c.Coverage, InSlowRequestsNs: c.InSlowRequestsNs, Stack: stackFramesJSON(c.Stack)}
 		}
 		out[i] = j

@@ -222,7 +222,11 @@ func (e *blockEncoder) event(ev *stall.Event) {
 func (e *blockEncoder) lost(l Lost) {
 	body := binary.AppendUvarint(nil, l.MonoNs)
 	body = binary.AppendUvarint(body, l.LostEvents)
-	e.record(recLost, binary.AppendUvarint(body, l.Dropped))
+	body = binary.AppendUvarint(body, l.Dropped)
+	if l.PSI {
+		body = binary.AppendUvarint(body, l.PSISomeNs+1)
+	}
+	e.record(recLost, body)
 }
 
 // blockDecoder reads one block's records back.
@@ -596,5 +600,10 @@ func (d *blockDecoder) optional(b []byte, i int, mask uint64, ev *stall.Event) i
 func (d *blockDecoder) lost(body []byte) (Lost, error) {
 	u := uvarints{b: body}
 	l := Lost{MonoNs: u.next(), LostEvents: u.next(), Dropped: u.next()}
+	if len(u.b) > 0 { // since 1.5: PSI's total + 1, 0 when it was not read
+		if v := u.next(); v > 0 {
+			l.PSISomeNs, l.PSI = v-1, true
+		}
+	}
 	return l, u.err
 }

@@ -92,7 +92,7 @@ const (
 	recEvent    = 3 // one stall or exit, see encodeEvent
 	recSnapshot = 4 // JSON: the kernel's exact aggregates at a moment
 	recProcfs   = 5 // JSON: /proc and /sys readings at a moment
-	recLost     = 6 // uvarint mono ns, uvarint lost events total, uvarint recorder drops total
+	recLost     = 6 // uvarint mono ns, uvarint lost events total, uvarint recorder drops total[, uvarint PSI some total + 1 (1.5)]
 	recEnd      = 7 // JSON: how the run ended; only in a complete recording
 	recLatency  = 8 // JSON: one window's request latency (since 1.1)
 	// recLaterEvent is an event of a cause added after 1.2 (runq_wait and

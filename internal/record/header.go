@@ -126,4 +126,9 @@ type Lost struct {
 	MonoNs     uint64
 	LostEvents uint64 // ring-buffer reserve failures so far
 	Dropped    uint64 // events the recorder dropped so far
+	// PSISomeNs is memory PSI's "some" total at MonoNs (the target's
+	// cgroup's, else the system's), when PSI was read (since 1.5):
+	// a replay weighs each window's PSI as the live run did.
+	PSISomeNs uint64
+	PSI       bool
 }

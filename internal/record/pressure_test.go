@@ -29,6 +29,12 @@ func TestPressureAndThrottlesRoundTrip(t *testing.T) {
 	for i := range evs {
 		w.Event(&evs[i])
 	}
+	// A window close with PSI's total (zero is a reading too), and one
+	// where PSI was not read.
+	losts := []Lost{{MonoNs: 31, LostEvents: 1, PSISomeNs: 0, PSI: true}, {MonoNs: 32, PSISomeNs: 0}, {MonoNs: 33, PSISomeNs: 9e9, PSI: true}}
+	for _, l := range losts {
+		w.Lost(l)
+	}
 	end := run.End{EndNs: 40, DurationNs: 40, Events: 3, Pressure: []run.Pressure{
 		{Scope: "system", FromNs: 1, ToNs: 40, SomeNs: 7, FullNs: 3},
 		{Scope: "/db", Err: "memory PSI not available: gone"},
@@ -41,7 +47,26 @@ func TestPressureAndThrottlesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	got, _, gotEnd := readAll(t, r)
+	var got []stall.Event
+	var gotLost []Lost
+	var gotEnd *run.End
+	for {
+		it, err := r.Next()
+		if err != nil {
+			break
+		}
+		switch it.Kind {
+		case ItemEvent:
+			got = append(got, it.Event)
+		case ItemLost:
+			gotLost = append(gotLost, it.Lost)
+		case ItemEnd:
+			gotEnd = it.End
+		}
+	}
+	if !reflect.DeepEqual(gotLost, losts) {
+		t.Errorf("window closes:\n got %+v\nwant %+v", gotLost, losts)
+	}
 	if !reflect.DeepEqual(got, evs) {
 		t.Errorf("events:\n got %+v\nwant %+v", got, evs)
 	}

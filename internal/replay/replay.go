@@ -127,6 +127,9 @@ func (f *Feeder) Item(it *record.Item) {
 	case record.ItemLost:
 		f.lastNs = max(f.lastNs, it.Lost.MonoNs)
 		f.eng.SetLost(it.Lost.LostEvents)
+		if it.Lost.PSI {
+			f.eng.SetPressure(it.Lost.PSISomeNs)
+		}
 	case record.ItemLatency:
 		// Written with the windows it belongs to, before or after their
 		// lost record: either way before they close here.

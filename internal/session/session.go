@@ -184,6 +184,11 @@ type tracing struct {
 	latStop context.CancelFunc
 	latDone chan struct{}
 
+	// The latest memory PSI reading for the windows, and when the next
+	// is due.
+	psiLast, psiNext uint64
+	psiHave          bool
+
 	warnMu   sync.Mutex // warn is called from the reading goroutines too
 	lastWarn string
 	said     map[string]bool // the kinds of discarded input said so far
@@ -336,6 +341,7 @@ func (s *tracing) close(upTo uint64, final bool) {
 	if final {
 		closeFn = s.eng.Finish
 	}
+	psiNs, psiOK := s.pressure(upTo)
 	ws, spikes := closeFn(upTo)
 	if len(ws) == 0 {
 		return
@@ -347,11 +353,30 @@ func (s *tracing) close(upTo uint64, final bool) {
 				r.Latency(*w.Latency)
 			}
 		}
-		r.Lost(record.Lost{MonoNs: upTo, LostEvents: s.eng.Lost()})
+		r.Lost(record.Lost{MonoNs: upTo, LostEvents: s.eng.Lost(), PSISomeNs: psiNs, PSI: psiOK})
 	}
 	if spikes > 0 && s.opt.DumpOnSpike {
 		s.dump()
 	}
+}
+
+// pressure reads memory PSI's "some" total for the engine's windows, as
+// they are about to close: the target's cgroup's where it has one, else
+// the system's. Only when windows close, at most once a window.
+func (s *tracing) pressure(upTo uint64) (uint64, bool) {
+	if s.opt.PSI == nil || upTo < s.psiNext {
+		return s.psiLast, s.psiHave
+	}
+	s.psiNext = upTo + s.eng.Run().WindowNs/2
+	snap := s.opt.PSI.Take()
+	for i := len(snap.Readings) - 1; i >= 0; i-- { // the group is listed after the system
+		if r := snap.Readings[i]; r.Err == nil {
+			s.psiLast, s.psiHave = uint64(r.Totals.Some), true
+			s.eng.SetPressure(s.psiLast)
+			break
+		}
+	}
+	return s.psiLast, s.psiHave
 }
 
 // discards says, the first time each kind comes up, what the run has

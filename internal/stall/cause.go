@@ -52,6 +52,10 @@ type Descriptor struct {
 	// Words describes one stall in a few words (the drill-down's recent
 	// stalls); the CPU and nesting are added for every cause.
 	Words func(*Event) []string
+	// SubReason: the stall's Reason says what kind of wait it was
+	// (memstall_wait's thrashing, reclaim_throttle's writeback), and a
+	// verdict names it with the cause.
+	SubReason bool
 }
 
 // descriptors is indexed by Cause; TestDescriptorsComplete fails when an
@@ -75,11 +79,11 @@ var descriptors = [NumCauses]Descriptor{
 		Fields: fields(fieldWrite, fieldAcquired), Words: mmapLockWords},
 	RunqWait: {Name: "runq_wait", Short: "runq", Letter: 'Q', Colour: "208", Timed: true, NotMemory: true,
 		Fields: fields(), Words: func(*Event) []string { return []string{"waited for a CPU"} }},
-	ReclaimThrottle: {Name: "reclaim_throttle", Short: "rthrottle", Letter: 'R', Colour: "3", Timed: true,
+	ReclaimThrottle: {Name: "reclaim_throttle", Short: "rthrottle", Letter: 'R', Colour: "3", Timed: true, SubReason: true,
 		Fields: fields(fieldReason, fieldNode), Words: reclaimThrottleWords},
 	DirtyThrottle: {Name: "dirty_throttle", Short: "dirty", Letter: 'W', Colour: "5", Timed: true, // W: writeback
 		Fields: fields(fieldDirty, fieldLimit, fieldAttempt), Words: dirtyThrottleWords},
-	MemstallWait: {Name: "memstall_wait", Short: "memstall", Letter: 'S', Colour: "1", Timed: true, // S: PSI memory stall
+	MemstallWait: {Name: "memstall_wait", Short: "memstall", Letter: 'S', Colour: "1", Timed: true, SubReason: true, // S: PSI memory stall
 		Fields: fields(fieldReason), Words: func(e *Event) []string { return []string{"waited in a memory stall: " + e.Reason} }},
 }
 
@@ -103,6 +107,15 @@ func ParseCause(name string) (Cause, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown cause %q", name)
+}
+
+// Label names the cause with a stall's kind of wait where the cause has
+// kinds: "memstall_wait (thrashing)".
+func (c Cause) Label(reason string) string {
+	if reason == "" || !c.Desc().SubReason {
+		return c.String()
+	}
+	return c.String() + " (" + reason + ")"
 }
 
 // Timed reports whether the cause has a duration.
