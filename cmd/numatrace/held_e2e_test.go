@@ -122,7 +122,8 @@ type causeSummary struct {
 	Note       string   `json:"note"`
 	DurationNs uint64   `json:"duration_ns"`
 	Causes     map[string]struct {
-		Count uint64 `json:"count"`
+		Count   uint64 `json:"count"`
+		TotalNs uint64 `json:"total_ns"`
 	} `json:"causes"`
 	Threads []struct {
 		PID        uint32 `json:"pid"`
