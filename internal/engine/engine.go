@@ -88,13 +88,13 @@ type Engine struct {
 	lateLatency    bool
 	lost, lastLost uint64
 	// pressure is memory PSI's "some" total at the latest reading, and
-	// lastPressure at the last close: the growth between is the closed
-	// windows'.
-	pressure, lastPressure uint64
-	havePressure           bool
-	windows                uint64
-	lastNs                 uint64 // the newest event's time
-	sinkErr                error
+	// lastPressure at the last close that closed windows: the growth
+	// between is the closed windows'.
+	pressure, lastPressure    uint64
+	pressureSet, havePressure bool
+	windows                   uint64
+	lastNs                    uint64 // the newest event's time
+	sinkErr                   error
 }
 
 // New starts an engine for the run d describes: its windows start at
@@ -216,13 +216,11 @@ func (e *Engine) attachLate(st latency.Stats) bool {
 }
 
 // SetPressure is memory PSI's "some" total now (cumulative): the windows
-// the next Close closes get its growth since the close before.
-func (e *Engine) SetPressure(totalNs uint64) {
-	if !e.havePressure {
-		e.lastPressure = totalNs // the first reading: no growth before it
-	}
-	e.pressure, e.havePressure = totalNs, true
-}
+// the next Close closes get its growth since the last close that closed
+// any. Only a reading taken as windows close counts, as a recording
+// keeps it (with the close), so a replay weighs the same figures; the
+// first only starts the count.
+func (e *Engine) SetPressure(totalNs uint64) { e.pressure, e.pressureSet = totalNs, true }
 
 // SetLost is the kernel's count of dropped events so far: the next
 // window to close carries the increase.
@@ -292,11 +290,13 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 	}
 	ws[len(ws)-1].LostEvents = e.lost - e.lastLost
 	e.lastLost = e.lost
-	if e.havePressure {
+	if e.pressureSet {
 		// All to the newest: live, windows close one at a time.
-		last := ws[len(ws)-1]
-		last.PressureNs, last.HasPressure = max(e.pressure, e.lastPressure)-e.lastPressure, true
-		e.lastPressure = max(e.pressure, e.lastPressure)
+		if e.havePressure {
+			last := ws[len(ws)-1]
+			last.PressureNs, last.HasPressure = max(e.pressure, e.lastPressure)-e.lastPressure, true
+		}
+		e.lastPressure, e.havePressure = max(e.pressure, e.lastPressure), true
 	}
 	e.windows += uint64(len(ws))
 	spikes := 0
