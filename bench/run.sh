@@ -89,7 +89,7 @@ gcc -O1 -o "$WORK/cserver" cmd/numatrace/testdata/cserver.c
 	-bpftrace-script "$ROOT/bench/equivalent.bt" -workdir "$WORK" -out "$ROOT/BENCHMARKS.md" \
 	-rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}
 case " ${BENCH_ARGS:-} " in
-*" -only-socket "* | *" -only-stacks "*) exit 0 ;; # its section went to stdout; BENCHMARKS.md is as it was
+*" -only-socket "* | *" -only-stacks "* | *" -only-switch "*) exit 0 ;; # its section went to stdout; BENCHMARKS.md is as it was
 esac
 
 # serve under idle connections: file descriptors, memory while they are

@@ -151,6 +151,10 @@ const volatile __u32 cfg_task_storage = 0;
 
 struct task_pendings {
 	struct pending slot[SLOT_MAX];
+	/* runq_wait: the thread's run_delay as its last switch-in left it,
+	 * plus one (0: not seen yet). Beside the slots, so a switch-in of a
+	 * traced thread costs one lookup in the task, not one in a hash. */
+	__u64 run_delay_seen;
 };
 
 struct {
@@ -183,7 +187,8 @@ struct {
 
 /* run_delay of each traced thread as its last switch-in left it
  * (runq_wait): what it gains beyond that before the next one is a wait
- * spent on another CPU's queue before a migration. */
+ * spent on another CPU's queue before a migration. Only where task
+ * storage is missing: else it is task_pendings' run_delay_seen. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);

@@ -127,7 +127,8 @@ int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 			watched_exit(ctx, tgid);
 		return 0;
 	}
-	bpf_map_delete_elem(&runq_delay, &tid);
+	if (!cfg_task_storage) /* task storage goes with the thread */
+		bpf_map_delete_elem(&runq_delay, &tid);
 	struct task_struct *t = (void *)bpf_get_current_task();
 	/* The iterator will not see this thread again: keep its count. This
 	 * and the target set are the kernel's own state, kept also when the
@@ -228,8 +229,9 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
  * a CPU, which is the part of the wait spent queued on another CPU before
  * a migration (a dequeue adds it to run_delay and restarts last_queued).
  * The total is /proc/PID/schedstat's figure. What run_delay will read once
- * this switch is done is known here, so it is kept for the next one: one
- * lookup per switch of a traced thread, and nothing on its switch-out.
+ * this switch is done is known here, so it is kept for the next one, in
+ * the thread's task storage (a hash where there is none): one lookup per
+ * switch of a traced thread, and nothing on its switch-out.
  */
 static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u32 tid)
 {
@@ -240,26 +242,36 @@ static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u3
 	__u64 dur = queued && clock > queued ? clock - queued : 0;
 	__u64 delay = next->sched_info.run_delay;
 	__u64 after = delay + dur; /* run_delay once the scheduler adds this wait */
-	__u64 *seen = bpf_map_lookup_elem(&runq_delay, &tid);
 
-	if (seen) {
-		if (delay > *seen)
-			dur += delay - *seen;
-		*seen = after;
+	if (cfg_task_storage) {
+		struct task_pendings *tp = bpf_task_storage_get(&task_pendings, next, 0,
+								BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+		if (tp) {
+			__u64 seen = tp->run_delay_seen;
+
+			if (seen && delay > seen - 1)
+				dur += delay - (seen - 1);
+			tp->run_delay_seen = after + 1;
+		}
 	} else {
-		bpf_map_update_elem(&runq_delay, &tid, &after, BPF_ANY);
-	}
-	if (!dur)
-		return;
-	__u64 now = bpf_ktime_get_ns();
+		__u64 *seen = bpf_map_lookup_elem(&runq_delay, &tid);
 
-	if (dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])
+		if (seen) {
+			if (delay > *seen)
+				dur += delay - *seen;
+			*seen = after;
+		} else {
+			bpf_map_update_elem(&runq_delay, &tid, &after, BPF_ANY);
+		}
+	}
+	if (!dur || dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])
 		return;
 	stall_count(tgid, tid, CAUSE_RUNQ_WAIT, next, 0, dur, true, false);
 	thread_stall_add(tid, CAUSE_RUNQ_WAIT, dur, false);
 	if (!stream_wanted(CAUSE_RUNQ_WAIT, dur))
 		return;
-	struct event *e = event_reserve(tgid, tid, CAUSE_RUNQ_WAIT, now, dur, next);
+	struct event *e = event_reserve(tgid, tid, CAUSE_RUNQ_WAIT, bpf_ktime_get_ns(), dur, next);
 	if (!e)
 		return;
 	comm_of(e->comm, next);

@@ -4,11 +4,14 @@
 //   - the in-kernel cost per run (run_time_ns / run_cnt from
 //     kernel.bpf_stats_enabled=1) of every numatrace BPF program, traced
 //     system-wide, under three workloads: CPU-affinity flips (task
-//     migrations), memcg limit reclaim, and an mmap/munmap loop (mmap_lock);
+//     migrations), memcg limit reclaim, and an mmap/munmap loop (mmap_lock),
+//     and numatrace's alone under a fourth, writes inside the memory cgroup
+//     (the throttles);
 //   - the same for an empty tp_btf program on sched_migrate_task (the floor)
 //     and for the equivalent bpftrace script on the same tracepoints;
 //   - how long `numatrace attach` takes to have every probe attached;
-//   - numatrace's memory through a storm of threads and events (storm.go).
+//   - numatrace's memory through a storm of threads and events (storm.go);
+//   - the sched_switch program's cost per switch, by job (switchcost.go).
 //
 // Each tracer is attached alone, in its own phase; phases are interleaved
 // over several rounds (the order rotates) because the machine is noisy, and
@@ -36,6 +39,7 @@ type config struct {
 	flipDur, mmapDur                 time.Duration
 	memcgReads                       int
 	fileMiB, limitMiB                int
+	writeMiB                         int
 	attachRuns                       int
 	cgroupName                       string
 
@@ -54,6 +58,7 @@ type config struct {
 	onlyStorm  bool
 	onlySocket bool
 	onlyStacks bool
+	onlySwitch bool
 }
 
 func main() {
@@ -71,6 +76,7 @@ func main() {
 	flag.IntVar(&c.memcgReads, "memcg-reads", 6, "memcg workload: reads of the file per phase")
 	flag.IntVar(&c.fileMiB, "file-mib", 400, "memcg workload: size of the file read")
 	flag.IntVar(&c.limitMiB, "limit-mib", 64, "memcg workload: the cgroup's memory limit")
+	flag.IntVar(&c.writeMiB, "write-mib", 1000, "write workload (numatrace only): MiB written from inside the memory cgroup")
 	flag.IntVar(&c.attachRuns, "attach-runs", 5, "attach-time runs (the median is reported)")
 	flag.StringVar(&c.cgroupName, "cgroup", "nt-bench", "memory cgroup to create for the memcg workload")
 	flag.StringVar(&c.threads, "threads", "", "bench/threads binary")
@@ -87,6 +93,7 @@ func main() {
 	flag.BoolVar(&c.onlyStorm, "only-storm", false, "measure the storm alone (to try it; the report is then incomplete)")
 	flag.BoolVar(&c.onlySocket, "only-socket", false, "measure the socket request timer alone and print its section (BENCHMARKS.md is left as it is)")
 	flag.BoolVar(&c.onlyStacks, "only-stacks", false, "measure the cost of stacks alone and print its section (BENCHMARKS.md is left as it is)")
+	flag.BoolVar(&c.onlySwitch, "only-switch", false, "measure run-queue tracing and the sched_switch program alone and print their sections (BENCHMARKS.md is left as it is)")
 	flag.Parse()
 
 	for _, p := range []struct{ flag, v string }{
@@ -98,9 +105,9 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if c.rounds < 1 || c.attachRuns < 1 || c.memcgReads < 1 || c.overheadRounds < 1 || c.rssThreads < 1 || c.stressDur < time.Second ||
+	if c.rounds < 1 || c.attachRuns < 1 || c.memcgReads < 1 || c.writeMiB < 1 || c.overheadRounds < 1 || c.rssThreads < 1 || c.stressDur < time.Second ||
 		c.stormRate < 1 || c.stormPairs < 1 || c.stormDur <= stormWarmup {
-		fmt.Fprintf(os.Stderr, "bench: -rounds, -attach-runs, -memcg-reads, -overhead-rounds, -rss-threads, -storm-rate and -storm-pairs must be at least 1, -stress-duration 1s, -storm-duration over %s\n", stormWarmup)
+		fmt.Fprintf(os.Stderr, "bench: -rounds, -attach-runs, -memcg-reads, -write-mib, -overhead-rounds, -rss-threads, -storm-rate and -storm-pairs must be at least 1, -stress-duration 1s, -storm-duration over %s\n", stormWarmup)
 		os.Exit(2)
 	}
 
@@ -167,6 +174,18 @@ func run(ctx context.Context, c *config) (err error) {
 			return fmt.Errorf("socket timing: %w", err)
 		}
 		ex.renderSocketTiming(os.Stdout)
+		return nil
+	}
+	if c.onlySwitch {
+		ex := &extra{}
+		if err := measureRunq(ctx, c, ex); err != nil {
+			return fmt.Errorf("run-queue tracing: %w", err)
+		}
+		if err := measureSwitchCost(ctx, c, ex); err != nil {
+			return fmt.Errorf("switch cost: %w", err)
+		}
+		ex.renderRunq(os.Stdout)
+		ex.renderSwitchCost(os.Stdout)
 		return nil
 	}
 	w, err := prepareWorkloads(c, &cl)
@@ -251,7 +270,7 @@ func prepareWorkloads(c *config, cl *cleanups) (*workloads, error) {
 // benchTracers are the tracers compared, each with the workloads it runs.
 func benchTracers() []*tracerKind {
 	return []*tracerKind{
-		{key: "numatrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startNumatraceFallback},
+		{key: "numatrace", workloads: []string{wlMigrate, wlMemcg, wlMmap, wlWrite}, start: startNumatraceFallback},
 		{key: "floor", workloads: []string{wlMigrate}, start: startFloor},
 		{key: "bpftrace", workloads: []string{wlMigrate, wlMemcg, wlMmap}, start: startBpftrace},
 	}
@@ -288,6 +307,9 @@ func measureAll(ctx context.Context, c *config, w *workloads, r *results, tracer
 	}
 	if err := measureRunq(ctx, c, ex); err != nil {
 		return fmt.Errorf("run-queue tracing: %w", err)
+	}
+	if err := measureSwitchCost(ctx, c, ex); err != nil {
+		return fmt.Errorf("switch cost: %w", err)
 	}
 	if err := measureStacks(ctx, c, w, ex); err != nil {
 		return fmt.Errorf("stacks: %w", err)

@@ -52,11 +52,12 @@ type extra struct {
 	rssTracked       int
 	rssKB, rssPeakKB uint64
 
-	request requestTimer
-	socket  socketTiming
-	runq    runqCost
-	stacks  stacksCost
-	storm   *stormResult
+	request    requestTimer
+	socket     socketTiming
+	runq       runqCost
+	switchCost switchCost
+	stacks     stacksCost
+	storm      *stormResult
 }
 
 type recSize struct {

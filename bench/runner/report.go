@@ -102,6 +102,7 @@ var wlLabel = map[string]string{
 	wlMigrate: "migration",
 	wlMemcg:   "memcg reclaim",
 	wlMmap:    "mmap_lock",
+	wlWrite:   "dirty writes",
 }
 
 var refLabel = map[string]string{
@@ -125,6 +126,7 @@ func (r *results) write(path string, ex *extra) []string {
 	ex.renderRequestTimer(&b)
 	ex.renderSocketTiming(&b)
 	ex.renderRunq(&b)
+	ex.renderSwitchCost(&b)
 	ex.renderStacks(&b)
 
 	if !replaceFile(path, b.Bytes()) {
@@ -253,7 +255,7 @@ func (r *results) writeAttachTime(b *bytes.Buffer) {
 
 // reportWorkloads are the workloads of the per-program table, in its
 // column order.
-var reportWorkloads = []string{wlMigrate, wlMemcg, wlMmap}
+var reportWorkloads = []string{wlMigrate, wlMemcg, wlMmap, wlWrite}
 
 // progRow is one program of the per-program table.
 type progRow struct{ tracer, tp, name string }
@@ -357,14 +359,16 @@ func (r *results) writeWorkloads(b *bytes.Buffer) {
 	c := r.c
 	fmt.Fprintf(b, "## Workloads\n\n")
 	fmt.Fprintf(b, "Each tracer ran alone in its own phase; a round is one phase per tracer, and the order of the phases rotates from round to round. "+
-		"numatrace and bpftrace ran all three workloads per phase, the floor only the migration workload.\n\n")
+		"numatrace and bpftrace ran the first three workloads per phase, numatrace the fourth too (its throttle probes have no counterpart in the bpftrace script), the floor only the migration workload.\n\n")
 	fmt.Fprintf(b, "| workload | what runs | per phase, min–max |\n|---|---|---|\n")
 	fmt.Fprintf(b, "| migration | `bench/flip`: one thread flips its CPU affinity between two CPUs for %s; each flip is one migration | %s flips/s |\n",
 		c.flipDur, r.rateRange(wlMigrate))
 	fmt.Fprintf(b, "| memcg reclaim | %d × (drop caches; `cat` a %d MiB file from inside memory cgroup `%s`, limit %d MiB) | %s s; %s memcg reclaims (numatrace's count, then bpftrace's) |\n",
 		c.memcgReads, c.fileMiB, c.cgroupName, c.limitMiB, r.secondsRange(wlMemcg), r.reclaimRange())
-	fmt.Fprintf(b, "| mmap_lock | `bench/mmaploop`: mmap and munmap 64 KiB of anonymous memory in a loop for %s | %s pairs/s |\n\n",
+	fmt.Fprintf(b, "| mmap_lock | `bench/mmaploop`: mmap and munmap 64 KiB of anonymous memory in a loop for %s | %s pairs/s |\n",
 		c.mmapDur, r.rateRange(wlMmap))
+	fmt.Fprintf(b, "| dirty writes | `dd` of %d MiB of zeros to a new file from inside memory cgroup `%s` (limit %d MiB), then the file removed: the writer pauses over its dirty limit (dirty_throttle), reclaim waits for writeback (reclaim_throttle) | %s s |\n\n",
+		c.writeMiB, c.cgroupName, c.limitMiB, r.secondsRange(wlWrite))
 }
 
 // writeMethod writes how the figures were measured.

@@ -32,6 +32,9 @@ const (
 	runqTarget   = "--cgroup T --latency-file, the storm in T"
 	runqOthers   = "--pid P --latency-file, the storm elsewhere"
 	runqFloor    = "an empty program on sched_switch (floor)"
+	// runqOnly is measured for its cost per switch only (switchcost.go):
+	// the program with run-queue wait and without memstall_wait.
+	runqOnly = "--cgroup T --latency-file --no-causes memstall_wait, the storm in T"
 )
 
 var runqPhases = []string{runqBaseline, runqPlain, runqTarget, runqOthers, runqFloor}
@@ -40,6 +43,10 @@ var runqPhases = []string{runqBaseline, runqPlain, runqTarget, runqOthers, runqF
 // workload that is not the target keeps: beyond what any program on those
 // tracepoints costs, numatrace's filter may take 1%.
 const runqOthersTarget = 0.99
+
+// runqTargetMin is the least share of the untraced throughput the storm
+// keeps inside the target with a latency source, the worst case.
+const runqTargetMin = 0.95
 
 type runqCost struct {
 	opsPerSec map[string][]float64 // by phase, by round
@@ -70,7 +77,7 @@ func measureRunq(ctx context.Context, c *config, ex *extra) error {
 	for round := 0; round < c.overheadRounds; round++ {
 		for i := range runqPhases {
 			phase := runqPhases[(i+round)%len(runqPhases)]
-			ops, err := runqPhase(ctx, c, cg, latFile, phase, 3000+round*10+i)
+			ops, err := runqPhase(ctx, c, cg, latFile, phase, 3000+round*10+i, nil)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round+1, phase, err)
 			}
@@ -94,8 +101,10 @@ func runqCgroupDir(name string) string {
 
 // runqPhase runs the storm once. A shell joins T and waits; numatrace
 // attaches to T; then the shell becomes the storm (in T: numatrace follows
-// its forks) and the storm's throughput is returned.
-func runqPhase(ctx context.Context, c *config, cg, latFile, phase string, n int) (float64, error) {
+// its forks) and the storm's throughput is returned. With onSwitch set,
+// what the phase's sched_switch program used during the storm is added to
+// it (BPF stats must be on).
+func runqPhase(ctx context.Context, c *config, cg, latFile, phase string, n int, onSwitch *usage) (float64, error) {
 	switch phase {
 	case runqBaseline:
 		return stressNG(ctx, "switch", c.stressDur)
@@ -104,14 +113,20 @@ func runqPhase(ctx context.Context, c *config, cg, latFile, phase string, n int)
 		if err != nil {
 			return 0, err
 		}
-		ops, err := stressNG(ctx, "switch", c.stressDur)
+		done, err := meterSwitch(ctx, s, onSwitch)
+		var ops float64
+		if err == nil {
+			if ops, err = stressNG(ctx, "switch", c.stressDur); err == nil {
+				err = done()
+			}
+		}
 		if serr := s.stop(); err == nil {
 			err = serr
 		}
 		return ops, err
 	}
 	storm := fmt.Sprintf("stress-ng --switch 2 -t %ds --metrics-brief", int(c.stressDur.Seconds()))
-	inT := phase == runqPlain || phase == runqTarget
+	inT := phase == runqPlain || phase == runqTarget || phase == runqOnly
 	script := `echo $$ > "$1" && read go && exec ` + storm
 	if !inT {
 		script = `read go` // P: sleeps until the phase ends
@@ -145,7 +160,15 @@ func runqPhase(ctx context.Context, c *config, cg, latFile, phase string, n int)
 	if phase != runqPlain {
 		args = append(args, "--latency-file", latFile, "--slo", "5ms")
 	}
+	if phase == runqOnly {
+		args = append(args, "--no-causes", "memstall_wait")
+	}
 	s, err := startNumatraceOn(ctx, c, n, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer s.stop()
+	done, err := meterSwitch(ctx, s, onSwitch)
 	if err != nil {
 		return 0, err
 	}
@@ -160,10 +183,48 @@ func runqPhase(ctx context.Context, c *config, cg, latFile, phase string, n int)
 	} else {
 		ops, err = stressNG(ctx, "switch", c.stressDur)
 	}
+	if err == nil {
+		err = done()
+	}
 	if serr := s.stop(); err == nil {
 		err = serr
 	}
 	return ops, err
+}
+
+// meterSwitch starts metering s's program on sched_switch: the returned
+// function, called once the storm is over, adds what it used since to u.
+// With u nil it meters nothing.
+func meterSwitch(ctx context.Context, s *session, u *usage) (func() error, error) {
+	if u == nil {
+		return func() error { return nil }, nil
+	}
+	if s.progs == nil {
+		if err := s.findPrograms(ctx); err != nil {
+			return nil, err
+		}
+	}
+	id := -1
+	for pid, tp := range s.progs {
+		if tp == "sched_switch" {
+			id = pid
+		}
+	}
+	if id < 0 {
+		return nil, fmt.Errorf("%s holds no program on sched_switch", s.p.name)
+	}
+	before, err := progStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		after, err := progStats(ctx)
+		if err != nil {
+			return err
+		}
+		u.add(delta(before, after, map[int]string{id: ""})[id])
+		return nil
+	}, nil
 }
 
 // startNumatraceOn starts numatrace attach with a target and options,
@@ -206,6 +267,12 @@ func (ex *extra) renderRunq(w io.Writer) {
 			}
 		}
 		target, result := "", ""
+		if phase == runqTarget {
+			target, result = fmt.Sprintf("≥ %.2f", runqTargetMin), "pass"
+			if median(ratios) < runqTargetMin {
+				result = "**miss**"
+			}
+		}
 		if phase == runqOthers {
 			// Against the floor of the same rounds: what numatrace's
 			// filter adds to what any program there costs.

@@ -16,6 +16,7 @@ const (
 	wlMigrate = "migrate"
 	wlMemcg   = "memcg"
 	wlMmap    = "mmap"
+	wlWrite   = "write"
 )
 
 type workloads struct {
@@ -42,6 +43,8 @@ func (w *workloads) run(ctx context.Context, wl string) (workloadNote, error) {
 		return w.tool(ctx, "pairs", w.c.mmaploop, "-duration", w.c.mmapDur.String())
 	case wlMemcg:
 		return w.memcg(ctx)
+	case wlWrite:
+		return w.write(ctx)
 	}
 	return workloadNote{}, fmt.Errorf("unknown workload %q", wl)
 }
@@ -80,6 +83,22 @@ func (w *workloads) memcg(ctx context.Context) (workloadNote, error) {
 		}
 	}
 	return workloadNote{count: uint64(w.c.memcgReads), seconds: time.Since(start).Seconds()}, nil
+}
+
+// write writes writeMiB of zeros to a new file from inside the limited
+// cgroup, then removes it: the writer runs over its dirty limit and
+// pauses (balance_dirty_pages: dirty_throttle), and the cgroup's reclaim
+// meets pages under writeback and waits for them (reclaim_throttle).
+func (w *workloads) write(ctx context.Context) (workloadNote, error) {
+	path := filepath.Join(w.c.workdir, "nt-bench-write.dat")
+	defer os.Remove(path)
+	start := time.Now()
+	_, err := runFg(ctx, "/bin/sh", "-c", `echo $$ > "$1" && exec dd if=/dev/zero of="$2" bs=1M count="$3" status=none`,
+		"sh", w.cg.procsFile(), path, strconv.Itoa(w.c.writeMiB))
+	if err != nil {
+		return workloadNote{}, err
+	}
+	return workloadNote{count: uint64(w.c.writeMiB), seconds: time.Since(start).Seconds()}, nil
 }
 
 // cgroup is the memory cgroup of the memcg workload.

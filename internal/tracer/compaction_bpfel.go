@@ -58,8 +58,9 @@ type compactionPendingKey struct {
 }
 
 type compactionTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]compactionPending
+	_            structs.HostLayout
+	Slot         [9]compactionPending
+	RunDelaySeen uint64
 }
 
 type compactionThreadCounts struct {

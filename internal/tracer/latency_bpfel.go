@@ -58,8 +58,9 @@ type latencyPendingKey struct {
 }
 
 type latencyTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]latencyPending
+	_            structs.HostLayout
+	Slot         [9]latencyPending
+	RunDelaySeen uint64
 }
 
 type latencyThreadCounts struct {

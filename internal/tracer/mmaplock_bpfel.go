@@ -58,8 +58,9 @@ type mmaplockPendingKey struct {
 }
 
 type mmaplockTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]mmaplockPending
+	_            structs.HostLayout
+	Slot         [9]mmaplockPending
+	RunDelaySeen uint64
 }
 
 type mmaplockThreadCounts struct {

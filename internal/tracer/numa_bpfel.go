@@ -58,8 +58,9 @@ type numaPendingKey struct {
 }
 
 type numaTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]numaPending
+	_            structs.HostLayout
+	Slot         [9]numaPending
+	RunDelaySeen uint64
 }
 
 type numaThreadCounts struct {

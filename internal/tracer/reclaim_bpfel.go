@@ -58,8 +58,9 @@ type reclaimPendingKey struct {
 }
 
 type reclaimTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]reclaimPending
+	_            structs.HostLayout
+	Slot         [9]reclaimPending
+	RunDelaySeen uint64
 }
 
 type reclaimThreadCounts struct {

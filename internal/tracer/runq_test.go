@@ -61,7 +61,8 @@ const spin = "while :; do :; done"
 // a compare. In "moved", each CPU has a spinner of its own and the target
 // is moved from one to the other every millisecond, often while it waits:
 // a wait begun on one CPU's queue and ended on the other's must count
-// whole.
+// whole. Each again with run_delay kept in the hash of kernels without
+// task storage.
 func TestRunqWaitMatchesSchedstat(t *testing.T) {
 	testutil.RequireRoot(t)
 	if err := schedInfoOn(nil); err != nil {
@@ -70,13 +71,17 @@ func TestRunqWaitMatchesSchedstat(t *testing.T) {
 	for _, c := range []struct {
 		name, cpus, loop string
 		least            uint64 // the set-up is wrong below this much waiting
+		hash             bool
 	}{
-		{"preempted", "0", spin, 200e6},
-		{"woken", "0", "while :; do /bin/true; done", 5e6},
-		{"moved", "0", spin, 100e6},
+		{"preempted", "0", spin, 200e6, false},
+		{"woken", "0", "while :; do /bin/true; done", 5e6, false},
+		{"moved", "0", spin, 100e6, false},
+		{"preempted/hash", "0", spin, 200e6, true},
+		{"woken/hash", "0", "while :; do /bin/true; done", 5e6, true},
+		{"moved/hash", "0", spin, 100e6, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			moved := c.name == "moved"
+			moved := strings.HasPrefix(c.name, "moved")
 			testutil.RequireFeature(t, !moved || runtime.NumCPU() >= 2, "needs two CPUs")
 			target, other := pinned(t, c.cpus, c.loop), pinned(t, c.cpus, spin)
 			if moved {
@@ -101,7 +106,7 @@ func TestRunqWaitMatchesSchedstat(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			pid := target.Process.Pid
 			topo, _ := topology.Read("/sys")
-			cfg := Config{Filter: FilterPIDs, PIDs: []uint32{uint32(pid)}, Topology: topo, RunqWait: true}
+			cfg := Config{Filter: FilterPIDs, PIDs: []uint32{uint32(pid)}, Topology: topo, RunqWait: true, noTaskStorage: c.hash}
 			if singleTgid(cfg) != uint32(pid) {
 				t.Fatalf("a --pid target is not compared directly: %d", singleTgid(cfg))
 			}

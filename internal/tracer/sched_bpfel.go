@@ -63,8 +63,9 @@ type schedPendingKey struct {
 }
 
 type schedTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]schedPending
+	_            structs.HostLayout
+	Slot         [9]schedPending
+	RunDelaySeen uint64
 }
 
 type schedThreadCounts struct {

@@ -76,8 +76,9 @@ type sockreqSockreqConn struct {
 }
 
 type sockreqTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]sockreqPending
+	_            structs.HostLayout
+	Slot         [9]sockreqPending
+	RunDelaySeen uint64
 }
 
 type sockreqThreadCounts struct {

@@ -58,8 +58,9 @@ type throttlePendingKey struct {
 }
 
 type throttleTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]throttlePending
+	_            structs.HostLayout
+	Slot         [9]throttlePending
+	RunDelaySeen uint64
 }
 
 type throttleThreadCounts struct {

@@ -304,6 +304,8 @@ func (t *Tracer) sharedMap(name string, ms *ebpf.MapSpec) *ebpf.MapSpec {
 		ms.Type, ms.Flags, ms.MaxEntries = ebpf.Hash, 0, 1
 	case name == typesMapPendings && t.taskStorage:
 		ms.MaxEntries = 1 // never used: open stalls are in task storage
+	case name == typesMapRunqDelay && t.taskStorage:
+		ms.MaxEntries = 1 // never used: run_delay is kept in task storage
 	case name == typesMapEvents && t.cfg.RingBufBytes > 0:
 		ms.MaxEntries = uint32(t.cfg.RingBufBytes)
 	case name == typesMapThreadStalls && !t.cfg.RequestStalls:

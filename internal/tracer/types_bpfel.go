@@ -221,8 +221,9 @@ type typesStackEvent struct {
 }
 
 type typesTaskPendings struct {
-	_    structs.HostLayout
-	Slot [9]typesPending
+	_            structs.HostLayout
+	Slot         [9]typesPending
+	RunDelaySeen uint64
 }
 
 type typesThreadCounts struct {
