@@ -96,7 +96,7 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 	}
 	lines, console, err := Guest{Kernel: k, Vmlinuz: ex.Vmlinuz, Initrd: initrd, Scenarios: scenarios,
 		Limit: limit, Args: extra}.Boot(context.Background())
-	t.Logf("kernel %s: guest ran %s", k.Name, time.Since(start).Round(time.Second))
+	t.Logf("kernel %s: guest ran %s; scenarios finished: %s", k.Name, time.Since(start).Round(time.Second), finished(lines))
 	r := &guestRun{Kernel: k, Lines: lines, Console: console, Results: map[string]json.RawMessage{}}
 	for _, l := range lines {
 		switch l.Kind {
@@ -116,10 +116,34 @@ func boot(t *testing.T, k Kernel, scenarios []string, limit time.Duration) *gues
 		t.Fatalf("kernel %s: the guest kernel reported %q (%v):\n%s", k.Name, sign, err, console[max(0, i-200):min(len(console), i+12000)])
 	}
 	if err != nil {
-		// What the guest said went wrong (a stuck command's stacks) first.
-		t.Fatalf("kernel %s: %v\nguest errors:\n%s\nconsole tail:\n%s", k.Name, err, strings.Join(r.Errors, "\n"), tail(console, 3000))
+		// What the guest said went wrong (a stuck command's stacks) first,
+		// and how far it got: a guest slowed down past its deadline has
+		// finished scenarios in their usual times, a hung one has not.
+		t.Fatalf("kernel %s: %v\nscenarios finished: %s\nguest errors:\n%s\nconsole tail:\n%s", k.Name, err,
+			finished(lines), strings.Join(r.Errors, "\n"), tail(console, 3000))
 	}
 	return r
+}
+
+// finished lists the scenarios a guest reported, in order, each with its
+// time in the guest.
+func finished(lines []Line) string {
+	var done []string
+	for _, l := range lines {
+		if l.Kind != "NTRESULT" {
+			continue
+		}
+		var head struct {
+			Scenario string
+			WallMs   int64 `json:"wall_ms"`
+		}
+		json.Unmarshal(l.Body, &head)
+		done = append(done, fmt.Sprintf("%s (%.1fs)", head.Scenario, float64(head.WallMs)/1000))
+	}
+	if len(done) == 0 {
+		return "none"
+	}
+	return strings.Join(done, ", ")
 }
 
 func tail(s string, n int) string {

@@ -20,10 +20,16 @@ import (
 // that does not attach fails the test.
 var lacks = map[string]map[string]string{
 	"5.10": {
-		"numa_migration": "5.10 has no mm_migrate_pages_start tracepoint to time a migration from",
-		"mmap_lock":      "the mmap_lock tracepoints came in 5.12",
+		"numa_migration":   "5.10 has no mm_migrate_pages_start tracepoint to time a migration from",
+		"mmap_lock":        "the mmap_lock tracepoints came in 5.12",
+		"reclaim_throttle": "mm_vmscan_throttled came in 5.16",
+		"memstall_wait":    "its open waits are kept in task storage, which tracing programs have from 5.12",
 	},
 }
+
+// lackError is what the error of a probe a kernel lacks says, where the
+// missing piece is not a hook ("not in this kernel").
+var lackError = map[string]string{"memstall_wait": "task storage"}
 
 type stallAgg struct {
 	TID         int              `json:"tid"`
@@ -33,7 +39,9 @@ type stallAgg struct {
 	Count       int64            `json:"count"`
 	TotalNs     int64            `json:"total_ns"`
 	Pages       int64            `json:"pages"`
+	Reasons     map[string]int64 `json:"reasons"`
 	ReasonPages map[string]int64 `json:"reason_pages"`
+	ReasonNs    map[string]int64 `json:"reason_ns"`
 	Moves       map[string]int64 `json:"moves"`
 }
 
@@ -95,6 +103,20 @@ type result struct {
 	DoctorPID *doctor.Report `json:"doctor_pid"`
 	// NumatraceCPUs is the Cpus_allowed_list of the harness's numatrace.
 	NumatraceCPUs string `json:"numatrace_cpus"`
+	// Pressure is the scenario's cgroup's memory PSI over the workload,
+	// beside numatrace's stall time for the workload's process.
+	Pressure *struct {
+		Group        string `json:"group"`
+		FromNs       uint64 `json:"from_ns"`
+		ToNs         uint64 `json:"to_ns"`
+		SomeNs       int64  `json:"some_ns"`
+		FullNs       int64  `json:"full_ns"`
+		SystemSomeNs int64  `json:"system_some_ns"`
+		UnionNs      int64  `json:"union_ns"`
+		SumNs        int64  `json:"sum_ns"`
+		Stalls       int    `json:"stalls"`
+		Sentence     string `json:"sentence"`
+	} `json:"pressure"`
 }
 
 // finding returns the report's finding of check, or nil.
@@ -183,6 +205,9 @@ func kernelScenarios(k Kernel) []string {
 		// thp first: the reclaim scenarios leave compaction deferred.
 		scenarios = append(scenarios, "bind", "crossnode", "mmaplock", "thp", "zonereclaim1", "zonereclaim0", "directreclaim")
 	}
+	if probeAttached(k, "memstall_wait") {
+		scenarios = append(scenarios, "memoryhigh")
+	}
 	if *only != "" {
 		scenarios = slices.DeleteFunc(scenarios, func(s string) bool { return !slices.Contains(strings.Split(*only, ","), s) })
 	}
@@ -238,6 +263,7 @@ var checks = map[string]func(*testing.T, Kernel, *result){
 	"mmaplock":      checkMmapLockPaths,
 	"directreclaim": checkDirectReclaim,
 	"thp":           checkTHP,
+	"memoryhigh":    checkMemoryHigh,
 }
 
 func probeAttached(k Kernel, name string) bool {
@@ -325,7 +351,11 @@ func checkProbes(t *testing.T, k Kernel, r *result) {
 		case !p.Attached && !known:
 			t.Errorf("%s did not attach on %s: %s", p.Name, k.Name, p.Error)
 		case !p.Attached:
-			if !strings.Contains(p.Error, "not in this kernel") {
+			want := "not in this kernel"
+			if w, ok := lackError[p.Name]; ok {
+				want = w
+			}
+			if !strings.Contains(p.Error, want) {
 				t.Errorf("%s on %s failed for another reason than the missing hook: %s", p.Name, k.Name, p.Error)
 			}
 			t.Logf("%s: not on %s (%s): %s", p.Name, k.Name, why, p.Error)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/numatrace/numatrace/internal/psi"
 )
 
 const numatrace = "/bin/numatrace"
@@ -35,6 +37,7 @@ var setups = map[string]func() (func(), error){
 		return sysctls("/sys/kernel/mm/transparent_hugepage/enabled", "always",
 			"/sys/kernel/mm/transparent_hugepage/defrag", "always")
 	},
+	"memoryhigh": setupMemoryHigh,
 }
 
 // sysctls writes path, value pairs in order; the undo restores them in
@@ -101,6 +104,14 @@ func runScenario(name string) (map[string]any, error) {
 		return nil, err
 	}
 	defer nt.out.Close()
+	// The group's PSI from here, with numatrace attached, to the end of
+	// the workload: its process is in the group only in between.
+	pr, err := startPressure(name)
+	if err != nil {
+		nt.cmd.Process.Kill()
+		nt.cmd.Wait()
+		return nil, err
+	}
 	before := vmstat()
 	work, err := startScenarioWorkload(name)
 	if err != nil {
@@ -121,12 +132,21 @@ func runScenario(name string) (map[string]any, error) {
 	res["workload_ms"] = time.Since(work.start).Milliseconds()
 	time.Sleep(300 * time.Millisecond) // let the last events reach the ring buffer
 	after := vmstat()
+	var spans []psi.Span
+	if pr != nil {
+		spans = pr.finish()
+	}
 	nt.cmd.Process.Signal(syscall.SIGINT)
 	if err := runWait(nt.cmd, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("numatrace: %v: %s", err, nt.stderr.String())
 	}
 	if err := gatherResults(res, work, before, after); err != nil {
 		return nil, err
+	}
+	if pr != nil {
+		if res["pressure"], err = comparePressure(spans, "/tmp/nt.json", work.cmd.Process.Pid); err != nil {
+			return nil, err
+		}
 	}
 	if wantRecordings() {
 		if err := sendRecording(name, recording); err != nil {
@@ -220,7 +240,11 @@ func startScenarioWorkload(name string) (*scenarioWorkload, error) {
 	work.Stdout, work.Stderr = w.stdout, w.stderr
 	w.start = time.Now()
 	os.Remove(BindReady)
-	if err := work.Start(); err != nil {
+	start := work.Start
+	if cpus, ok := workCPUs[name]; ok {
+		start = func() error { return startUnbalanced(work, cpus...) }
+	}
+	if err := start(); err != nil {
 		return nil, err
 	}
 	os.Remove(CrossReady)
@@ -338,8 +362,9 @@ type stallAgg struct {
 	Count       int64            `json:"count"`
 	TotalNs     int64            `json:"total_ns"`
 	Pages       int64            `json:"pages"`
-	Reasons     map[string]int64 `json:"reasons,omitempty"`      // numa_migration: events per reason
+	Reasons     map[string]int64 `json:"reasons,omitempty"`      // numa_migration, memstall_wait...: events per reason
 	ReasonPages map[string]int64 `json:"reason_pages,omitempty"` // numa_migration: pages per reason
+	ReasonNs    map[string]int64 `json:"reason_ns,omitempty"`    // time per reason
 	Moves       map[string]int64 `json:"moves,omitempty"`        // numa_task_move: "move 0->1"
 }
 
@@ -376,6 +401,7 @@ func digest(path string) ([]*stallAgg, any, error) {
 // streamLine is what digest reads of one line of numatrace's NDJSON.
 type streamLine struct {
 	Type    string `json:"type"`
+	TsNs    uint64 `json:"ts_ns"` // the stall's end
 	TID     uint32 `json:"tid"`
 	PID     uint32 `json:"pid"`
 	Comm    string `json:"comm"`
@@ -387,6 +413,7 @@ type streamLine struct {
 	SrcNode int    `json:"src_node"`
 	DstNode int    `json:"dst_node"`
 	Pass    int    `json:"pass"`
+	Nested  bool   `json:"nested"`
 }
 
 // stallAggs are the stall aggregates by thread and cause, in the order
@@ -437,6 +464,10 @@ func (a *stallAgg) add(l streamLine) {
 			a.ReasonPages = map[string]int64{}
 		}
 		a.ReasonPages[l.Reason] += l.Pages
+		if a.ReasonNs == nil {
+			a.ReasonNs = map[string]int64{}
+		}
+		a.ReasonNs[l.Reason] += l.DurNs
 	}
 	if l.Move != "" {
 		if a.Moves == nil {
@@ -457,10 +488,21 @@ func (a *stallAgg) add(l streamLine) {
 // node 0 (one make vmtest run ended with 43508 pages on N0, 5644 on N1). On
 // CPU 1 it cannot reclaim node 0 at all and allocates from node 1, where
 // memory is free.
+//
+// memoryhigh's workload has CPU 1 to itself (workCPUs), numatrace CPU 0.
 var ntCPUs = map[string][]int{
 	"zonereclaim1": {1},
 	"zonereclaim0": {1},
+	"memoryhigh":   {0},
 }
+
+// workCPUs starts a scenario's workload on these CPUs, unbalanced as
+// numatrace is. memoryhigh's group must be busy on one CPU only: PSI
+// weighs each CPU's stall time by the group's busy time there, so a
+// process that moved between the CPUs would stall for longer than its
+// group's "some" says. Nor may NUMA balancing migrate its pages: those
+// are stalls numatrace times and PSI does not count.
+var workCPUs = map[string][]int{"memoryhigh": {1}}
 
 // startUnbalanced starts c with a memory policy that NUMA balancing leaves
 // alone (a bind to every node, without migrate-on-fault), and on cpus if

@@ -57,6 +57,8 @@ func runWorkload(name string) error {
 		r, err = mmapLockBoth()
 	case "thp":
 		r, err = thpCompaction()
+	case "memoryhigh":
+		r, err = memoryHigh()
 	default:
 		return fmt.Errorf("unknown scenario %q", name)
 	}
