@@ -330,7 +330,9 @@ func (u UncoveredPressure) Share() float64 {
 	if u.WindowNs == 0 {
 		return 0
 	}
-	return float64(u.SomeNs) / float64(u.WindowNs)
+	// At most all of it: a reading late by a window puts two windows'
+	// growth in one.
+	return min(1, float64(u.SomeNs)/float64(u.WindowNs))
 }
 
 // Result is the whole analysis.
