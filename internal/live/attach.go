@@ -261,9 +261,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 // runContext ends on Ctrl-C, SIGTERM, SIGHUP or after d (if not zero).
 // Once it ends, Ctrl-C and SIGTERM are the default again: a second Ctrl-C
 // kills at once. A hang-up (the terminal closed, an ssh session dropped)
-// is caught until cancel: the shell passes its own on, and that second
-// SIGHUP must not kill the run while it closes the recording and writes
-// the report.
+// is caught, and after cancel ignored: the shell passes its own on, and
+// that second SIGHUP must not kill the run while it closes the recording,
+// writes the report and closes its BPF objects.
 func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	hup := make(chan os.Signal, 1)
@@ -276,7 +276,10 @@ func runContext(d time.Duration) (context.Context, context.CancelFunc) {
 		case <-ctx.Done():
 		}
 	}()
-	cancel := func() { hungUp(); stop(); signal.Stop(hup) }
+	// A hang-up after the run stays ignored: closing the BPF objects
+	// still follows, and the shell's second SIGHUP killed that (with 17
+	// probes' programs to close, it came 20 ms after the first one).
+	cancel := func() { hungUp(); stop(); signal.Ignore(syscall.SIGHUP) }
 	if d > 0 {
 		var cancelTimeout context.CancelFunc
 		ctx, cancelTimeout = context.WithTimeout(ctx, d)
