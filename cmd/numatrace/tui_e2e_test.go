@@ -127,7 +127,7 @@ func TestTUILiveAttachInATerminal(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	s.keys(t, "q")
 	// After the view, the text report stays in the terminal.
-	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "("+shown+")")
+	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "("+shown) // the note names the target, escaped
 	if got := s.paneTitle(t); got != title {
 		t.Errorf("the pane's title changed from %q to %q", title, got)
 	}
