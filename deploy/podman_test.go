@@ -369,7 +369,12 @@ func stableDoctor(t *testing.T, out string) string {
 	fs, _ := v["findings"].([]any)
 	for _, f := range fs {
 		m, ok := f.(map[string]any)
-		if !ok || m["check"] == "container" {
+		// PSI's averages move between two readings seconds apart (after
+		// the tests before this one, by 4 points of avg10 in a CI run),
+		// and their severity with them: what is compared is the machine's
+		// settings, which hold still.
+		check, _ := m["check"].(string)
+		if !ok || check == "container" || strings.HasPrefix(check, "psi_") {
 			continue
 		}
 		keep = append(keep, map[string]any{"check": m["check"], "severity": m["severity"], "title": m["title"], "evidence": m["evidence"]})
