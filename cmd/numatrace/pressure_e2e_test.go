@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // pressureSummary is what the summary line says of memory pressure.
 type pressureSummary struct {
 	Type          string `json:"type"`
 	MemoryStallNs uint64 `json:"memory_stall_ns"`
+	LostEvents    uint64 `json:"lost_events"`
 	PSI           []struct {
 		Scope       string   `json:"scope"`
 		SomeNs      uint64   `json:"some_ns"`
@@ -106,6 +108,11 @@ func TestThrashingMatchesPSI(t *testing.T) {
 		t.Fatalf("the reader is gone before numatrace attached: %s", out.String())
 	}
 	run := startAttach(t, "--pid", strconv.Itoa(cmd.Process.Pid), "--json", "--duration", "8s")
+	// numatrace works on the reader's CPU: the system's PSI weighs each
+	// CPU's stall time by how busy the CPU was, so its own work on the
+	// other CPU would dilute the reader's stall in /proc/pressure/memory
+	// (17% once, with a poller running beside).
+	pinThreads(t, run.cmd.Process.Pid, 0)
 	before, groupBefore := psiSome(t, system), psiSome(t, groupPSI)
 	run.wait(t, 30*time.Second)
 	grew, groupGrew := psiSome(t, system)-before, psiSome(t, groupPSI)-groupBefore
@@ -118,13 +125,16 @@ func TestThrashingMatchesPSI(t *testing.T) {
 	}
 	byReason := map[string]time.Duration{}
 	var memstall time.Duration
-	type span struct{ start, end float64 }
+	type span struct {
+		start, end float64
+		tid        any
+	}
 	spans := map[string][]span{} // the reader's memory stalls that count, by cause
 	for _, s := range stalls {
 		if s["nested"] != true && s["cause"] != "runq_wait" {
 			end := s["ts_ns"].(float64)
 			c := s["cause"].(string)
-			spans[c] = append(spans[c], span{end - s["dur_ns"].(float64), end})
+			spans[c] = append(spans[c], span{end - s["dur_ns"].(float64), end, s["tid"]})
 		}
 		switch s["cause"] {
 		case "memstall_wait":
@@ -139,8 +149,8 @@ func TestThrashingMatchesPSI(t *testing.T) {
 	}
 	ours := time.Duration(sum.MemoryStallNs)
 	t.Logf("warm-up: %d reads", warmed)
-	t.Logf("PSI some grew %v (the reader's group: %v); numatrace's union of memory stalls %v (memstall_wait %v: %v); psi %+v",
-		grew, groupGrew, ours, memstall, byReason, sum.PSI)
+	t.Logf("PSI some grew %v (the reader's group: %v); numatrace's union of memory stalls %v (memstall_wait %v: %v; %d events lost); psi %+v",
+		grew, groupGrew, ours, memstall, byReason, sum.LostEvents, sum.PSI)
 	if memstall < 200*time.Millisecond {
 		t.Fatalf("memstall_wait timed %v in 8 s of thrashing: the set-up did not thrash, or the probe saw none of it", memstall)
 	}
@@ -149,7 +159,7 @@ func TestThrashingMatchesPSI(t *testing.T) {
 	for _, m := range spans["memstall_wait"] {
 		for _, r := range spans["memcg_reclaim"] {
 			if m.start < r.end && r.start < m.end {
-				t.Fatalf("memstall_wait [%.0f, %.0f] overlaps memcg_reclaim [%.0f, %.0f]", m.start, m.end, r.start, r.end)
+				t.Fatalf("memstall_wait [%.0f, %.0f] of tid %v overlaps memcg_reclaim [%.0f, %.0f] of tid %v", m.start, m.end, m.tid, r.start, r.end, r.tid)
 			}
 		}
 	}
@@ -180,6 +190,24 @@ func TestThrashingMatchesPSI(t *testing.T) {
 	}
 	if want := "/" + filepath.Base(group); !scopes["system"] || !scopes[want] {
 		t.Errorf("the report's PSI scopes %v, want system and %s", scopes, want)
+	}
+}
+
+// pinThreads moves every thread of process pid to cpu; threads it starts
+// later inherit the mask from the thread that starts them.
+func pinThreads(t *testing.T, pid, cpu int) {
+	t.Helper()
+	tids, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	for _, d := range tids {
+		tid, _ := strconv.Atoi(d.Name())
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			t.Fatalf("pin thread %d of %d to CPU %d: %v", tid, pid, cpu, err)
+		}
 	}
 }
 
