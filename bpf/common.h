@@ -63,9 +63,8 @@ const volatile __u64 cfg_min_event_ns[CAUSE_MAX] = {};
 const volatile __u64 cfg_stacks_min_ns = 0;
 /* bpf_task_pt_regs is there (5.15+): read the word at the user stack pointer. */
 const volatile __u32 cfg_task_regs = 0;
-/* The sched_switch program's two jobs, each on when its probe attaches:
- * run-queue wait of the switched-in thread, and memstall_wait. */
-const volatile __u32 cfg_runq = 0;
+/* memstall_wait is on (the sched_switch program is picked by its jobs,
+ * not told them: sched.bpf.c); throttles ask it for their nesting. */
 const volatile __u32 cfg_memstall = 0;
 /* Kernel text ranges of the memstall wait sites, [start, end) per
  * enum memstall_reason 1..MEMSTALL_SITES (index reason - 1), from
@@ -150,11 +149,13 @@ struct pending {
 const volatile __u32 cfg_task_storage = 0;
 
 struct task_pendings {
-	struct pending slot[SLOT_MAX];
 	/* runq_wait: the thread's run_delay as its last switch-in left it,
 	 * plus one (0: not seen yet). Beside the slots, so a switch-in of a
-	 * traced thread costs one lookup in the task, not one in a hash. */
+	 * traced thread costs one lookup in the task, not one in a hash; and
+	 * first, on the cache line of the storage's own header, which the
+	 * lookup reads: every switch-in of a traced thread reads it. */
 	__u64 run_delay_seen;
+	struct pending slot[SLOT_MAX];
 };
 
 struct {

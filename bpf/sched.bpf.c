@@ -233,7 +233,8 @@ int follow_fork(struct bpf_raw_tracepoint_args *ctx)
  * the thread's task storage (a hash where there is none): one lookup per
  * switch of a traced thread, and nothing on its switch-out.
  */
-static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u32 tid)
+static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u32 tid, bool storage,
+				      struct task_pendings *tp)
 {
 	/* Plain loads (tp_btf): a probe read each would be a helper call. */
 	__u64 queued = next->sched_info.last_queued;
@@ -243,10 +244,7 @@ static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u3
 	__u64 delay = next->sched_info.run_delay;
 	__u64 after = delay + dur; /* run_delay once the scheduler adds this wait */
 
-	if (cfg_task_storage) {
-		struct task_pendings *tp = bpf_task_storage_get(&task_pendings, next, 0,
-								BPF_LOCAL_STORAGE_GET_F_CREATE);
-
+	if (storage) {
 		if (tp) {
 			__u64 seen = tp->run_delay_seen;
 
@@ -278,10 +276,17 @@ static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u3
 	event_submit(e);
 }
 
-/* task_struct::in_memstall, the bit psi_memstall_enter sets (5.x on). */
+/*
+ * Whether t is inside a PSI memory stall: its TSK_MEMSTALL flag, which
+ * PSI keeps equal to in_memstall (the bit psi_memstall_enter sets) for a
+ * task on a run queue or on a CPU. psi_sched_switch has just written
+ * prev's and next's psi_flags, so the word is in cache, where in_memstall
+ * is on a line the switch may not have touched: this test is on every
+ * switch. memstall_wait runs only where PSI is on, which keeps the flags.
+ */
 static __always_inline bool in_memstall(struct task_struct *t)
 {
-	return BPF_CORE_READ_BITFIELD(t, in_memstall);
+	return t->psi_flags & (1u << bpf_core_enum_value(enum psi_task_count, NR_MEMSTALL));
 }
 
 #define MEMSTALL_FRAMES 24
@@ -355,14 +360,20 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, __
 		counter_add(COUNTER_LOST_EVENTS, 1);
 		return;
 	}
+	struct pending *p = &tp->slot[SLOT_MEMSTALL];
+
+	/* Still open at a switch-out: the thread has run since, so its
+	 * switch-in went unseen, and the wait's end with it. Kept, it would
+	 * stretch over the thread's running time (and any reclaim in it):
+	 * it is lost, and counted. */
+	if (p->start_ns) {
+		p->start_ns = 0;
+		counter_add(COUNTER_LOST_EVENTS, 1);
+	}
 #pragma unroll
 	for (__u32 slot = 0; slot < SLOT_MEMSTALL; slot++)
 		if (tp->slot[slot].start_ns)
 			return;
-	struct pending *p = &tp->slot[SLOT_MEMSTALL];
-
-	if (p->start_ns) /* still open: a preemption before it ran again */
-		return;
 	p->start_ns = now;
 	p->who = who;
 	p->aux = memstall_reason(ctx);
@@ -410,14 +421,17 @@ static __always_inline void memstall_in(struct task_struct *next, __u64 now)
 }
 
 /*
- * Every context switch: one program for both jobs that need it, so the
- * hottest hook runs one program. A thread that is not in a memory stall
- * costs memstall_wait one bit test on each side.
+ * Every context switch: one program for the jobs that need it, so the
+ * hottest hook runs one program, built once per set of jobs so that no
+ * switch reads which jobs are on. On this hook each cache line the
+ * scheduler has not just touched costs 25-40 ns (make bench), a load of
+ * a global among them; prev's and next's psi_flags it has. So a thread
+ * that is not in a memory stall costs memstall_wait two loads of those.
  */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline int on_switch_jobs(void *ctx, struct task_struct *prev, struct task_struct *next,
+					  bool memstall, bool runq)
 {
-	if (cfg_memstall) {
+	if (memstall) {
 		/* Only a thread whose memstall_wait opened has one to close:
 		 * the switch-in looks for it without the filter. */
 		if (in_memstall(prev))
@@ -425,15 +439,51 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		if (in_memstall(next))
 			memstall_in(next, bpf_ktime_get_ns());
 	}
-	if (!cfg_runq)
+	if (!runq)
 		return 0;
 	__u32 tid = next->pid;
 	__u32 tgid = next->tgid;
 
-	/* The filter first: this runs on every switch of every thread, and
-	 * for a --pid target it is a compare, not a map lookup. */
-	if (!wanted(tgid, tid))
+	/* The filter first: this runs on every switch of every thread. For
+	 * any other thread than a --pid target's it is a compare. */
+	if (cfg_filter_tgid && tgid != cfg_filter_tgid)
 		return 0;
-	runq_wait(next, tgid, tid);
+	/* memstall_wait runs only with task storage: no need to ask. */
+	bool storage = memstall || cfg_task_storage;
+	struct task_pendings *tp = NULL;
+
+	/* A thread the filter passed has its run_delay in its task storage,
+	 * which runq_wait reads anyway, and passes again (a process leaves
+	 * the targets only as it exits): no look-up of its process. */
+	if (storage)
+		tp = bpf_task_storage_get(&task_pendings, next, 0, 0);
+	if (!tp || !tp->run_delay_seen) {
+		if (!wanted(tgid, tid))
+			return 0;
+		if (storage)
+			tp = bpf_task_storage_get(&task_pendings, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
+	runq_wait(next, tgid, tid, storage, tp);
 	return 0;
+}
+
+/* Both jobs: memstall_wait and, with a latency source, runq_wait. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch_jobs(ctx, prev, next, true, true);
+}
+
+/* memstall_wait alone: every trace without a latency source. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch_ms, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch_jobs(ctx, prev, next, true, false);
+}
+
+/* runq_wait alone: where memstall_wait cannot run, or is left out. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch_rq, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch_jobs(ctx, prev, next, false, true);
 }

@@ -16,8 +16,8 @@ import (
 // every trace and run-queue wait with a latency source and a target, so
 // it is measured with each job alone, with both, and against the empty
 // program there. A switch of a thread that is not in a memory stall costs
-// memstall_wait its in_memstall check, on prev and on next: what
-// memstall-only adds to the floor.
+// memstall_wait its in_memstall check (the psi_flags of prev and of
+// next): what memstall-only adds to the floor.
 var switchCostPhases = []string{runqFloor, runqPlain, runqOnly, runqTarget, runqOthers}
 
 // switchCostJob says which of on_switch's jobs each phase turns on.
@@ -102,7 +102,7 @@ func (ex *extra) renderSwitchCost(w io.Writer) {
 	p("")
 	p("## The sched_switch program's cost per switch")
 	p("")
-	p("`on_switch`, numatrace's one program on sched_switch, serves memstall_wait (attached in every trace: where a thread enters or leaves the CPU inside a PSI memory stall) and run-queue wait (with a latency source and a target). Its `run_time_ns / run_cnt` with `kernel.bpf_stats_enabled=1`, during the run-queue section's storm (`stress-ng --switch 2`, %s per phase, the storm in T but for the last row), phases rotating over %d rounds; every switch on the machine meanwhile is in the count. The floor is an empty tp_btf program on sched_switch; the clock reads BPF stats add are in every row alike. No thread of the storm is in a memory stall, so memstall_wait's whole cost on them is its `in_memstall` check on prev and on next: memstall only, above the floor.", sc.phase, len(sc.perRound[runqFloor]))
+	p("`on_switch`, numatrace's one program on sched_switch, serves memstall_wait (attached in every trace: where a thread enters or leaves the CPU inside a PSI memory stall) and run-queue wait (with a latency source and a target); it is built once per set of jobs (`on_switch_ms`, `on_switch_rq`), so no switch loads a global to learn which are on: on this hook each cache line the scheduler has not just touched costs 25-40 ns here. Its `run_time_ns / run_cnt` with `kernel.bpf_stats_enabled=1`, during the run-queue section's storm (`stress-ng --switch 2`, %s per phase, the storm in T but for the last row), phases rotating over %d rounds; every switch on the machine meanwhile is in the count. The floor is an empty tp_btf program on sched_switch; the clock reads BPF stats add are in every row alike. No thread of the storm is in a memory stall, so memstall_wait's whole cost on them is its `in_memstall` check on prev and on next: memstall only, above the floor.", sc.phase, len(sc.perRound[runqFloor]))
 	p("")
 	if sc.why != "" {
 		p("Not measured: %s.", sc.why)

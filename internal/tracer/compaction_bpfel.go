@@ -59,8 +59,8 @@ type compactionPendingKey struct {
 
 type compactionTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]compactionPending
 	RunDelaySeen uint64
+	Slot         [9]compactionPending
 }
 
 type compactionThreadCounts struct {
@@ -113,7 +113,6 @@ const (
 	compactionVarCfgNotMemory         = "cfg_not_memory"
 	compactionVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	compactionVarCfgRequestStalls     = "cfg_request_stalls"
-	compactionVarCfgRunq              = "cfg_runq"
 	compactionVarCfgSelfTgid          = "cfg_self_tgid"
 	compactionVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	compactionVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -208,7 +207,6 @@ type compactionVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -289,7 +287,6 @@ type compactionVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`

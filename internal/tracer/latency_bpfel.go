@@ -59,8 +59,8 @@ type latencyPendingKey struct {
 
 type latencyTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]latencyPending
 	RunDelaySeen uint64
+	Slot         [9]latencyPending
 }
 
 type latencyThreadCounts struct {
@@ -123,7 +123,6 @@ const (
 	latencyVarCfgNotMemory         = "cfg_not_memory"
 	latencyVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	latencyVarCfgRequestStalls     = "cfg_request_stalls"
-	latencyVarCfgRunq              = "cfg_runq"
 	latencyVarCfgSelfTgid          = "cfg_self_tgid"
 	latencyVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	latencyVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -220,7 +219,6 @@ type latencyVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -305,7 +303,6 @@ type latencyVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`

@@ -49,7 +49,7 @@ func memstallSites(kallsyms string) (start, end [typesMemstallReasonMEMSTALL_SIT
 }
 
 // memstallReady says whether the kernel marks memory stalls where a
-// program can see them: task_struct.in_memstall (5.x, with PSI), and PSI
+// program can see them: task_struct.psi_flags (CONFIG_PSI), and PSI
 // on (psi=0, or CONFIG_PSI_DEFAULT_DISABLED without psi=1, leaves the bit
 // unset for ever).
 func memstallReady(kspec *btf.Spec) error {
@@ -60,10 +60,10 @@ func memstallReady(kspec *btf.Spec) error {
 		}
 		found := false
 		for _, m := range task.Members {
-			found = found || m.Name == "in_memstall"
+			found = found || m.Name == "psi_flags"
 		}
 		if !found {
-			return errors.New("the kernel does not mark memory stalls on the task (no task_struct.in_memstall: CONFIG_PSI off, or before 5.x)")
+			return errors.New("the kernel does not mark memory stalls on the task (no task_struct.psi_flags: CONFIG_PSI off)")
 		}
 	}
 	return psiOn(os.ReadFile("/proc/pressure/memory"))

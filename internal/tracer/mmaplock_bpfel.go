@@ -59,8 +59,8 @@ type mmaplockPendingKey struct {
 
 type mmaplockTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]mmaplockPending
 	RunDelaySeen uint64
+	Slot         [9]mmaplockPending
 }
 
 type mmaplockThreadCounts struct {
@@ -115,7 +115,6 @@ const (
 	mmaplockVarCfgNotMemory         = "cfg_not_memory"
 	mmaplockVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	mmaplockVarCfgRequestStalls     = "cfg_request_stalls"
-	mmaplockVarCfgRunq              = "cfg_runq"
 	mmaplockVarCfgSelfTgid          = "cfg_self_tgid"
 	mmaplockVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	mmaplockVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -212,7 +211,6 @@ type mmaplockVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -293,7 +291,6 @@ type mmaplockVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`

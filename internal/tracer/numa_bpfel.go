@@ -59,8 +59,8 @@ type numaPendingKey struct {
 
 type numaTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]numaPending
 	RunDelaySeen uint64
+	Slot         [9]numaPending
 }
 
 type numaThreadCounts struct {
@@ -115,7 +115,6 @@ const (
 	numaVarCfgNotMemory         = "cfg_not_memory"
 	numaVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	numaVarCfgRequestStalls     = "cfg_request_stalls"
-	numaVarCfgRunq              = "cfg_runq"
 	numaVarCfgSelfTgid          = "cfg_self_tgid"
 	numaVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	numaVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -212,7 +211,6 @@ type numaVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -293,7 +291,6 @@ type numaVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`

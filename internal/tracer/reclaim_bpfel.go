@@ -59,8 +59,8 @@ type reclaimPendingKey struct {
 
 type reclaimTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]reclaimPending
 	RunDelaySeen uint64
+	Slot         [9]reclaimPending
 }
 
 type reclaimThreadCounts struct {
@@ -118,7 +118,6 @@ const (
 	reclaimVarCfgNotMemory         = "cfg_not_memory"
 	reclaimVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	reclaimVarCfgRequestStalls     = "cfg_request_stalls"
-	reclaimVarCfgRunq              = "cfg_runq"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
 	reclaimVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -218,7 +217,6 @@ type reclaimVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -299,7 +297,6 @@ type reclaimVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`

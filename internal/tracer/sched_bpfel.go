@@ -64,8 +64,8 @@ type schedPendingKey struct {
 
 type schedTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]schedPending
 	RunDelaySeen uint64
+	Slot         [9]schedPending
 }
 
 type schedThreadCounts struct {
@@ -105,6 +105,8 @@ const (
 	schedProgFollowFork          = "follow_fork"
 	schedProgMigrationsDump      = "migrations_dump"
 	schedProgOnSwitch            = "on_switch"
+	schedProgOnSwitchMs          = "on_switch_ms"
+	schedProgOnSwitchRq          = "on_switch_rq"
 	schedProgTaskMigrate         = "task_migrate"
 	schedProgTaskMigrateCount    = "task_migrate_count"
 	schedProgThreadExit          = "thread_exit"
@@ -122,7 +124,6 @@ const (
 	schedVarCfgNotMemory         = "cfg_not_memory"
 	schedVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	schedVarCfgRequestStalls     = "cfg_request_stalls"
-	schedVarCfgRunq              = "cfg_runq"
 	schedVarCfgSelfTgid          = "cfg_self_tgid"
 	schedVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	schedVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -178,6 +179,8 @@ type schedProgramSpecs struct {
 	FollowFork       *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.ProgramSpec `ebpf:"migrations_dump"`
 	OnSwitch         *ebpf.ProgramSpec `ebpf:"on_switch"`
+	OnSwitchMs       *ebpf.ProgramSpec `ebpf:"on_switch_ms"`
+	OnSwitchRq       *ebpf.ProgramSpec `ebpf:"on_switch_rq"`
 	TaskMigrate      *ebpf.ProgramSpec `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.ProgramSpec `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
@@ -221,7 +224,6 @@ type schedVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -304,7 +306,6 @@ type schedVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -322,6 +323,8 @@ type schedPrograms struct {
 	FollowFork       *ebpf.Program `ebpf:"follow_fork"`
 	MigrationsDump   *ebpf.Program `ebpf:"migrations_dump"`
 	OnSwitch         *ebpf.Program `ebpf:"on_switch"`
+	OnSwitchMs       *ebpf.Program `ebpf:"on_switch_ms"`
+	OnSwitchRq       *ebpf.Program `ebpf:"on_switch_rq"`
 	TaskMigrate      *ebpf.Program `ebpf:"task_migrate"`
 	TaskMigrateCount *ebpf.Program `ebpf:"task_migrate_count"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
@@ -333,6 +336,8 @@ func (p *schedPrograms) Close() error {
 		p.FollowFork,
 		p.MigrationsDump,
 		p.OnSwitch,
+		p.OnSwitchMs,
+		p.OnSwitchRq,
 		p.TaskMigrate,
 		p.TaskMigrateCount,
 		p.ThreadExit,

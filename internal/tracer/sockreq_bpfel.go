@@ -77,8 +77,8 @@ type sockreqSockreqConn struct {
 
 type sockreqTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]sockreqPending
 	RunDelaySeen uint64
+	Slot         [9]sockreqPending
 }
 
 type sockreqThreadCounts struct {
@@ -138,7 +138,6 @@ const (
 	sockreqVarCfgNotMemory         = "cfg_not_memory"
 	sockreqVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	sockreqVarCfgRequestStalls     = "cfg_request_stalls"
-	sockreqVarCfgRunq              = "cfg_runq"
 	sockreqVarCfgSelfTgid          = "cfg_self_tgid"
 	sockreqVarCfgSkStorage         = "cfg_sk_storage"
 	sockreqVarCfgStacksMinNs       = "cfg_stacks_min_ns"
@@ -241,7 +240,6 @@ type sockreqVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgSkStorage         *ebpf.VariableSpec `ebpf:"cfg_sk_storage"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
@@ -333,7 +331,6 @@ type sockreqVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgSkStorage         *ebpf.Variable `ebpf:"cfg_sk_storage"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`

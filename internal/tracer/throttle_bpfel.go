@@ -59,8 +59,8 @@ type throttlePendingKey struct {
 
 type throttleTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]throttlePending
 	RunDelaySeen uint64
+	Slot         [9]throttlePending
 }
 
 type throttleThreadCounts struct {
@@ -112,7 +112,6 @@ const (
 	throttleVarCfgNotMemory         = "cfg_not_memory"
 	throttleVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	throttleVarCfgRequestStalls     = "cfg_request_stalls"
-	throttleVarCfgRunq              = "cfg_runq"
 	throttleVarCfgSelfTgid          = "cfg_self_tgid"
 	throttleVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	throttleVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -206,7 +205,6 @@ type throttleVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -287,7 +285,6 @@ type throttleVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`

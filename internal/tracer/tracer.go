@@ -129,7 +129,7 @@ type Tracer struct {
 
 	migrIter *link.Iter         // the migrations iterator; nil where it cannot load
 	migrBase map[migrKey]uint64 // each thread's se.nr_migrations at attach
-	// The sched_switch program's jobs (cfg_runq, cfg_memstall), the
+	// The sched_switch program's jobs (switchProgram), the
 	// memstall wait sites and the tick length, fixed before any load.
 	runqOn, memstallOn bool
 	siteStart, siteEnd [typesMemstallReasonMEMSTALL_SITES]uint64
@@ -349,7 +349,6 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		typesVarCfgExitGroupDead:     boolU32(t.exitGroupDead),
 		typesVarCfgStacksMinNs:       cfg.StacksMinNs,
 		typesVarCfgTaskRegs:          boolU32(t.taskRegs),
-		typesVarCfgRunq:              boolU32(t.runqOn),
 		typesVarCfgMemstall:          boolU32(t.memstallOn),
 		typesVarCfgMemstallSiteStart: t.siteStart,
 		typesVarCfgMemstallSiteEnd:   t.siteEnd,
@@ -604,6 +603,9 @@ func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.S
 		if err != nil {
 			return fail(err)
 		}
+		if prog == schedProgOnSwitch {
+			prog = t.switchProgram()
+		}
 		st.Programs = append(st.Programs, prog)
 	}
 	// A hook another probe attached already serves this one too.
@@ -664,6 +666,18 @@ func (t *Tracer) switchJobs(cfg Config, kspec *btf.Spec) {
 	if !cfg.Skip["dirty_throttle"] {
 		t.jiffyNs, _ = nsPerJiffy() // 0: the probe reports why it cannot attach
 	}
+}
+
+// switchProgram is the sched_switch program built for the jobs on: both
+// probes that need it name the same one, which attaches once.
+func (t *Tracer) switchProgram() string {
+	switch {
+	case t.runqOn && !t.memstallOn:
+		return schedProgOnSwitchRq
+	case t.memstallOn && !t.runqOn:
+		return schedProgOnSwitchMs
+	}
+	return schedProgOnSwitch
 }
 
 // loadPrograms loads only the named programs of an object, against the

@@ -222,8 +222,8 @@ type typesStackEvent struct {
 
 type typesTaskPendings struct {
 	_            structs.HostLayout
-	Slot         [9]typesPending
 	RunDelaySeen uint64
+	Slot         [9]typesPending
 }
 
 type typesThreadCounts struct {
@@ -272,7 +272,6 @@ const (
 	typesVarCfgNotMemory         = "cfg_not_memory"
 	typesVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	typesVarCfgRequestStalls     = "cfg_request_stalls"
-	typesVarCfgRunq              = "cfg_runq"
 	typesVarCfgSelfTgid          = "cfg_self_tgid"
 	typesVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	typesVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -379,7 +378,6 @@ type typesVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -476,7 +474,6 @@ type typesVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
-	CfgRunq              *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
