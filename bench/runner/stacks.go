@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -108,6 +109,7 @@ type stacksMeasure struct {
 func stacksPhase(ctx context.Context, c *config, w *workloads, phase string, n int, stats bool) (stacksMeasure, error) {
 	var m stacksMeasure
 	ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-ready-%d", n))
+	os.Remove(ready) // another section's, left with the same number: not this run's
 	out := &strings.Builder{}
 	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", n)), out, numatraceArgs(c, ready, stacksArgs[phase]...)...)
 	if err != nil {

@@ -86,7 +86,7 @@ func measureSwitchCost(ctx context.Context, c *config, ex *extra) error {
 		for i := range switchCostPhases {
 			phase := switchCostPhases[(i+round)%len(switchCostPhases)]
 			var u usage
-			if _, err := runqPhase(ctx, c, cg, latFile, phase, 4000+round*10+i, &u); err != nil {
+			if _, err := runqPhase(ctx, c, cg, latFile, phase, 5000+round*10+i, &u); err != nil {
 				return fmt.Errorf("round %d, %s: %w", round+1, phase, err)
 			}
 			sc.perRound[phase] = append(sc.perRound[phase], u)
