@@ -288,9 +288,13 @@ func (x *exporter) event(ev *stall.Event) {
 	case ev.Kind != stall.KindStall:
 		return // a kind from a newer format
 	case ev.Cause.Timed() && ev.DurNs > 0:
-		dur := usec(ev.DurNs)
-		te.Name, te.Cat, te.Ph, te.Ts, te.Dur = ev.Cause.String(), "stall", "X", usec(ts-int64(ev.DurNs)), &dur
+		start, dur := ts-int64(ev.DurNs), usec(ev.DurNs)
+		te.Name, te.Cat, te.Ph, te.Ts, te.Dur = ev.Cause.String(), "stall", "X", usec(start), &dur
 		te.Args = stallArgs(ev)
+		if start < 0 { // a stall under way at the start: its part in the trace
+			te.Ts, dur = 0, usec(max(ts, 0))
+			te.Args = beforeStartArgs{details: te.Args, beforeNs: uint64(-start), durNs: ev.DurNs}
+		}
 	default:
 		// A count, not a wait (numa_task_move, task_migration), or a
 		// stall too short to measure: a point in time.
@@ -299,6 +303,10 @@ func (x *exporter) event(ev *stall.Event) {
 			te.Cat = "sched"
 		}
 		te.Args = stallArgs(ev)
+	}
+	if te.Ts < 0 { // an instant before the start: drawn at it
+		te.Args = beforeStartArgs{details: te.Args, beforeNs: uint64(-te.Ts)}
+		te.Ts = 0
 	}
 	x.emit(te)
 	if ev.Kind == stall.KindStall && ev.Cause.Timed() && ev.Cause < stall.NumCauses {
@@ -364,7 +372,7 @@ func (x *exporter) window(idx int64) {
 }
 
 func (x *exporter) lost(l record.Lost) {
-	x.emit(traceEvent{Name: LostCounter, Ph: "C", Pid: WindowsPID, Ts: usec(x.rel(l.MonoNs)),
+	x.emit(traceEvent{Name: LostCounter, Ph: "C", Pid: WindowsPID, Ts: usec(max(x.rel(l.MonoNs), 0)),
 		Args: lostArgs{Kernel: l.LostEvents, Recorder: l.Dropped}})
 }
 

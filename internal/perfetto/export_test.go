@@ -542,11 +542,61 @@ func TestAppendUsec(t *testing.T) {
 
 // A stall that began before the recording did gets a negative start,
 // not a wrapped-around one; its window is the one its end falls in.
+// Perfetto and chrome://tracing place an event before 0 ahead of the
+// trace: a stall under way at the start is drawn from 0 with the part in
+// the trace, and keeps what was cut in its details; an instant or a
+// lost-events reading before the start is drawn at 0.
 func TestExportBeforeStart(t *testing.T) {
 	e := ev(stall.DirectReclaim, 1, 1, "x", 100_000, 300_000) // began 200 µs before the start
-	tr, _, _ := export(t, writeRecording(t, header(), []stall.Event{e}, nil, nil), Options{})
+	e.Order = 2
+	move := ev(stall.NUMATaskMove, 1, 1, "x", 0, 0)
+	move.TsNs = startNs - 50_000
+	lost := []record.Lost{{MonoNs: startNs - 10_000, LostEvents: 1}}
+	tr, _, _ := export(t, writeRecording(t, header(), []stall.Event{e, move}, lost, nil), Options{})
 	x := find(tr, "X", "direct_reclaim", 1)
-	if len(x) != 1 || x[0].Ts.String() != "-200" || x[0].Dur.String() != "300" {
+	if len(x) != 1 || x[0].Ts.String() != "0" || x[0].Dur.String() != "100" {
 		t.Fatalf("slices = %+v", x)
+	}
+	a := args(t, x[0])
+	if a["before_start_ns"] != 200000.0 || a["dur_ns"] != 300000.0 || a["order"] != 2.0 {
+		t.Errorf("the cut slice's args = %v", a)
+	}
+	i := find(tr, "i", "numa_task_move", 1)
+	if len(i) != 1 || i[0].Ts.String() != "0" || args(t, i[0])["before_start_ns"] != 50000.0 {
+		t.Errorf("instants = %+v", i)
+	}
+	for _, ev := range tr.TraceEvents {
+		if ts, err := ev.Ts.Float64(); err == nil && ts < 0 {
+			t.Errorf("%s %q at %s, before the trace", ev.Ph, ev.Name, ev.Ts)
+		}
+	}
+}
+
+// Every shipped recording exports with no event before the trace's start.
+func TestShippedRecordingsExportFromZero(t *testing.T) {
+	paths, err := filepath.Glob("../../testdata/recordings/*.ntr")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no shipped recordings (%v)", err)
+	}
+	for _, path := range paths {
+		tr, _, _ := export(t, path, Options{})
+		before := 0
+		for _, ev := range tr.TraceEvents {
+			if ev.Ts == "" {
+				continue
+			}
+			ts, err := ev.Ts.Float64()
+			if err != nil {
+				t.Fatalf("%s: ts %q: %v", path, ev.Ts, err)
+			}
+			if ts < 0 {
+				if before++; before <= 3 {
+					t.Errorf("%s: %s %q at %s µs, before the trace", filepath.Base(path), ev.Ph, ev.Name, ev.Ts)
+				}
+			}
+		}
+		if before > 3 {
+			t.Errorf("%s: %d events before the trace in all", filepath.Base(path), before)
+		}
 	}
 }
