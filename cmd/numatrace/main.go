@@ -10,7 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/sanitize"
 )
@@ -124,12 +126,36 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 			fs.PrintDefaults()
 			return err
 		}
-		return usageErr("%s: %v", fs.Name(), err)
+		return usageErr("%s: %v%s", fs.Name(), err, unitHint(fs, err))
 	}
 	if fs.NArg() > 0 {
 		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	return checkGiven(fs)
+}
+
+// unitHint says how to write a duration flag's value given as a bare
+// number ("--duration 3"), which the flag package calls a parse error.
+func unitHint(fs *flag.FlagSet, err error) string {
+	var val, name string
+	if n, _ := fmt.Sscanf(err.Error(), "invalid value %q for flag -%s", &val, &name); n != 2 {
+		return ""
+	}
+	f := fs.Lookup(strings.TrimSuffix(name, ":"))
+	if f == nil {
+		return ""
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	if _, isDur := g.Get().(time.Duration); !isDur {
+		return ""
+	}
+	if _, err := strconv.ParseFloat(val, 64); err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (a duration needs a unit: %ss, %sms)", val, val)
 }
 
 // checkGiven refuses values the flag package takes but that mean nothing

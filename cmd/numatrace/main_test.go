@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 // runCLI runs the command in-process and returns its exit code and output.
@@ -122,6 +124,7 @@ func TestAttachUsageErrors(t *testing.T) {
 		want []string // substrings of the message
 	}{
 		{[]string{"--duration=xyz"}, []string{"attach:", "duration", "xyz"}},
+		{[]string{"--duration", "3"}, []string{"attach:", "duration", "(a duration needs a unit: 3s, 3ms)"}},
 		{[]string{"--duration", "-1s"}, []string{"--duration must not be negative"}},
 		{[]string{"--window", "0"}, []string{"--window must be at least 10ms"}},
 		{[]string{"--window=-1s"}, []string{"--window must be at least 10ms"}},
@@ -190,6 +193,20 @@ func TestAttachMissingPID(t *testing.T) {
 		if !strings.Contains(msg, pid) || !strings.Contains(msg, "not found") {
 			t.Errorf("%s: message %q should name pid %s and say not found", flag, msg, pid)
 		}
+	}
+}
+
+// A kernel thread is no target: `attach --pid 2` (kthreadd) used to run
+// and end with "No stalls or migrations recorded", exit 0.
+func TestAttachKernelThread(t *testing.T) {
+	stat, err := os.ReadFile("/proc/2/stat")
+	testutil.RequireFeature(t, err == nil && strings.Contains(string(stat), "(kthreadd)"), "pid 2 is not kthreadd here")
+	code, stdout, stderr := runCLI("attach", "--no-tui", "--duration", "1s", "--pid", "2")
+	if code != 2 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, want 2 and nothing", code, stdout)
+	}
+	if msg := oneErrorLine(t, stderr); !strings.Contains(msg, "pid 2 (kthreadd) is a kernel thread") {
+		t.Errorf("message %q", msg)
 	}
 }
 

@@ -4,6 +4,7 @@ package target
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,9 @@ func Resolve(procRoot, cgroupRoot string, pid, tid int, cgroup string) (*Target,
 			return nil, fmt.Errorf("%d is a thread of process %d; use --tid %d or --pid %d", pid, tgid, pid, tgid)
 		}
 		t.Comm = readComm(filepath.Join(procRoot, strconv.Itoa(pid), "comm"))
+		if err := notKernelThread(procRoot, "pid", pid, t.Comm); err != nil {
+			return nil, err
+		}
 	case tid != 0:
 		if tid < 0 {
 			return nil, fmt.Errorf("invalid tid %d", tid)
@@ -78,6 +82,9 @@ func Resolve(procRoot, cgroupRoot string, pid, tid int, cgroup string) (*Target,
 			return nil, fmt.Errorf("no thread with tid %d: %w", tid, ErrNotFound)
 		}
 		t.Comm = readComm(filepath.Join(procRoot, strconv.Itoa(tid), "comm"))
+		if err := notKernelThread(procRoot, "tid", tid, t.Comm); err != nil {
+			return nil, err
+		}
 	case cgroup != "":
 		p := cgroup
 		if !filepath.IsAbs(p) {
@@ -121,6 +128,34 @@ func (t *Target) named(comm string) string {
 		return "cgroup " + t.Path
 	}
 	return "system-wide"
+}
+
+// pfKthread is PF_KTHREAD in a task's flags (/proc/PID/stat, field 9).
+const pfKthread = 0x00200000
+
+// notKernelThread refuses a kernel thread as a target: it has no memory
+// of its own to stall on, and what kswapd and kcompactd do is counted in
+// every trace. A stat it cannot read says nothing either way.
+func notKernelThread(procRoot, flag string, id int, comm string) error {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(id), "stat"))
+	if err != nil {
+		return nil
+	}
+	// pid (comm) state ppid pgrp session tty_nr tpgid flags ...: comm
+	// may hold spaces and parentheses, so count from its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return nil
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	if err != nil || flags&pfKthread == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %d (%s) is a kernel thread: numatrace traces user processes (kswapd's and kcompactd's work is counted in every trace)", flag, id, comm)
 }
 
 func readTgid(status string) (int, error) {

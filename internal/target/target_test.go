@@ -118,6 +118,27 @@ func TestResolvePidThatIsAThread(t *testing.T) {
 	}
 }
 
+// A kernel thread (PF_KTHREAD in its stat flags) is refused, as --pid and
+// as --tid, in one line that says why.
+func TestResolveKernelThread(t *testing.T) {
+	proc := t.TempDir()
+	task(t, proc, fakePID, fakePID, "kthreadd", 'S')
+	write(t, filepath.Join(proc, strconv.Itoa(fakePID), "stat"),
+		strconv.Itoa(fakePID)+" (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0\n") // PF_KTHREAD|PF_NOFREEZE|...
+	want := "pid 4194305 (kthreadd) is a kernel thread: numatrace traces user processes (kswapd's and kcompactd's work is counted in every trace)"
+	if _, err := Resolve(proc, "", fakePID, 0, ""); err == nil || err.Error() != want {
+		t.Errorf("--pid of a kernel thread: %v, want %q", err, want)
+	}
+	if _, err := Resolve(proc, "", 0, fakePID, ""); err == nil || !strings.HasPrefix(err.Error(), "tid 4194305 (kthreadd) is a kernel thread") {
+		t.Errorf("--tid of a kernel thread: %v", err)
+	}
+	// A comm with parentheses and spaces does not shift the fields.
+	task(t, proc, fakePID2, fakePID2, "a) b (c", 'S')
+	if _, err := Resolve(proc, "", fakePID2, 0, ""); err != nil {
+		t.Errorf("a user process named %q: %v", "a) b (c", err)
+	}
+}
+
 func TestResolveNotFound(t *testing.T) {
 	proc := t.TempDir()
 	cg := t.TempDir()
