@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/testutil"
-	"golang.org/x/sys/unix"
 )
 
 // pressureSummary is what the summary line says of memory pressure.
@@ -112,7 +111,7 @@ func TestThrashingMatchesPSI(t *testing.T) {
 	// CPU's stall time by how busy the CPU was, so its own work on the
 	// other CPU would dilute the reader's stall in /proc/pressure/memory
 	// (17% once, with a poller running beside).
-	pinThreads(t, run.cmd.Process.Pid, 0)
+	pinTasks(t, run.cmd.Process.Pid, 0)
 	before, groupBefore := psiSome(t, system), psiSome(t, groupPSI)
 	run.wait(t, 30*time.Second)
 	grew, groupGrew := psiSome(t, system)-before, psiSome(t, groupPSI)-groupBefore
@@ -190,24 +189,6 @@ func TestThrashingMatchesPSI(t *testing.T) {
 	}
 	if want := "/" + filepath.Base(group); !scopes["system"] || !scopes[want] {
 		t.Errorf("the report's PSI scopes %v, want system and %s", scopes, want)
-	}
-}
-
-// pinThreads moves every thread of process pid to cpu; threads it starts
-// later inherit the mask from the thread that starts them.
-func pinThreads(t *testing.T, pid, cpu int) {
-	t.Helper()
-	tids, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var set unix.CPUSet
-	set.Set(cpu)
-	for _, d := range tids {
-		tid, _ := strconv.Atoi(d.Name())
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			t.Fatalf("pin thread %d of %d to CPU %d: %v", tid, pid, cpu, err)
-		}
 	}
 }
 
