@@ -1,6 +1,7 @@
 package perfetto
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/numatrace/numatrace/internal/output"
@@ -23,12 +24,12 @@ type beforeStartArgs struct {
 }
 
 func (a beforeStartArgs) MarshalJSON() ([]byte, error) {
-	b := []byte("{}")
-	if m, ok := a.details.(interface{ MarshalJSON() ([]byte, error) }); ok {
-		var err error
-		if b, err = m.MarshalJSON(); err != nil {
-			return nil, err
-		}
+	b, err := json.Marshal(a.details)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[0] != '{' { // no details (null)
+		b = []byte("{}")
 	}
 	b = b[:len(b)-1] // the closing brace
 	if len(b) > 1 {
