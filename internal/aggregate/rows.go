@@ -15,10 +15,19 @@ type Row struct {
 }
 
 // Row is the thread's line, on the node of the CPU of its latest stall
-// (cpuNode maps CPU to node).
+// (cpuNode maps CPU to node). Once a snapshot has the kernel's
+// histograms of the thread, its figures are theirs, as the report's are:
+// the streamed stalls miss those under the stream threshold (most of
+// mmap_lock's).
 func (t *ThreadTotals) Row(cpuNode map[int]int) Row {
 	r := Row{PID: t.PID, TID: t.TID, Comm: t.Comm, Node: -1, Threads: 1, StallNs: t.StallNs,
 		ByCause: t.ByCause, Migr: t.Migr, CrossNode: t.CrossNode}
+	if len(t.exact) > 0 {
+		r.StallNs = t.exact.FreezeNs()
+		for c, h := range t.exact {
+			r.ByCause[c].takeHist(h)
+		}
+	}
 	if n, ok := cpuNode[int(t.CPU)]; ok && t.CPU >= 0 {
 		r.Node = n
 	}

@@ -168,10 +168,8 @@ func (a *Aggregator) threadSummary(tid uint32, th *stall.ThreadStats) ThreadSumm
 	}
 	for c, h := range th.Hists {
 		ts.Stalls[c] = summarize(h)
-		if c.Freezes() { // a thread's stall time is memory management's
-			ts.StallNs += h.FreezeNs()
-		}
 	}
+	ts.StallNs = th.Hists.FreezeNs()
 	return ts
 }
 

@@ -42,7 +42,7 @@ type ThreadTotals struct {
 	CrossNode uint64
 	// exact are the kernel's own histograms (every stall, also those
 	// under the stream threshold), from the latest snapshot.
-	exact    map[stall.Cause]*stall.Hist
+	exact    stall.Hists
 	recent   []stall.Event // ring of the latest stalls
 	next     int
 	timeline []StallPoint // oldest first

@@ -39,6 +39,13 @@ func (c *CauseTotal) add(ev *stall.Event) {
 	}
 }
 
+// takeHist takes the kernel's count, time and longest stall of the cause
+// (every stall, not only the streamed ones); the stack and the reason
+// stay the streamed stalls'.
+func (c *CauseTotal) takeHist(h *stall.Hist) {
+	c.Count, c.TotalNs, c.MaxNs = h.Count, h.TotalNs, h.MaxNs
+}
+
 // Merge adds o's stalls to c.
 func (c *CauseTotal) Merge(o CauseTotal) {
 	c.Count += o.Count

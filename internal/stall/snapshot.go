@@ -9,10 +9,26 @@ type ThreadStats struct {
 	PID   uint32
 	TID   uint32
 	Comm  string
-	Hists map[Cause]*Hist
+	Hists Hists
 
 	Migrations          uint64 // task_migration: CPU changes
 	CrossNodeMigrations uint64 // of which the new CPU is on another node
+}
+
+// Hists are a thread's histograms, by cause.
+type Hists map[Cause]*Hist
+
+// FreezeNs is the time the thread was frozen by memory management: the
+// freeze time of every cause that freezes. The report's and the view's
+// thread totals both are this.
+func (hs Hists) FreezeNs() uint64 {
+	var ns uint64
+	for c, h := range hs {
+		if c.Freezes() {
+			ns += h.FreezeNs()
+		}
+	}
+	return ns
 }
 
 // SystemStats are system-wide counts that are never charged to a thread.

@@ -275,7 +275,8 @@ func nodeStr(n int) string {
 }
 
 // tableCauses picks the cause columns that fit: the sort cause first,
-// then the causes with the most stall time.
+// then the causes that make up STALL (memory management's), then the
+// others (the run queue's), each the most stall time first.
 func tableCauses(rows []Row, sortKey SortKey, room int) []stall.Cause {
 	var sum [stall.NumCauses]uint64
 	for _, r := range rows {
@@ -295,7 +296,12 @@ func tableCauses(rows []Row, sortKey SortKey, room int) []stall.Cause {
 			rest = append(rest, c)
 		}
 	}
-	sort.SliceStable(rest, func(i, j int) bool { return sum[rest[i]] > sum[rest[j]] })
+	sort.SliceStable(rest, func(i, j int) bool {
+		if a, b := rest[i].Freezes(), rest[j].Freezes(); a != b {
+			return a
+		}
+		return sum[rest[i]] > sum[rest[j]]
+	})
 	cs = append(cs, rest...)
 	if len(cs) > room {
 		cs = cs[:room]
