@@ -63,6 +63,16 @@ func (s *shared) source() *Store {
 // latency source.
 func (s *shared) analysis() *correlate.Result { return s.frame.Analysis }
 
+// spikeAnalysis is what the Spikes screen lists: live, the analysis as
+// of the frame; in a replay, the whole recording's, wherever the replay
+// stands (at its start, after home, the analysis so far has no samples).
+func (s *shared) spikeAnalysis() *correlate.Result {
+	if s.player != nil {
+		return s.player.Analysis()
+	}
+	return s.analysis()
+}
+
 // windowClock names a window by its offset from the start.
 func (s *shared) windowClock(idx uint64) string {
 	return "+" + (time.Duration(idx * s.frame.Info.WindowNs)).String()
@@ -129,6 +139,9 @@ func newModel(opt Options) *Model {
 		m.thread.reset()
 	}
 	sh.focusWindow = func(idx uint64) {
+		if m.player != nil && m.player.ShowWindow(idx) {
+			m.refresh()
+		}
 		m.over.focusOn(idx)
 		m.screen = m.over
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/record"
@@ -83,7 +84,7 @@ func InfoFromHeader(h record.Header) Info {
 	if len(h.Doctor) > 0 {
 		var rep doctor.Report
 		if err := json.Unmarshal(h.Doctor, &rep); err == nil {
-			info.Findings = rep.Lines()
+			info.Findings, info.DoctorRan = rep.Lines(), true
 		}
 	}
 	nodes := map[int]bool{}
@@ -127,6 +128,22 @@ func (p *Player) Seek(k int) {
 	}
 	p.store.Analysis(p.eng.AnalysisAt(uint64(k)))
 	p.pos = k
+}
+
+// Analysis is the spike analysis of the whole recording, as the report
+// has it.
+func (p *Player) Analysis() *correlate.Result { return p.eng.Analysis() }
+
+// ShowWindow plays on to the end of window idx if it is not shown yet,
+// and says whether it moved.
+func (p *Player) ShowWindow(idx uint64) bool {
+	for k, at := range p.winAt {
+		if p.items[at].win.Index == idx && k >= p.pos {
+			p.Seek(k + 1)
+			return true
+		}
+	}
+	return false
 }
 
 // Store is what the player shows now.

@@ -34,7 +34,7 @@ func (s *spikesScreen) reset() { s.selected = 0 }
 func (s *spikesScreen) Help() []key.Binding { return nil }
 
 func (s *spikesScreen) spikes() int {
-	if a := s.analysis(); a != nil {
+	if a := s.spikeAnalysis(); a != nil {
 		return len(a.Spikes)
 	}
 	return 0
@@ -46,7 +46,7 @@ func (s *spikesScreen) Update(k tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	if key.Matches(k, s.keys.Show) && s.selected < s.spikes() {
-		s.focusWindow(s.analysis().Spikes[s.selected].Index)
+		s.focusWindow(s.spikeAnalysis().Spikes[s.selected].Index)
 		s.selected = 0
 	}
 	return nil
@@ -55,7 +55,7 @@ func (s *spikesScreen) Update(k tea.KeyMsg) tea.Cmd {
 func (s *spikesScreen) Hints() []string { return []string{hint(s.keys.Show)} }
 
 func (s *spikesScreen) View() []string {
-	c := s.analysis()
+	c := s.spikeAnalysis()
 	src := s.frame.Info.Latency.String()
 	if c == nil && src == "" {
 		return []string{"", "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."}

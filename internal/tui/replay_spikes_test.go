@@ -1,0 +1,48 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// After home, the Spikes screen still lists the recording's spikes (it
+// said "No latency samples" for a recording that has them), and enter on
+// one plays on to its window, so the overview shows its threads.
+func TestSpikesKeepTheirSamplesAfterHome(t *testing.T) {
+	m := NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.Update(keyHome)
+	m.Update(keyTab)
+	view := m.View()
+	if strings.Contains(view, "No latency samples") || !strings.Contains(view, "23 spikes") {
+		t.Fatalf("Spikes after home:\n%s", view)
+	}
+	first := m.player.eng.Analysis().Spikes[0]
+	m.Update(keyEnter)
+	if m.screen != m.over || !windowHeld(m.frame, first.Index) {
+		t.Fatalf("enter on the spike of window %d left the replay at %d windows", first.Index, m.player.Pos())
+	}
+	if rows := m.rows(); len(rows) == 0 {
+		t.Errorf("no threads in the spike's window:\n%s", m.View())
+	}
+}
+
+// A replay's System screen does not send the user to run doctor here (it
+// would check this machine, not the recorded one): it says the recording
+// has no findings, or shows the recorded machine's.
+func TestReplaySystemSaysTheRecordingHasNoFindings(t *testing.T) {
+	m := NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.Update(keyTab)
+	m.Update(keyTab)
+	view := m.View()
+	if strings.Contains(view, "run `numatrace doctor`") || !strings.Contains(view, "this recording has no doctor findings") {
+		t.Errorf("System screen of a recording without doctor's reading:\n%s", view)
+	}
+	m.frame.Info.Findings = []string{"WARN numa_balancing is on"}
+	if view := m.View(); !strings.Contains(view, "WARN numa_balancing is on") {
+		t.Errorf("the recorded findings are not shown:\n%s", view)
+	}
+}
