@@ -30,8 +30,10 @@ type Info struct {
 	StartNs        uint64    // CLOCK_MONOTONIC at the start
 	WindowNs       uint64    // window length
 	Started        time.Time // wall clock at StartNs
-	// Findings are doctor's, when it ran.
-	Findings []string
+	// Findings are doctor's, when it ran (DoctorRan): of this machine
+	// live, of the recorded one in a replay.
+	Findings  []string
+	DoctorRan bool
 	// Latency is where the run's latencies come from (none: unknown).
 	Latency run.LatencySource
 }
@@ -142,7 +144,7 @@ func (s *Store) Procfs(p record.Procfs) {
 func (s *Store) SetFindings(f []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.info.Findings = f
+	s.info.Findings, s.info.DoctorRan = f, true
 }
 
 // Row is one line of the thread or process table.

@@ -79,7 +79,7 @@ func (s *systemScreen) View() []string {
 	}
 	lines = append(lines, "", styleHead.Render("DOCTOR"))
 	if len(f.Info.Findings) == 0 {
-		lines = append(lines, styleDim.Render("  no findings recorded (run `numatrace doctor`)"))
+		lines = append(lines, styleDim.Render("  "+s.noFindings()))
 	}
 	for _, fd := range f.Info.Findings {
 		for _, l := range wrap(sanitize.Text(fd), s.width-2) {
@@ -126,4 +126,18 @@ func kib(v int64) string {
 		return fmt.Sprintf("%.1fGiB", mib/1024)
 	}
 	return fmt.Sprintf("%.0fMiB", mib)
+}
+
+// noFindings says why there are no doctor findings. A replay's are the
+// recorded machine's: running doctor here would check this one.
+func (s *systemScreen) noFindings() string {
+	switch {
+	case s.frame.Info.DoctorRan && s.player != nil:
+		return "doctor found nothing on the recorded machine"
+	case s.frame.Info.DoctorRan:
+		return "doctor found nothing"
+	case s.player != nil:
+		return "this recording has no doctor findings (it was made without them)"
+	}
+	return "no findings (run `numatrace doctor`)"
 }
