@@ -293,11 +293,22 @@ func (m *Model) seek(k tea.KeyMsg) bool {
 	return true
 }
 
-// View renders the current screen, cut to the terminal.
+// View renders the current screen. Every screen fits its lines to the
+// width itself; the cut here only guards the terminal.
 func (m *Model) View() string {
 	if m.width < 20 || m.height < 5 {
 		return "numatrace: terminal too small"
 	}
+	lines := m.lines()
+	for i, l := range lines {
+		lines[i] = ansi.Truncate(l, m.width, "…")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lines are the screen's lines, the terminal's height of them, as the
+// screens made them.
+func (m *Model) lines() []string {
 	body := m.active().View()
 	if m.help {
 		body = m.helpView()
@@ -310,11 +321,7 @@ func (m *Model) View() string {
 	for len(lines) < m.height-1 {
 		lines = append(lines, "")
 	}
-	lines = append(lines, status)
-	for i, l := range lines {
-		lines[i] = ansi.Truncate(l, m.width, "…")
-	}
-	return strings.Join(lines, "\n")
+	return append(lines, status)
 }
 
 func (m *Model) elapsedNs() uint64 {
@@ -373,24 +380,43 @@ func (m *Model) header() string {
 	if m.player != nil {
 		elapsed = ""
 	}
-	// What matters most comes first, so a narrow terminal cuts the rest;
-	// the kernel, then the node count, go before anything is cut.
-	parts := []string{styleTitle.Render("numatrace") + " " + mode, elapsed, lost,
-		fmt.Sprintf("probes %d/%d", in.ProbesAttached, in.ProbesTotal), nodes, sanitize.Text(in.Target), sanitize.Text(in.Kernel)}
-	for _, drop := range []int{6, 4, -1} {
+	lostDrop := 0 // events lost are news: kept as the target is
+	if f.Lost == 0 && f.Evicted == 0 {
+		lostDrop = 4
+	}
+	// What matters most comes first. A narrow terminal drops the kernel,
+	// the node count, the probes, a zero of lost events and the elapsed
+	// time, in that order; never the target.
+	parts := []headerPart{{styleTitle.Render("numatrace") + " " + mode, 0}, {elapsed, 5}, {lost, lostDrop},
+		{fmt.Sprintf("probes %d/%d", in.ProbesAttached, in.ProbesTotal), 3}, {nodes, 2},
+		{sanitize.Text(in.Target), 0}, {sanitize.Text(in.Kernel), 1}}
+	return fitParts(parts, " │ ", m.width)
+}
+
+// headerPart is a part of a line that a narrow terminal drops: the one
+// with the lowest drop first, 0 never.
+type headerPart struct {
+	text string
+	drop int
+}
+
+// fitParts joins the parts with sep, dropping parts until the line fits
+// in width.
+func fitParts(parts []headerPart, sep string, width int) string {
+	for drop := 0; ; drop++ {
 		var keep []string
+		more := false
 		for _, p := range parts {
-			if p != "" {
-				keep = append(keep, p)
+			if p.text != "" && (p.drop == 0 || p.drop > drop) {
+				keep = append(keep, p.text)
+				more = more || p.drop > drop
 			}
 		}
-		line := strings.Join(keep, " │ ")
-		if drop < 0 || ansi.StringWidth(line) <= m.width {
+		line := strings.Join(keep, sep)
+		if !more || ansi.StringWidth(line) <= width {
 			return line
 		}
-		parts[drop] = ""
 	}
-	return ""
 }
 
 func (m *Model) tabs() string {
@@ -418,14 +444,37 @@ func (m *Model) status() string {
 	if w := m.frame.Warnings; len(w) > 0 && time.Since(w[len(w)-1].At) < warningShown {
 		return styleWarn.Render("warning: " + sanitize.Text(w[len(w)-1].Msg))
 	}
-	parts := m.active().Hints()
-	if m.player != nil {
-		parts = append(parts, hints(global.Play, global.Back))
-	} else {
-		parts = append(parts, hints(global.Pause))
+	return styleDim.Render(m.keyHints())
+}
+
+// keyHints are the screen's state and keys, then the global keys. A
+// narrow terminal drops seeking, tab, play or pause, then the screen's
+// hints, the first first; never help and quit.
+func (m *Model) keyHints() string {
+	var parts []headerPart
+	for i, h := range m.active().Hints() {
+		parts = append(parts, headerPart{h, 4 + i})
 	}
-	parts = append(parts, hints(global.Next, global.Help, global.Quit))
-	return styleDim.Render(strings.Join(parts, " · "))
+	if m.player != nil {
+		parts = append(parts, headerPart{hints(global.Play), 3}, headerPart{hints(global.Back), 1})
+	} else {
+		parts = append(parts, headerPart{hints(global.Pause), 3})
+	}
+	parts = append(parts, headerPart{hints(global.Next), 2}, headerPart{hints(global.Help), 0}, headerPart{hints(global.Quit), 0})
+	if line := fitParts(parts, " · ", m.width); ansi.StringWidth(line) <= m.width && len(line) > 0 && !dropped(parts, line) {
+		return line
+	}
+	return fitParts(parts, "  ", m.width)
+}
+
+// dropped says whether fitParts left a part out of line.
+func dropped(parts []headerPart, line string) bool {
+	for _, p := range parts {
+		if p.text != "" && !strings.Contains(line, p.text) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Model) helpView() []string {

@@ -311,18 +311,84 @@ func tableCauses(rows []Row, sortKey SortKey, room int) []stall.Cause {
 
 const causeColWidth = 18
 
+// column is one of the table's fixed columns; a narrow terminal drops
+// those with a drop rank, the lowest first, to make room for a cause.
+type column struct {
+	head  string
+	width int
+	left  bool
+	drop  int // 0: never dropped
+	cell  func(o *overviewScreen, r *Row) string
+}
+
+var tableColumns = []column{
+	{"PID", 7, false, 0, func(_ *overviewScreen, r *Row) string { return itoa(r.PID) }},
+	{"TID", 7, false, 0, func(o *overviewScreen, r *Row) string {
+		if o.byProcess {
+			return fmt.Sprint(r.Threads)
+		}
+		return itoa(r.TID)
+	}},
+	{"COMM", 15, true, 0, func(_ *overviewScreen, r *Row) string { return sanitize.Text(r.Comm) }},
+	{"NODE", 4, false, 3, func(_ *overviewScreen, r *Row) string { return nodeStr(r.Node) }},
+	{"STALL", 9, false, 0, func(_ *overviewScreen, r *Row) string { return output.Dur(r.StallNs) }},
+	{"MIGR", 6, false, 2, func(_ *overviewScreen, r *Row) string { return fmt.Sprint(r.Migr) }},
+	{"XNODE", 6, false, 1, func(_ *overviewScreen, r *Row) string { return fmt.Sprint(r.CrossNode) }},
+}
+
+// layout picks the columns that fit: every fixed one and as many causes
+// as there is room for; short of room for one cause, the fixed columns
+// with a drop rank go first.
+func (o *overviewScreen) layout(rows []Row) ([]column, []stall.Cause) {
+	causes := tableCauses(rows, o.sortKey, int(stall.NumCauses))
+	cols := tableColumns
+	for drop := 1; ; drop++ {
+		room := max(0, (o.width-columnsWidth(cols))/causeColWidth)
+		if room >= min(1, len(causes)) || drop > len(tableColumns) {
+			return cols, causes[:min(room, len(causes))]
+		}
+		var keep []column
+		for _, c := range cols {
+			if c.drop == 0 || c.drop > drop {
+				keep = append(keep, c)
+			}
+		}
+		cols = keep
+	}
+}
+
+func columnsWidth(cols []column) int {
+	w := 0
+	for _, c := range cols {
+		w += c.width + 1
+	}
+	return max(0, w-1)
+}
+
+// cells lays out one line of the fixed columns.
+func cells(cols []column, text func(c column) string) string {
+	var parts []string
+	for _, c := range cols {
+		if c.left {
+			parts = append(parts, fmt.Sprintf("%-*.*s", c.width, c.width, text(c)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%*s", c.width, text(c)))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 func (o *overviewScreen) View() []string {
 	out := o.timeline()
 	out = append(out, o.childrenHint()...)
 	rows := o.rows()
-	idCol := "TID"
-	if o.byProcess {
-		idCol = "THR"
-	}
-	base := fmt.Sprintf("%7s %7s %-15s %4s %9s %6s %6s", "PID", idCol, "COMM", "NODE", "STALL", "MIGR", "XNODE")
-	room := max(0, (o.width-len(base))/causeColWidth)
-	causes := tableCauses(rows, o.sortKey, room)
-	head := base
+	cols, causes := o.layout(rows)
+	head := cells(cols, func(c column) string {
+		if c.head == "TID" && o.byProcess {
+			return "THR"
+		}
+		return c.head
+	})
 	for _, c := range causes {
 		head += fmt.Sprintf(" %*s", causeColWidth-1, c.Desc().Short+" tot/max")
 	}
@@ -347,7 +413,7 @@ func (o *overviewScreen) View() []string {
 		start = o.selected - avail + 1
 	}
 	for i := start; i < len(rows) && i < start+avail; i++ {
-		out = append(out, o.row(rows[i], causes, i == o.selected))
+		out = append(out, o.row(rows[i], cols, causes, i == o.selected))
 	}
 	return out
 }
@@ -389,13 +455,8 @@ func wrapAtSpaces(s string, w int) []string {
 	return append(out, line)
 }
 
-func (o *overviewScreen) row(r Row, causes []stall.Cause, selected bool) string {
-	id := itoa(r.TID)
-	if o.byProcess {
-		id = fmt.Sprint(r.Threads)
-	}
-	line := fmt.Sprintf("%7d %7s %-15.15s %4s %9s %6d %6d", r.PID, id, sanitize.Text(r.Comm), nodeStr(r.Node),
-		output.Dur(r.StallNs), r.Migr, r.CrossNode)
+func (o *overviewScreen) row(r Row, cols []column, causes []stall.Cause, selected bool) string {
+	line := cells(cols, func(c column) string { return c.cell(o, &r) })
 	for _, c := range causes {
 		ct := r.ByCause[c]
 		cell := "-"

@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/output"
@@ -61,8 +62,8 @@ func (s *spikesScreen) View() []string {
 		return []string{"", "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."}
 	}
 	var lines []string
-	if src != "" { // one line: the root cuts it to the width
-		lines = append(lines, "latency: "+sanitize.Text(src))
+	if src != "" {
+		lines = append(lines, hangWrap("latency: "+sanitize.Text(src), s.width, "  ")...)
 	}
 	if c == nil {
 		return lines
@@ -81,16 +82,8 @@ func (s *spikesScreen) View() []string {
 	}
 	for i := start; i < len(c.Spikes) && i < start+max(1, avail); i++ {
 		sp := c.Spikes[i]
-		top := "none"
-		if len(sp.Causes) > 0 && sp.Causes[0].Coverage > 0 {
-			tc := sp.Causes[0]
-			proc := sanitize.Text(tc.Process)
-			top = fmt.Sprintf("%s %.0f%% · %s", tc.Cause, tc.Coverage*100, proc)
-			if tc.Threads > 1 {
-				top = fmt.Sprintf("%s %.0f%% · %d threads of %s", tc.Cause, tc.Coverage*100, tc.Threads, proc)
-			}
-		}
-		line := fmt.Sprintf("%-10s %8s %8s  %s", s.windowClock(sp.Index), output.Dur(sp.LatencyNs), output.Dur(sp.BaselineNs), top)
+		line := fmt.Sprintf("%-10s %8s %8s  ", s.windowClock(sp.Index), output.Dur(sp.LatencyNs), output.Dur(sp.BaselineNs))
+		line += coveredBy(sp, s.width-ansi.StringWidth(line))
 		if i == s.selected {
 			line = styleSel.Render(padTo(line, s.width))
 		}
@@ -114,4 +107,25 @@ func sp0(c *correlate.Result) string {
 		return c.Spikes[0].Percentile
 	}
 	return "p99"
+}
+
+// coveredBy names what covers most of a spike in at most w cells: the
+// cause's name and its process, else its short name, else without the
+// process.
+func coveredBy(sp correlate.Spike, w int) string {
+	if len(sp.Causes) == 0 || sp.Causes[0].Coverage == 0 {
+		return "none"
+	}
+	tc := sp.Causes[0]
+	who := sanitize.Text(tc.Process)
+	if tc.Threads > 1 {
+		who = fmt.Sprintf("%d threads of %s", tc.Threads, who)
+	}
+	pct := fmt.Sprintf(" %.0f%%", tc.Coverage*100)
+	for _, s := range []string{tc.Cause.String() + pct + " · " + who, tc.Cause.Desc().Short + pct + " · " + who} {
+		if ansi.StringWidth(s) <= w {
+			return s
+		}
+	}
+	return tc.Cause.Desc().Short + pct
 }

@@ -51,3 +51,36 @@ func padTo(line string, width int) string {
 
 // wrap breaks s into lines of at most w cells at spaces.
 func wrap(s string, w int) []string { return strings.Split(ansi.Wordwrap(s, w, ""), "\n") }
+
+// hangWrap wraps s to w cells at spaces, its lines after the first
+// indented: a long line of a list goes on under itself, never cut.
+func hangWrap(s string, w int, indent string) []string {
+	first := wrapAtSpaces(s, w)
+	if len(first) == 1 {
+		return first
+	}
+	rest := wrapAtSpaces(strings.Join(first[1:], " "), max(10, w-ansi.StringWidth(indent)))
+	for i := range rest {
+		rest[i] = indent + rest[i]
+	}
+	return append(first[:1], rest...)
+}
+
+// joinFitting joins parts with sep into lines of at most w cells,
+// starting a new line rather than cutting a part.
+func joinFitting(parts []string, sep string, w int) []string {
+	var out []string
+	line := ""
+	for _, p := range parts {
+		switch {
+		case line == "":
+			line = p
+		case ansi.StringWidth(line+sep+p) <= w:
+			line += sep + p
+		default:
+			out = append(out, line)
+			line = p
+		}
+	}
+	return append(out, line)
+}

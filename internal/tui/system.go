@@ -66,7 +66,9 @@ func (s *systemScreen) View() []string {
 		lines = append(lines, styleWarn.Render("reading /proc: "+sanitize.Text((*s.procErr).Error())))
 	}
 	for _, w := range f.Warnings {
-		lines = append(lines, styleWarn.Render(w.At.Format("15:04:05")+" "+sanitize.Text(w.Msg)))
+		for _, l := range hangWrap(w.At.Format("15:04:05")+" "+sanitize.Text(w.Msg), s.width, "         ") {
+			lines = append(lines, styleWarn.Render(l))
+		}
 	}
 	if f.Last == nil {
 		lines = append(lines, styleDim.Render("no /proc readings yet"))
@@ -79,7 +81,9 @@ func (s *systemScreen) View() []string {
 	}
 	lines = append(lines, "", styleHead.Render("DOCTOR"))
 	if len(f.Info.Findings) == 0 {
-		lines = append(lines, styleDim.Render("  "+s.noFindings()))
+		for _, l := range wrap(s.noFindings(), s.width-2) {
+			lines = append(lines, styleDim.Render("  "+l))
+		}
 	}
 	for _, fd := range f.Info.Findings {
 		for _, l := range wrap(sanitize.Text(fd), s.width-2) {

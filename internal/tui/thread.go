@@ -52,8 +52,9 @@ func (t *threadScreen) View() []string {
 	if !ok {
 		return []string{"thread " + itoa(t.tid) + " is not in this view"}
 	}
-	lines := []string{styleTitle.Render(fmt.Sprintf("tid %d (%s) of pid %d", d.TID, sanitize.Text(d.Comm), d.PID)) +
-		fmt.Sprintf(" │ node %s │ stall %s │ migr %d (%d cross-node)", nodeStr(d.Node), output.Dur(d.StallNs), d.Migr, d.CrossNode)}
+	lines := joinFitting([]string{styleTitle.Render(fmt.Sprintf("tid %d (%s) of pid %d", d.TID, sanitize.Text(d.Comm), d.PID)),
+		"node " + nodeStr(d.Node), "stall " + output.Dur(d.StallNs), fmt.Sprintf("migr %d (%d cross-node)", d.Migr, d.CrossNode)},
+		" │ ", t.width)
 	lines = append(lines, t.histograms(d)...)
 	lines = append(lines, t.stacks(d)...)
 	lines = append(lines, t.timeline(d)...)
@@ -63,7 +64,8 @@ func (t *threadScreen) View() []string {
 	}
 	for _, ev := range d.Recent {
 		at := "+" + time.Duration(ev.TsNs-min(ev.TsNs, t.frame.Info.StartNs)).Round(time.Millisecond).String()
-		lines = append(lines, fmt.Sprintf("  %10s %-15s %9s %s", at, ev.Cause, output.Dur(ev.DurNs), sanitize.Text(ev.Describe())))
+		lines = append(lines, hangWrap(fmt.Sprintf("  %10s %-15s %9s %s", at, ev.Cause, output.Dur(ev.DurNs), sanitize.Text(ev.Describe())),
+			t.width, "             ")...)
 	}
 	return t.page.show(lines)
 }
@@ -82,8 +84,8 @@ func (t *threadScreen) histograms(d *Detail) []string {
 			continue
 		}
 		any = true
-		lines = append(lines, fmt.Sprintf("%s: %d stalls, total %s, p50 %s, p99 %s, max %s", c, h.Count,
-			output.Dur(h.TotalNs), output.Dur(h.Quantile(0.5)), output.Dur(h.Quantile(0.99)), output.Dur(h.MaxNs)))
+		lines = append(lines, hangWrap(fmt.Sprintf("%s: %d stalls, total %s, p50 %s, p99 %s, max %s", c, h.Count,
+			output.Dur(h.TotalNs), output.Dur(h.Quantile(0.5)), output.Dur(h.Quantile(0.99)), output.Dur(h.MaxNs)), t.width, "  ")...)
 		for _, r := range output.HistRows(&h, max(5, t.width-36)) {
 			lines = append(lines, fmt.Sprintf("  %9s → %-9s %6d %s", output.Dur(r.Lo), output.Dur(r.Hi), r.Count, repeatBlock(r.Bar)))
 		}

@@ -1,0 +1,62 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+)
+
+// Every screen at 80×24 and 60×20 shows what it has without cutting a
+// line, and keeps the target and the quit and help keys in sight.
+func TestGoldenNothingCut(t *testing.T) {
+	screens := []struct {
+		name string
+		keys []tea.Msg
+		also []string // what the screen must still show
+	}{
+		{"overview", nil, []string{"memcg tot/max", "STALL"}},
+		{"by_process", []tea.Msg{runes("g")}, []string{"memcg tot/max", "STALL"}},
+		{"thread", []tea.Msg{keyEnter}, []string{"cross-node", "max 26.92ms"}},
+		{"spikes", []tea.Msg{keyTab}, []string{"memcg"}},
+		{"spike_threads", []tea.Msg{keyTab, keyEnter}, []string{"memcg tot/max", "esc: all"}},
+		{"system", []tea.Msg{keyTab, keyTab}, []string{"DOCTOR"}},
+		{"help", []tea.Msg{runes("?")}, nil},
+	}
+	const target = "pid 7044 (redis-server)"
+	for _, size := range [][2]int{{80, 24}, {60, 20}} {
+		for _, sc := range screens {
+			t.Run(fmt.Sprintf("redis_%s_%dx%d", sc.name, size[0], size[1]), func(t *testing.T) {
+				m := drive(t, NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{}), size[0], size[1], sc.keys...)
+				view := m.View()
+				golden.RequireEqual(t, []byte(view))
+				for _, want := range append([]string{target, "q quit", "? help"}, sc.also...) {
+					if !strings.Contains(view, want) {
+						t.Errorf("%q is not on the screen", want)
+					}
+				}
+				for _, l := range m.lines() {
+					if n := ansi.StringWidth(l); n > size[0] {
+						t.Errorf("line of %d cells cut to %d: %q", n, size[0], ansi.Strip(l))
+					}
+				}
+			})
+		}
+	}
+}
+
+// A wide terminal gives each cause with stall time a column of its own:
+// at 120 columns redis-memcg-hog's overview shows memcg's and mmap_lock's
+// (it showed memcg's alone).
+func TestWideOverviewHasAColumnPerCause(t *testing.T) {
+	m := drive(t, NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{}), 120, 30)
+	view := m.View()
+	for _, want := range []string{"memcg tot/max", "mmap tot/max", "NODE", "MIGR", "XNODE"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("%q is not on the 120-column overview:\n%s", want, view)
+		}
+	}
+}
