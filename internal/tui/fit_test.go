@@ -22,6 +22,7 @@ func TestGoldenNothingCut(t *testing.T) {
 		{"by_process", []tea.Msg{runes("g")}, []string{"memcg tot/max", "STALL"}},
 		{"thread", []tea.Msg{keyEnter}, []string{"cross-node", "max 26.92ms"}},
 		{"spikes", []tea.Msg{keyTab}, []string{"memcg"}},
+		{"spikes_wall_clock", []tea.Msg{keyTab, runes("t")}, []string{"03:34:51.699 UTC", "memcg", "t: since start"}},
 		{"spike_threads", []tea.Msg{keyTab, keyEnter}, []string{"memcg tot/max", "esc: all"}},
 		{"system", []tea.Msg{keyTab, keyTab}, []string{"DOCTOR"}},
 		{"help", []tea.Msg{runes("?")}, nil},

@@ -47,6 +47,8 @@ type shared struct {
 	height int
 	player *Player // replay; nil when live
 	store  *Store  // live
+	// wallClock shows times as wall clock, not as offsets from the start.
+	wallClock bool
 
 	showThread  func(tid uint32)
 	focusWindow func(idx uint64)
@@ -73,10 +75,24 @@ func (s *shared) spikeAnalysis() *correlate.Result {
 	return s.analysis()
 }
 
-// windowClock names a window by its offset from the start.
+// windowClock names a window by its start, as clockAt shows times.
 func (s *shared) windowClock(idx uint64) string {
-	return "+" + (time.Duration(idx * s.frame.Info.WindowNs)).String()
+	return s.clockAt(s.frame.Info.run().Windows().Start(idx))
 }
+
+// clockAt shows a time on the run's clock: its offset from the start
+// (+6.5s), or with wallClock the wall clock in UTC to the millisecond
+// (03:34:53.512 UTC) when the run's start is known.
+func (s *shared) clockAt(mono uint64) string {
+	in := s.frame.Info
+	if t, ok := in.run().WallAt(mono); ok && s.wallClock {
+		return t.UTC().Format("15:04:05.000 MST")
+	}
+	return "+" + time.Duration(mono-min(mono, in.StartNs)).Round(time.Millisecond).String()
+}
+
+// hasWallClock says whether the run's wall clock start is known.
+func (s *shared) hasWallClock() bool { return !s.frame.Info.Started.IsZero() }
 
 // Model is the root of the view: header, tabs, status line and global
 // keys; the screens do the rest.

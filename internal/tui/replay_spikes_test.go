@@ -3,6 +3,7 @@ package tui
 import (
 	"strings"
 	"testing"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 )
@@ -44,5 +45,30 @@ func TestReplaySystemSaysTheRecordingHasNoFindings(t *testing.T) {
 	m.frame.Info.Findings = []string{"WARN numa_balancing is on"}
 	if view := m.View(); !strings.Contains(view, "WARN numa_balancing is on") {
 		t.Errorf("the recorded findings are not shown:\n%s", view)
+	}
+}
+
+// t toggles the Spikes list between offsets from the start and the wall
+// clock, each spike at the wall-clock time of its window's start as the
+// recording's header places it (the report's verdicts use the same).
+func TestSpikesShowWallClockOnT(t *testing.T) {
+	p := loadPlayer(t, "redis-memcg-hog.ntr")
+	m := NewReplay(p, Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.Update(keyTab)
+	if view := m.View(); !strings.Contains(view, "+6.5s ") || strings.Contains(view, "UTC") {
+		t.Fatalf("Spikes opens with offsets:\n%s", view)
+	}
+	m.Update(runes("t"))
+	view := m.View()
+	for _, sp := range p.eng.Analysis().Spikes[:5] {
+		want := p.info.Started.Add(time.Duration(sp.StartNs - p.info.StartNs)).UTC().Format("15:04:05.000 UTC")
+		if !strings.Contains(view, want+" ") {
+			t.Errorf("spike of window %d: %q is not on the screen:\n%s", sp.Index, want, view)
+		}
+	}
+	m.Update(runes("t"))
+	if view := m.View(); !strings.Contains(view, "+6.5s ") {
+		t.Errorf("t again does not go back to offsets:\n%s", view)
 	}
 }

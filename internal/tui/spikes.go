@@ -18,12 +18,13 @@ import (
 type spikesScreen struct {
 	*shared
 	selected int
-	keys     struct{ Show key.Binding }
+	keys     struct{ Show, Clock key.Binding }
 }
 
 func newSpikes(sh *shared) *spikesScreen {
 	s := &spikesScreen{shared: sh}
 	s.keys.Show = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "the window's threads"))
+	s.keys.Clock = key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "times since the start / wall clock"))
 	return s
 }
 
@@ -31,8 +32,8 @@ func (s *spikesScreen) SetSize(int, int) {}
 
 func (s *spikesScreen) reset() { s.selected = 0 }
 
-// Help is empty: enter is on the help screen already.
-func (s *spikesScreen) Help() []key.Binding { return nil }
+// Help is the clock key: enter is on the help screen already.
+func (s *spikesScreen) Help() []key.Binding { return []key.Binding{s.keys.Clock} }
 
 func (s *spikesScreen) spikes() int {
 	if a := s.spikeAnalysis(); a != nil {
@@ -46,6 +47,10 @@ func (s *spikesScreen) Update(k tea.KeyMsg) tea.Cmd {
 		s.selected = min(max(0, s.selected+d), max(0, s.spikes()-1))
 		return nil
 	}
+	if key.Matches(k, s.keys.Clock) && s.hasWallClock() {
+		s.wallClock = !s.wallClock
+		return nil
+	}
 	if key.Matches(k, s.keys.Show) && s.selected < s.spikes() {
 		s.focusWindow(s.spikeAnalysis().Spikes[s.selected].Index)
 		s.selected = 0
@@ -53,7 +58,17 @@ func (s *spikesScreen) Update(k tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func (s *spikesScreen) Hints() []string { return []string{hint(s.keys.Show)} }
+func (s *spikesScreen) Hints() []string {
+	h := []string{hint(s.keys.Show)}
+	switch {
+	case !s.hasWallClock():
+	case s.wallClock:
+		h = append(h, "t: since start")
+	default:
+		h = append(h, "t: wall clock")
+	}
+	return h
+}
 
 func (s *spikesScreen) View() []string {
 	c := s.spikeAnalysis()
@@ -73,7 +88,11 @@ func (s *spikesScreen) View() []string {
 	if len(c.Spikes) == 0 {
 		return lines
 	}
-	lines = append(lines, styleHead.Render(fmt.Sprintf("%-10s %8s %8s  %s", "WINDOW", strings.ToUpper(sp0(c)), "VS", "COVERED BY")))
+	clockW := 10
+	if s.wallClock && s.hasWallClock() {
+		clockW = len("15:04:05.000 UTC")
+	}
+	lines = append(lines, styleHead.Render(fmt.Sprintf("%-*s %8s %8s  %s", clockW, "WINDOW", strings.ToUpper(sp0(c)), "VS", "COVERED BY")))
 	avail := s.height - 3 - len(lines) - 4
 	s.selected = min(s.selected, len(c.Spikes)-1)
 	start := 0
@@ -82,7 +101,7 @@ func (s *spikesScreen) View() []string {
 	}
 	for i := start; i < len(c.Spikes) && i < start+max(1, avail); i++ {
 		sp := c.Spikes[i]
-		line := fmt.Sprintf("%-10s %8s %8s  ", s.windowClock(sp.Index), output.Dur(sp.LatencyNs), output.Dur(sp.BaselineNs))
+		line := fmt.Sprintf("%-*s %8s %8s  ", clockW, s.windowClock(sp.Index), output.Dur(sp.LatencyNs), output.Dur(sp.BaselineNs))
 		line += coveredBy(sp, s.width-ansi.StringWidth(line))
 		if i == s.selected {
 			line = styleSel.Render(padTo(line, s.width))

@@ -38,6 +38,12 @@ type Info struct {
 	Latency run.LatencySource
 }
 
+// run is the run's clock as the report has it: its windows and its
+// wall clock.
+func (in Info) run() run.Description {
+	return run.Description{Started: in.Started, StartNs: in.StartNs, WindowNs: in.WindowNs}
+}
+
 // recentEvents is how many stall events each thread keeps for the
 // drill-down.
 const recentEvents = 32

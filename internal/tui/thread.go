@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -63,7 +62,7 @@ func (t *threadScreen) View() []string {
 		lines = append(lines, styleDim.Render("  none streamed"))
 	}
 	for _, ev := range d.Recent {
-		at := "+" + time.Duration(ev.TsNs-min(ev.TsNs, t.frame.Info.StartNs)).Round(time.Millisecond).String()
+		at := t.clockAt(ev.TsNs)
 		lines = append(lines, hangWrap(fmt.Sprintf("  %10s %-15s %9s %s", at, ev.Cause, output.Dur(ev.DurNs), sanitize.Text(ev.Describe())),
 			t.width, "             ")...)
 	}
