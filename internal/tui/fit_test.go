@@ -2,12 +2,15 @@ package tui
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
 // Every screen at 80×24 and 60×20 shows what it has without cutting a
@@ -58,6 +61,42 @@ func TestWideOverviewHasAColumnPerCause(t *testing.T) {
 	for _, want := range []string{"memcg tot/max", "mmap tot/max", "NODE", "MIGR", "XNODE"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("%q is not on the 120-column overview:\n%s", want, view)
+		}
+	}
+}
+
+// No screen of any shipped recording cuts a line at 80×24 or 60×20, and
+// each keeps its target and the help and quit keys in sight.
+func TestNoRecordingCutsALine(t *testing.T) {
+	paths, err := filepath.Glob(recordings + "*.ntr")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recordings: %v", err)
+	}
+	for _, path := range paths {
+		p := loadPlayer(t, filepath.Base(path))
+		for _, size := range [][2]int{{80, 24}, {60, 20}} {
+			m := NewReplay(p, Options{})
+			m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+			m.Update(keyEnter) // the drill-down shows the top thread
+			for i := 0; i <= len(m.screens); i++ {
+				if i < len(m.screens) {
+					m.screen = m.screens[i]
+				} else {
+					m.Update(runes("?"))
+				}
+				name := fmt.Sprintf("%s/%dx%d/%s", filepath.Base(path), size[0], size[1], m.name())
+				view := m.View()
+				for _, want := range []string{sanitize.Text(p.info.Target), "q quit", "? help"} {
+					if !strings.Contains(view, want) {
+						t.Errorf("%s: %q is not on the screen:\n%s", name, want, view)
+					}
+				}
+				for _, l := range m.lines() {
+					if n := ansi.StringWidth(l); n > size[0] {
+						t.Errorf("%s: line of %d cells cut to %d: %q", name, n, size[0], ansi.Strip(l))
+					}
+				}
+			}
 		}
 	}
 }

@@ -74,7 +74,11 @@ func (s *spikesScreen) View() []string {
 	c := s.spikeAnalysis()
 	src := s.frame.Info.Latency.String()
 	if c == nil && src == "" {
-		return []string{"", "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."}
+		msg := "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."
+		if s.player != nil {
+			msg = "No latency source: this recording was made without --latency-file, --latency-prom or --latency-uprobe."
+		}
+		return append([]string{""}, wrapAtSpaces(msg, s.width)...)
 	}
 	var lines []string
 	if src != "" {
