@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,27 @@ func TestNoRecordingCutsALine(t *testing.T) {
 						t.Errorf("%s: line of %d cells cut to %d: %q", name, n, size[0], ansi.Strip(l))
 					}
 				}
+			}
+		}
+	}
+}
+
+// A new warning on the live view's status line leaves the help and quit
+// keys beside it (it took the whole line), at 80 and at 60 columns.
+func TestWarningKeepsTheKeys(t *testing.T) {
+	for _, w := range []int{80, 60} {
+		s := liveStore()
+		s.Warn(errors.New("rescan of cgroup /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice failed: too many open files"))
+		m := NewLive(s, Options{Now: func() uint64 { return 1 + 2e9 }, NoTicks: true})
+		m.Update(tea.WindowSizeMsg{Width: w, Height: 20})
+		lines := strings.Split(m.View(), "\n")
+		status := lines[len(lines)-1]
+		if !strings.HasPrefix(status, "warning: rescan of cgroup") || !strings.HasSuffix(status, "? help  q quit") {
+			t.Errorf("%d columns: status line %q", w, status)
+		}
+		for _, l := range m.lines() {
+			if n := ansi.StringWidth(l); n > w {
+				t.Errorf("%d columns: line of %d cells: %q", w, n, ansi.Strip(l))
 			}
 		}
 	}

@@ -458,9 +458,18 @@ func (m *Model) status() string {
 		return m.over.filter.View()
 	}
 	if w := m.frame.Warnings; len(w) > 0 && time.Since(w[len(w)-1].At) < warningShown {
-		return styleWarn.Render("warning: " + sanitize.Text(w[len(w)-1].Msg))
+		return m.warningStatus(w[len(w)-1])
 	}
 	return styleDim.Render(m.keyHints())
+}
+
+// warningStatus shows a new warning beside the help and quit keys. What
+// of it does not fit is on the System screen, which keeps it whole.
+func (m *Model) warningStatus(w Warning) string {
+	keys := "  " + hints(global.Help, global.Quit)
+	room := max(0, m.width-ansi.StringWidth(keys))
+	msg := ansi.Truncate("warning: "+sanitize.Text(w.Msg), room, "…")
+	return styleWarn.Render(msg) + styleDim.Render(keys)
 }
 
 // keyHints are the screen's state and keys, then the global keys. A
