@@ -122,3 +122,18 @@ func TestWarningKeepsTheKeys(t *testing.T) {
 		}
 	}
 }
+
+// A long reason the live run stopped is shortened in the header, not the
+// target after it.
+func TestStoppedHeaderKeepsTheTarget(t *testing.T) {
+	m := NewLive(liveStore(), Options{Now: func() uint64 { return 1 + 2e9 }, NoTicks: true})
+	m.Update(tea.WindowSizeMsg{Width: 60, Height: 20})
+	m.Update(EndedMsg{Why: "the target exited after a very long explanation of why it did"})
+	header := strings.Split(m.View(), "\n")[0]
+	if !strings.HasPrefix(header, "numatrace STOPPED: the target") || !strings.HasSuffix(header, "pid 10 (t11)") {
+		t.Errorf("header %q", header)
+	}
+	if n := ansi.StringWidth(m.lines()[0]); n > 60 {
+		t.Errorf("header of %d cells", n)
+	}
+}

@@ -403,36 +403,58 @@ func (m *Model) header() string {
 	// What matters most comes first. A narrow terminal drops the kernel,
 	// the node count, the probes, a zero of lost events and the elapsed
 	// time, in that order; never the target.
-	parts := []headerPart{{styleTitle.Render("numatrace") + " " + mode, 0}, {elapsed, 5}, {lost, lostDrop},
+	parts := []headerPart{{styleTitle.Render("numatrace") + " " + mode, shrinks}, {elapsed, 5}, {lost, lostDrop},
 		{fmt.Sprintf("probes %d/%d", in.ProbesAttached, in.ProbesTotal), 3}, {nodes, 2},
 		{sanitize.Text(in.Target), 0}, {sanitize.Text(in.Kernel), 1}}
 	return fitParts(parts, " │ ", m.width)
 }
 
 // headerPart is a part of a line that a narrow terminal drops: the one
-// with the lowest drop first, 0 never.
+// with the lowest drop first, 0 never. The part that shrinks is
+// shortened when dropping the others was not enough (a long reason the
+// live run stopped), so those after it stay whole.
 type headerPart struct {
 	text string
 	drop int
 }
 
+const shrinks = -1
+
 // fitParts joins the parts with sep, dropping parts until the line fits
-// in width.
+// in width, then shortening the one that shrinks.
 func fitParts(parts []headerPart, sep string, width int) string {
 	for drop := 0; ; drop++ {
-		var keep []string
+		var keep []headerPart
 		more := false
 		for _, p := range parts {
-			if p.text != "" && (p.drop == 0 || p.drop > drop) {
-				keep = append(keep, p.text)
+			if p.text != "" && (p.drop <= 0 || p.drop > drop) {
+				keep = append(keep, p)
 				more = more || p.drop > drop
 			}
 		}
-		line := strings.Join(keep, sep)
-		if !more || ansi.StringWidth(line) <= width {
-			return line
+		line := joinParts(keep, sep)
+		if over := ansi.StringWidth(line) - width; over <= 0 || !more {
+			return shrink(keep, sep, over)
 		}
 	}
+}
+
+func joinParts(parts []headerPart, sep string) string {
+	var texts []string
+	for _, p := range parts {
+		texts = append(texts, p.text)
+	}
+	return strings.Join(texts, sep)
+}
+
+// shrink shortens the part that shrinks by over cells, if over > 0.
+func shrink(parts []headerPart, sep string, over int) string {
+	for i, p := range parts {
+		if over > 0 && p.drop == shrinks {
+			parts[i].text = ansi.Truncate(p.text, max(1, ansi.StringWidth(p.text)-over), "…")
+		}
+	}
+	return joinParts(parts, sep)
 }
 
 func (m *Model) tabs() string {
