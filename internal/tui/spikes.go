@@ -103,10 +103,12 @@ func (s *spikesScreen) View() []string {
 	if s.selected >= avail {
 		start = s.selected - avail + 1
 	}
-	for i := start; i < len(c.Spikes) && i < start+max(1, avail); i++ {
+	end := min(len(c.Spikes), start+max(1, avail))
+	form := coverForm(c.Spikes[start:end], s.width-clockW-20)
+	for i := start; i < end; i++ {
 		sp := c.Spikes[i]
 		line := fmt.Sprintf("%-*s %8s %8s  ", clockW, s.windowClock(sp.Index), output.Dur(sp.LatencyNs), output.Dur(sp.BaselineNs))
-		line += coveredBy(sp, s.width-ansi.StringWidth(line))
+		line += coveredBy(sp, form)
 		if i == s.selected {
 			line = styleSel.Render(padTo(line, s.width))
 		}
@@ -132,23 +134,41 @@ func sp0(c *correlate.Result) string {
 	return "p99"
 }
 
-// coveredBy names what covers most of a spike in at most w cells: the
-// cause's name and its process, else its short name, else without the
-// process.
-func coveredBy(sp correlate.Spike, w int) string {
+// coverForms are the ways to name what covers most of a spike, longest
+// first: the cause's name and its process, its short name and the
+// process, its short name alone.
+const coverForms = 3
+
+// coverForm is the longest form in which every spike shown fits w cells,
+// so the column reads alike from row to row.
+func coverForm(spikes []correlate.Spike, w int) int {
+	for form := range coverForms - 1 {
+		fits := true
+		for _, sp := range spikes {
+			fits = fits && ansi.StringWidth(coveredBy(sp, form)) <= w
+		}
+		if fits {
+			return form
+		}
+	}
+	return coverForms - 1
+}
+
+func coveredBy(sp correlate.Spike, form int) string {
 	if len(sp.Causes) == 0 || sp.Causes[0].Coverage == 0 {
 		return "none"
 	}
 	tc := sp.Causes[0]
+	pct := fmt.Sprintf(" %.0f%%", tc.Coverage*100)
 	who := sanitize.Text(tc.Process)
 	if tc.Threads > 1 {
 		who = fmt.Sprintf("%d threads of %s", tc.Threads, who)
 	}
-	pct := fmt.Sprintf(" %.0f%%", tc.Coverage*100)
-	for _, s := range []string{tc.Cause.String() + pct + " · " + who, tc.Cause.Desc().Short + pct + " · " + who} {
-		if ansi.StringWidth(s) <= w {
-			return s
-		}
+	switch form {
+	case 0:
+		return tc.Cause.String() + pct + " · " + who
+	case 1:
+		return tc.Cause.Desc().Short + pct + " · " + who
 	}
 	return tc.Cause.Desc().Short + pct
 }
