@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/numatrace/numatrace/internal/sanitize"
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // Every screen at 80×24 and 60×20 shows what it has without cutting a
@@ -54,16 +55,36 @@ func TestGoldenNothingCut(t *testing.T) {
 }
 
 // A wide terminal gives each cause with stall time a column of its own:
-// at 120 columns redis-memcg-hog's overview shows memcg's and mmap_lock's
-// (it showed memcg's alone).
+// at 120 columns every shipped recording's overview has a column for
+// each cause the report counts stall time of (redis-memcg-hog's showed
+// memcg's alone, not mmap_lock's).
 func TestWideOverviewHasAColumnPerCause(t *testing.T) {
-	m := drive(t, NewReplay(loadPlayer(t, "redis-memcg-hog.ntr"), Options{}), 120, 30)
-	view := m.View()
-	for _, want := range []string{"memcg tot/max", "mmap tot/max", "NODE", "MIGR", "XNODE"} {
-		if !strings.Contains(view, want) {
-			t.Errorf("%q is not on the 120-column overview:\n%s", want, view)
-		}
+	paths, err := filepath.Glob(recordings + "*.ntr")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recordings: %v", err)
 	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			var causes reportCauses
+			readReport(t, path, &causes)
+			m := drive(t, NewReplay(loadPlayer(t, filepath.Base(path)), Options{}), 120, 30)
+			view := m.View()
+			for c := range stall.NumCauses {
+				if causes.Causes[c.String()].TotalNs > 0 && !strings.Contains(view, c.Desc().Short+" tot/max") {
+					t.Errorf("no %s column on the 120-column overview:\n%s", c, view)
+				}
+			}
+			for _, want := range []string{"NODE", "MIGR", "XNODE"} {
+				if !strings.Contains(view, want) {
+					t.Errorf("no %s column on the 120-column overview", want)
+				}
+			}
+		})
+	}
+}
+
+type reportCauses struct {
+	Causes map[string]reportCause `json:"causes"`
 }
 
 // No screen of any shipped recording cuts a line at 80×24 or 60×20, and

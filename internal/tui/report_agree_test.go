@@ -43,8 +43,17 @@ type reportSummary struct {
 }
 
 // reportJSON is the recording's summary as `numatrace report --json`
-// prints it: replayed by replay.Run and printed by output.Print.
+// prints it.
 func reportJSON(t *testing.T, path string) reportSummary {
+	t.Helper()
+	var s reportSummary
+	readReport(t, path, &s)
+	return s
+}
+
+// readReport decodes the recording's summary as `numatrace report --json`
+// prints it, replayed by replay.Run and printed by output.Print, into v.
+func readReport(t *testing.T, path string, v any) {
 	t.Helper()
 	r, err := record.Open(path)
 	if err != nil {
@@ -59,11 +68,9 @@ func reportJSON(t *testing.T, path string) reportSummary {
 	if err := output.Print(rep, output.NewNDJSON(&buf), &buf); err != nil {
 		t.Fatal(err)
 	}
-	var s reportSummary
-	if err := json.Unmarshal(buf.Bytes(), &s); err != nil {
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 // overviewRows are the overview's table rows, by thread or by process,
