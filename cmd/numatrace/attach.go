@@ -35,6 +35,7 @@ func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {
 	} else {
 		fs.StringVar(&a.RecordTo, "record", "", "also record to this file (see numatrace replay, report, export)")
 	}
+	fs.BoolVar(&a.Force, "force", false, "replace the recording file if it already exists")
 	fs.IntVar(&a.PID, "pid", 0, "trace every thread of this process, including threads it creates later")
 	childrenHelp := "with --pid: trace its descendants too, those alive now and those it forks later, with their threads"
 	fs.BoolVar(&a.Children, "children", false, childrenHelp)

@@ -309,3 +309,33 @@ func plantedLink(t *testing.T, name string) (link string, untouched func()) {
 		}
 	}
 }
+
+// record -o and attach --record leave an existing recording alone unless
+// --force: one line, exit 2, the file as it was.
+func TestRecordRefusesToOverwrite(t *testing.T) {
+	pid := missingPID(t)
+	for _, cmd := range [][]string{{"record", "-o"}, {"attach", "--no-tui", "--record"}} {
+		path := filepath.Join(t.TempDir(), "incident.ntr")
+		if err := os.WriteFile(path, []byte("an earlier recording"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{}, cmd...), path, "--pid", pid)
+		code, stdout, stderr := runCLI(args...)
+		if code != 2 || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q; want 2 and nothing", args, code, stdout)
+		}
+		msg := oneErrorLine(t, stderr)
+		if !strings.Contains(msg, path+" already exists (20 bytes): not overwritten; give --force") {
+			t.Errorf("%q: message %q", args, msg)
+		}
+		if b, _ := os.ReadFile(path); string(b) != "an earlier recording" {
+			t.Errorf("%q: the file now holds %q", args, b)
+		}
+		// With --force the check passes and the run goes on to the
+		// target, which does not exist.
+		code, _, stderr = runCLI(append(args, "--force")...)
+		if msg := oneErrorLine(t, stderr); code != 2 || !strings.Contains(msg, "not found") {
+			t.Errorf("%q --force: exit %d, message %q; want the missing pid", args, code, msg)
+		}
+	}
+}
