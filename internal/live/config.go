@@ -241,7 +241,7 @@ func (a *Attach) checkOverwrite() error {
 	if a.RecordTo == "" || a.Force {
 		return nil
 	}
-	st, err := os.Stat(a.RecordTo)
+	st, err := os.Lstat(a.RecordTo) // a link planted at the path is outfile's to refuse
 	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
 		return nil
 	}
