@@ -98,7 +98,7 @@ func TestAttachHelpExits0(t *testing.T) {
 		if stderr != "" {
 			t.Errorf("attach %s: stderr %q", arg, stderr)
 		}
-		for _, want := range []string{"usage of numatrace attach:", "-pid", "-children", "-tid", "-cgroup", "-duration", "-min-event"} {
+		for _, want := range []string{"usage: numatrace attach", "--pid", "--children", "--tid", "--cgroup", "--duration", "--min-event"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("attach %s: help lacks %q", arg, want)
 			}
@@ -129,7 +129,11 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"--window", "0"}, []string{"--window must be at least 10ms"}},
 		{[]string{"--window=-1s"}, []string{"--window must be at least 10ms"}},
 		{[]string{"--window=3ns"}, []string{"--window must be at least 10ms"}},
-		{[]string{"--no-such-flag"}, []string{"attach:", "no-such-flag"}},
+		{[]string{"--no-such-flag"}, []string{"attach: flag provided but not defined: --no-such-flag"}},
+		{[]string{"-p", "0"}, []string{"invalid pid 0", "--pid must be above 0"}},
+		{[]string{"-t", "0"}, []string{"invalid tid 0", "--tid must be above 0"}},
+		{[]string{"-d", "3"}, []string{"attach: invalid value \"3\" for flag -d", "(a duration needs a unit: 3s, 3ms)"}},
+		{[]string{"--window", "x"}, []string{"for flag --window"}},
 		{[]string{"--pid", "abc"}, []string{"attach:", "pid", "abc"}},
 		{[]string{"--pid"}, []string{"attach:", "pid"}},
 		{[]string{"--no-tui", "extra"}, []string{"unexpected argument \"extra\""}},
@@ -337,5 +341,85 @@ func TestRecordRefusesToOverwrite(t *testing.T) {
 		if msg := oneErrorLine(t, stderr); code != 2 || !strings.Contains(msg, "not found") {
 			t.Errorf("%q --force: exit %d, message %q; want the missing pid", args, code, msg)
 		}
+	}
+}
+
+// The short flags tracing tools use reach the same settings as the long
+// ones: -p is --pid, -t --tid, -d --duration.
+func TestAttachShortFlags(t *testing.T) {
+	pid := missingPID(t)
+	for args, want := range map[string]string{"-p " + pid: "no process with pid " + pid, "-t " + pid: "no thread with tid " + pid,
+		"-p " + pid + " -d 1s": "no process with pid " + pid} {
+		code, stdout, stderr := runCLI(append([]string{"attach", "--no-tui"}, strings.Fields(args)...)...)
+		if msg := oneErrorLine(t, stderr); code != 2 || stdout != "" || msg != want+": not found" {
+			t.Errorf("%q: exit %d, stdout %q, message %q; want the missing pid", args, code, stdout, msg)
+		}
+	}
+}
+
+// Each command's help is the same from `numatrace help CMD` and
+// `numatrace CMD --help`, and lists every flag with two dashes under a
+// heading, within 100 columns.
+func TestCommandHelp(t *testing.T) {
+	for _, name := range []string{"attach", "record", "serve", "replay", "report", "export", "doctor", "probes"} {
+		code, stdout, stderr := runCLI("help", name)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: numatrace "+name+" ") {
+			t.Errorf("help %s: exit %d, stderr %q, stdout starts %.60q", name, code, stderr, stdout)
+			continue
+		}
+		if _, again, _ := runCLI(name, "--help"); again != stdout {
+			t.Errorf("%s --help differs from help %s", name, name)
+		}
+		if strings.Contains(stdout, "\nother:\n") {
+			t.Errorf("help %s has flags under no heading:\n%s", name, stdout)
+		}
+		for _, line := range strings.Split(stdout, "\n") {
+			if len(line) > 100 {
+				t.Errorf("help %s: a line of %d columns: %q", name, len(line), line)
+			}
+			if flag, ok := strings.CutPrefix(line, "  -"); ok && !strings.HasPrefix(flag, "-") && !strings.HasPrefix(flag[1:], ", --") {
+				t.Errorf("help %s: %q is not spelled --flag or -x, --flag", name, line)
+			}
+		}
+	}
+}
+
+// attach's help goes by purpose, target first, and a flag's help that
+// continues another's follows it: --spike-k's "..." is ended by
+// --spike-floor's "...and above this floor" (alphabetically, before it).
+func TestAttachHelpGroupsByPurpose(t *testing.T) {
+	_, help, _ := runCLI("attach", "--help")
+	order := []string{"\ntarget (", "  -p, --pid PID\n", "  -f, --children\n", "  -t, --tid TID\n", "  --pod POD\n",
+		"  -d, --duration DURATION\n", "\nlatency (", "  --latency-prom URL\n", "  --latency-metric NAME\n",
+		"  --slo DURATION\n", "  --spike-k X\n", "  --spike-floor DURATION\n        ...and above this floor",
+		"\noutput:\n", "  -o, --record FILE\n", "  --force\n", "\ntuning:\n", "  --window DURATION\n"}
+	at := 0
+	for _, want := range order {
+		i := strings.Index(help[at:], want)
+		if i < 0 {
+			t.Fatalf("attach --help lacks %q after byte %d:\n%s", want, at, help)
+		}
+		at += i + len(want)
+	}
+}
+
+// The usage shows the headline feature: the latency flags, --slo, and
+// the targets a pod or a container are.
+func TestUsageShowsLatencyAndTargets(t *testing.T) {
+	_, usage, _ := runCLI("help")
+	for _, want := range []string{"-p, --pid PID", "-t, --tid TID", "--pod", "--container", "--latency kernel|off",
+		"--latency-file FILE", "--latency-prom URL", "--latency-uprobe", "--slo DURATION", "numatrace help COMMAND", "--force"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(usage, "\n") {
+		if len(line) > 100 {
+			t.Errorf("a usage line of %d columns: %q", len(line), line)
+		}
+	}
+	code, _, stderr := runCLI("help", "bogus")
+	if msg := oneErrorLine(t, stderr); code != 2 || !strings.Contains(msg, `help: unknown command "bogus"`) {
+		t.Errorf("help bogus: exit %d, message %q", code, msg)
 	}
 }

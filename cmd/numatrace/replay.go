@@ -31,12 +31,10 @@ func oneFile(fs *flag.FlagSet, args []string, stdout io.Writer) (string, error) 
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fmt.Fprintf(stdout, "usage of numatrace %s FILE:\n", fs.Name())
-				fs.PrintDefaults()
+				printHelp(stdout, fs)
 				return "", err
 			}
-			return "", usageErr("%s: %v", fs.Name(), err)
+			return "", usageErr("%s: %v", fs.Name(), dashed(err))
 		}
 		args = fs.Args()
 		if len(args) > 0 {
@@ -161,7 +159,8 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	format := fs.String("format", "perfetto",
 		"output format: perfetto (Chrome trace-event JSON), pprof (a stall profile for go tool pprof, Pyroscope, Parca) or folded (folded stacks for flamegraph.pl, speedscope)")
-	out := fs.String("o", "", "output file (default: stdout)")
+	out := fs.String("output", "", "output file (default: stdout)")
+	alias(fs, "o", "output")
 	path, err := oneFile(fs, args, stdout)
 	if err != nil {
 		return err
