@@ -423,3 +423,56 @@ func TestUsageShowsLatencyAndTargets(t *testing.T) {
 		t.Errorf("help bogus: exit %d, message %q", code, msg)
 	}
 }
+
+// cutRecording is the first n bytes of a shipped recording.
+func cutRecording(t *testing.T, n int) string {
+	t.Helper()
+	full, err := os.ReadFile("../../testdata/recordings/redis-memcg-hog.ntr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cut.ntr")
+	if err := os.WriteFile(path, full[:n], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A recording cut before it traced anything is no report "for 0s" with
+// exit 0: one line saying where it was cut, exit 2.
+func TestReportCutBeforeAnyTracing(t *testing.T) {
+	for _, n := range []int{3000, 6000} {
+		path := cutRecording(t, n)
+		code, stdout, stderr := runCLI("report", path)
+		if code != 2 || stdout != "" {
+			t.Errorf("cut at %d: exit %d, stdout %.80q; want 2 and nothing", n, code, stdout)
+		}
+		want := path + " is truncated at byte " + strconv.Itoa(n) + ", before any tracing was recorded: nothing to report"
+		if msg := oneErrorLine(t, stderr); msg != want {
+			t.Errorf("cut at %d: message %q, want %q", n, msg, want)
+		}
+	}
+}
+
+// A recording cut after some tracing reports what was read, and says in
+// one WARNING line where the file is cut.
+func TestReportCutRecordingWarns(t *testing.T) {
+	path := cutRecording(t, 10000)
+	code, stdout, stderr := runCLI("report", path)
+	if code != 0 || !strings.Contains(stdout, "for 20.003s") {
+		t.Errorf("exit %d, report %.120q; want 0 and the first 20 s", code, stdout)
+	}
+	want := "WARNING: " + path + " is truncated: cut short at byte 10000, inside a block; 3 complete block(s) read before it"
+	if msg := oneErrorLine(t, stderr); msg != want {
+		t.Errorf("stderr %q, want one line %q", msg, want)
+	}
+}
+
+// A directory named as a recording is said to be one.
+func TestReportADirectory(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("report", dir)
+	if msg := oneErrorLine(t, stderr); code != 2 || stdout != "" || msg != dir+" is a directory, not a recording" {
+		t.Errorf("exit %d, stdout %q, message %q", code, stdout, msg)
+	}
+}
