@@ -38,7 +38,7 @@ func Hanging(lead, s string, width int) string {
 // Indented wraps s to width, its first line after first and the others
 // after rest.
 func Indented(first, rest, s string, width int) string {
-	lines := Lines(s, max(width-ansi.StringWidth(rest), 20))
+	lines := Lines(s, max(width-max(ansi.StringWidth(first), ansi.StringWidth(rest)), 20))
 	var b strings.Builder
 	for i, l := range lines {
 		if i == 0 {
