@@ -27,7 +27,7 @@ func TestHangingAlignsContinuationLines(t *testing.T) {
 // A first line led by more than the rest ("[WARN] " against "  ") still
 // fits the width.
 func TestIndentedFirstLineFits(t *testing.T) {
-	got := Indented("[WARN] ", "  ", "the huge-page pool sits unevenly across the nodes", 30)
+	got := Indented("[WARN] ", "  ", "the node0 pool sits unevenly across the nodes", 30)
 	for _, l := range strings.Split(got, "\n") {
 		if len(l) > 30 {
 			t.Errorf("line %q is over 30 columns in\n%s", l, got)
