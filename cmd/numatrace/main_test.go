@@ -476,3 +476,17 @@ func TestReportADirectory(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, message %q", code, stdout, msg)
 	}
 }
+
+// numatrace probes on this kernel fits 100 columns (its table reached 259).
+func TestProbesFits100Columns(t *testing.T) {
+	testutil.RequireRoot(t)
+	code, stdout, stderr := runCLI("probes")
+	if code != 0 || !strings.Contains(stdout, "direct_reclaim") {
+		t.Fatalf("probes: exit %d, stderr %q", code, stderr)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if w := len([]rune(line)); w > 100 {
+			t.Errorf("a line of %d columns: %q", w, line)
+		}
+	}
+}
