@@ -28,22 +28,28 @@ func traceFlags(fs *flag.FlagSet, t *live.Trace, windowHelp, minEventHelp string
 func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	if name == "record" {
-		fs.StringVar(&a.RecordTo, "o", "", "write the recording to this file (required)")
+		fs.StringVar(&a.RecordTo, "output", "", "write the recording to this file (required)")
+		alias(fs, "o", "output")
 		fs.BoolVar(&a.DumpOnSpike, "dump-on-spike", false, "with --flight-recorder and a latency source: also write -o at each p99 spike")
 		fs.StringVar(&a.Flight, "flight-recorder", "",
 			"keep only the most recent data in memory (a size like 64MiB, or a duration like 5m) and write it to -o on SIGUSR1")
 	} else {
 		fs.StringVar(&a.RecordTo, "record", "", "also record to this file (see numatrace replay, report, export)")
+		alias(fs, "o", "record")
 	}
+	fs.BoolVar(&a.Force, "force", false, "replace the recording file if it already exists")
 	fs.IntVar(&a.PID, "pid", 0, "trace every thread of this process, including threads it creates later")
+	alias(fs, "p", "pid")
 	childrenHelp := "with --pid: trace its descendants too, those alive now and those it forks later, with their threads"
 	fs.BoolVar(&a.Children, "children", false, childrenHelp)
-	fs.BoolVar(&a.Children, "f", false, "the same as --children, as strace spells it")
+	alias(fs, "f", "children") // as strace spells it
 	fs.IntVar(&a.TID, "tid", 0, "trace one thread")
+	alias(fs, "t", "tid")
 	fs.StringVar(&a.Cgroup, "cgroup", "", "trace the processes of this cgroup (absolute, or relative to /sys/fs/cgroup)")
 	fs.StringVar(&a.Pod, "pod", "", "trace a Kubernetes pod on this node: NAMESPACE/NAME, NAME or UID (its cgroup, found from the kubelet's layout)")
 	fs.StringVar(&a.Container, "container", "", "trace a container on this node by ID, or a unique prefix of one (its cgroup)")
 	fs.DurationVar(&a.Duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
+	alias(fs, "d", "duration")
 	traceFlags(fs, &a.Trace, "length of the per-window totals",
 		"stream only stalls at least this long: DUR for every cause, or cause=DUR,... (histograms keep everything)")
 	fs.BoolVar(&a.IncludeSelf, "include-self", false, "trace numatrace's own threads too (they are left out as noise)")

@@ -691,6 +691,25 @@ func TestRecordRefusesASymlinkedOutput(t *testing.T) {
 	untouched()
 }
 
+// record says how far it got on stderr while it runs, and stops saying
+// so before its last line; stdout stays empty.
+func TestRecordShowsProgress(t *testing.T) {
+	testutil.RequireRoot(t)
+	out := filepath.Join(t.TempDir(), "rec.ntr")
+	cmd := exec.Command(binary(t), "record", "-o", out, "--duration", "5s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("record: %v; stderr %s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	progress := regexp.MustCompile(`^numatrace: recording for [0-9]+s: [0-9]+ events, [0-9]+ lost, [0-9.]+ (B|KiB|MiB) written$`)
+	if stdout.Len() != 0 || len(lines) < 2 || !progress.MatchString(lines[0]) ||
+		!strings.HasPrefix(lines[len(lines)-1], "numatrace: recorded ") {
+		t.Errorf("stdout %q; stderr:\n%s\nwant progress lines, then the recorded line", stdout.String(), stderr.String())
+	}
+}
+
 // An incident recorder is most likely killed during the incident (by the
 // OOM killer, in a memory incident): kill -9 of record 3 s into a stream
 // of memcg reclaims keeps the stalls up to at most a second before the
@@ -1035,8 +1054,10 @@ func TestReplayBadInput(t *testing.T) {
 			t.Errorf("%v: message %q: want one line", c.args, msg)
 		}
 	}
-	// A shipped recording cut in half still reports, and says it was cut.
-	full, err := os.ReadFile("../../testdata/recordings/memcg-host.ntr")
+	// A shipped recording cut at two thirds still reports what it holds
+	// (memcg-host.ntr's first two thirds hold no tracing, 3 ms of it:
+	// TestReportCutBeforeAnyTracing), and says it was cut.
+	full, err := os.ReadFile("../../testdata/recordings/redis-memcg-hog.ntr")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -37,17 +38,35 @@ func usageErr(format string, a ...any) error {
 const usage = `numatrace: find the memory-management stalls behind latency spikes
 
 usage:
-  numatrace attach [--pid PID [--children] | --tid TID | --cgroup PATH] [--duration D] [--no-tui] [--json] [--record FILE]
-  numatrace record [target flags] -o FILE [--duration D] [--flight-recorder SIZE_OR_DURATION [--dump-on-spike]]
-  numatrace replay FILE [--speed X | --fast] [--json]
-  numatrace report FILE [--json]
-  numatrace export --format perfetto|pprof|folded FILE -o OUT
-  numatrace doctor [--pid PID [--numastat]] [--interval D | --root DIR [--root-later DIR]] [--json]
+  numatrace attach [target] [-d DURATION] [latency] [--no-tui | --json] [-o FILE]
+  numatrace record [target] [-d DURATION] [latency] -o FILE [--force]
+                   [--flight-recorder SIZE|DURATION [--dump-on-spike]]
+  numatrace replay FILE [--speed X | --fast] [--no-tui] [--json]
+  numatrace report FILE [--json] [--top N]
+  numatrace export --format perfetto|pprof|folded FILE [-o OUT]
+  numatrace doctor [-p PID [--numastat]] [--interval D | --root DIR [--root-later DIR]] [--json]
   numatrace serve [--listen 127.0.0.1:9464] [--cgroup-limit N] [--comm NAME,...]
   numatrace probes [--mmap-lock-via MODE] [--json]
+  numatrace help COMMAND
   numatrace version
 
-Run "numatrace <command> -h" for a command's flags.
+target (attach, record; the whole machine when none is given):
+  -p, --pid PID [-f]          a process, with -f (--children) its descendants too
+  -t, --tid TID               one thread
+  --cgroup PATH               the processes of a cgroup
+  --pod NAMESPACE/NAME        a Kubernetes pod on this node
+  --container ID              a container on this node
+
+latency (attach, record): the service's request latency, to tell its spikes
+  --latency kernel|off        time the --pid process's inbound TCP requests (the default with --pid)
+  --latency-file FILE         read latencies from a log or NDJSON, followed as it grows
+  --latency-prom URL --latency-metric NAME
+                              scrape a Prometheus latency histogram once per window
+  --latency-uprobe BINARY:SYMBOL
+                              time every call of the request handler in the kernel
+  --slo DURATION              a window whose p99 is above this is a spike
+
+Run "numatrace help COMMAND" (or "numatrace COMMAND --help") for all of a command's flags.
 `
 
 func main() {
@@ -80,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version":
 		fmt.Fprintln(stdout, "numatrace", version)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		err = runHelp(args[1:], stdout, stderr)
 	default:
 		err = usageErr("unknown command %q (try: attach, record, replay, report, export, doctor, serve, probes, version)", args[0])
 	}
@@ -93,6 +112,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return ee.code
 	}
 	return 1
+}
+
+// runHelp prints the usage, or with a command named, that command's help.
+func runHelp(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	if _, ok := commandHelps[args[0]]; !ok {
+		return usageErr("help: unknown command %q (try: attach, record, replay, report, export, doctor, serve, probes)", args[0])
+	}
+	if len(args) > 1 {
+		return usageErr("help: one command at a time (got %q and %q)", args[0], args[1])
+	}
+	// The command prints its own help, from the flags it defines.
+	if code := run([]string{args[0], "--help"}, stdout, stderr); code != 0 {
+		return &exitError{code: code, err: errors.New("help failed")}
+	}
+	return nil
 }
 
 // errText is err for the terminal: escaped, since it may name a process,
@@ -121,17 +159,25 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintf(stdout, "usage of numatrace %s:\n", fs.Name())
-			fs.PrintDefaults()
+			printHelp(stdout, fs)
 			return err
 		}
-		return usageErr("%s: %v%s", fs.Name(), err, unitHint(fs, err))
+		return usageErr("%s: %v%s", fs.Name(), dashed(err), unitHint(fs, err))
 	}
 	if fs.NArg() > 0 {
 		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	return checkGiven(fs)
+}
+
+// flagNameInErr finds a flag's name in the flag package's errors, which
+// spell it with one dash: "flag provided but not defined: -pidd".
+var flagNameInErr = regexp.MustCompile(`(defined: |for flag |for |argument: )-([[:alnum:]][[:alnum:]-]+)`)
+
+// dashed is a flag package error with long flags spelled as this tool's
+// help and README spell them: --pid, not -pid.
+func dashed(err error) string {
+	return flagNameInErr.ReplaceAllString(err.Error(), "$1--$2")
 }
 
 // unitHint says how to write a duration flag's value given as a bare
@@ -169,14 +215,15 @@ func checkGiven(fs *flag.FlagSet) error {
 		if !ok || err != nil {
 			return
 		}
+		name := longName(fs, f)
 		switch v := g.Get().(type) {
 		case int:
-			if (f.Name == "pid" || f.Name == "tid") && v <= 0 {
-				err = usageErr("%s: invalid %s %d: --%s must be above 0 (leave it out to trace the whole machine)", fs.Name(), f.Name, v, f.Name)
+			if (name == "pid" || name == "tid") && v <= 0 {
+				err = usageErr("%s: invalid %s %d: --%s must be above 0 (leave it out to trace the whole machine)", fs.Name(), name, v, name)
 			}
 		case float64:
 			if math.IsNaN(v) || math.IsInf(v, 0) {
-				err = usageErr("%s: --%s must be a finite number", fs.Name(), f.Name)
+				err = usageErr("%s: --%s must be a finite number", fs.Name(), name)
 			}
 		}
 	})

@@ -98,7 +98,7 @@ func TestAttachHelpExits0(t *testing.T) {
 		if stderr != "" {
 			t.Errorf("attach %s: stderr %q", arg, stderr)
 		}
-		for _, want := range []string{"usage of numatrace attach:", "-pid", "-children", "-tid", "-cgroup", "-duration", "-min-event"} {
+		for _, want := range []string{"usage: numatrace attach", "--pid", "--children", "--tid", "--cgroup", "--duration", "--min-event"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("attach %s: help lacks %q", arg, want)
 			}
@@ -129,7 +129,11 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"--window", "0"}, []string{"--window must be at least 10ms"}},
 		{[]string{"--window=-1s"}, []string{"--window must be at least 10ms"}},
 		{[]string{"--window=3ns"}, []string{"--window must be at least 10ms"}},
-		{[]string{"--no-such-flag"}, []string{"attach:", "no-such-flag"}},
+		{[]string{"--no-such-flag"}, []string{"attach: flag provided but not defined: --no-such-flag"}},
+		{[]string{"-p", "0"}, []string{"invalid pid 0", "--pid must be above 0"}},
+		{[]string{"-t", "0"}, []string{"invalid tid 0", "--tid must be above 0"}},
+		{[]string{"-d", "3"}, []string{"attach: invalid value \"3\" for flag -d", "(a duration needs a unit: 3s, 3ms)"}},
+		{[]string{"--window", "x"}, []string{"for flag --window"}},
 		{[]string{"--pid", "abc"}, []string{"attach:", "pid", "abc"}},
 		{[]string{"--pid"}, []string{"attach:", "pid"}},
 		{[]string{"--no-tui", "extra"}, []string{"unexpected argument \"extra\""}},
@@ -306,6 +310,183 @@ func plantedLink(t *testing.T, name string) (link string, untouched func()) {
 		t.Helper()
 		if b, _ := os.ReadFile(victim); string(b) != "precious" {
 			t.Fatalf("the link's target now holds %.40q", b)
+		}
+	}
+}
+
+// record -o and attach --record leave an existing recording alone unless
+// --force: one line, exit 2, the file as it was.
+func TestRecordRefusesToOverwrite(t *testing.T) {
+	pid := missingPID(t)
+	for _, cmd := range [][]string{{"record", "-o"}, {"attach", "--no-tui", "--record"}} {
+		path := filepath.Join(t.TempDir(), "incident.ntr")
+		if err := os.WriteFile(path, []byte("an earlier recording"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{}, cmd...), path, "--pid", pid)
+		code, stdout, stderr := runCLI(args...)
+		if code != 2 || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q; want 2 and nothing", args, code, stdout)
+		}
+		msg := oneErrorLine(t, stderr)
+		if !strings.Contains(msg, path+" already exists (20 bytes): not overwritten; give --force") {
+			t.Errorf("%q: message %q", args, msg)
+		}
+		if b, _ := os.ReadFile(path); string(b) != "an earlier recording" {
+			t.Errorf("%q: the file now holds %q", args, b)
+		}
+		// With --force the check passes and the run goes on to the
+		// target, which does not exist.
+		code, _, stderr = runCLI(append(args, "--force")...)
+		if msg := oneErrorLine(t, stderr); code != 2 || !strings.Contains(msg, "not found") {
+			t.Errorf("%q --force: exit %d, message %q; want the missing pid", args, code, msg)
+		}
+	}
+}
+
+// The short flags tracing tools use reach the same settings as the long
+// ones: -p is --pid, -t --tid, -d --duration.
+func TestAttachShortFlags(t *testing.T) {
+	pid := missingPID(t)
+	for args, want := range map[string]string{"-p " + pid: "no process with pid " + pid, "-t " + pid: "no thread with tid " + pid,
+		"-p " + pid + " -d 1s": "no process with pid " + pid} {
+		code, stdout, stderr := runCLI(append([]string{"attach", "--no-tui"}, strings.Fields(args)...)...)
+		if msg := oneErrorLine(t, stderr); code != 2 || stdout != "" || msg != want+": not found" {
+			t.Errorf("%q: exit %d, stdout %q, message %q; want the missing pid", args, code, stdout, msg)
+		}
+	}
+}
+
+// Each command's help is the same from `numatrace help CMD` and
+// `numatrace CMD --help`, and lists every flag with two dashes under a
+// heading, within 100 columns.
+func TestCommandHelp(t *testing.T) {
+	for _, name := range []string{"attach", "record", "serve", "replay", "report", "export", "doctor", "probes"} {
+		code, stdout, stderr := runCLI("help", name)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: numatrace "+name+" ") {
+			t.Errorf("help %s: exit %d, stderr %q, stdout starts %.60q", name, code, stderr, stdout)
+			continue
+		}
+		if _, again, _ := runCLI(name, "--help"); again != stdout {
+			t.Errorf("%s --help differs from help %s", name, name)
+		}
+		if strings.Contains(stdout, "\nother:\n") {
+			t.Errorf("help %s has flags under no heading:\n%s", name, stdout)
+		}
+		for _, line := range strings.Split(stdout, "\n") {
+			if len(line) > 100 {
+				t.Errorf("help %s: a line of %d columns: %q", name, len(line), line)
+			}
+			if flag, ok := strings.CutPrefix(line, "  -"); ok && !strings.HasPrefix(flag, "-") && !strings.HasPrefix(flag[1:], ", --") {
+				t.Errorf("help %s: %q is not spelled --flag or -x, --flag", name, line)
+			}
+		}
+	}
+}
+
+// attach's help goes by purpose, target first, and a flag's help that
+// continues another's follows it: --spike-k's "..." is ended by
+// --spike-floor's "...and above this floor" (alphabetically, before it).
+func TestAttachHelpGroupsByPurpose(t *testing.T) {
+	_, help, _ := runCLI("attach", "--help")
+	order := []string{"\ntarget (", "  -p, --pid PID\n", "  -f, --children\n", "  -t, --tid TID\n", "  --pod POD\n",
+		"  -d, --duration DURATION\n", "\nlatency (", "  --latency-prom URL\n", "  --latency-metric NAME\n",
+		"  --slo DURATION\n", "  --spike-k X\n", "  --spike-floor DURATION\n        ...and above this floor",
+		"\noutput:\n", "  -o, --record FILE\n", "  --force\n", "\ntuning:\n", "  --window DURATION\n"}
+	at := 0
+	for _, want := range order {
+		i := strings.Index(help[at:], want)
+		if i < 0 {
+			t.Fatalf("attach --help lacks %q after byte %d:\n%s", want, at, help)
+		}
+		at += i + len(want)
+	}
+}
+
+// The usage shows the headline feature: the latency flags, --slo, and
+// the targets a pod or a container are.
+func TestUsageShowsLatencyAndTargets(t *testing.T) {
+	_, usage, _ := runCLI("help")
+	for _, want := range []string{"-p, --pid PID", "-t, --tid TID", "--pod", "--container", "--latency kernel|off",
+		"--latency-file FILE", "--latency-prom URL", "--latency-uprobe", "--slo DURATION", "numatrace help COMMAND", "--force"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(usage, "\n") {
+		if len(line) > 100 {
+			t.Errorf("a usage line of %d columns: %q", len(line), line)
+		}
+	}
+	code, _, stderr := runCLI("help", "bogus")
+	if msg := oneErrorLine(t, stderr); code != 2 || !strings.Contains(msg, `help: unknown command "bogus"`) {
+		t.Errorf("help bogus: exit %d, message %q", code, msg)
+	}
+}
+
+// cutRecording is the first n bytes of a shipped recording.
+func cutRecording(t *testing.T, n int) string {
+	t.Helper()
+	full, err := os.ReadFile("../../testdata/recordings/redis-memcg-hog.ntr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cut.ntr")
+	if err := os.WriteFile(path, full[:n], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A recording cut before it traced anything is no report "for 0s" with
+// exit 0: one line saying where it was cut, exit 2.
+func TestReportCutBeforeAnyTracing(t *testing.T) {
+	for _, n := range []int{3000, 6000} {
+		path := cutRecording(t, n)
+		code, stdout, stderr := runCLI("report", path)
+		if code != 2 || stdout != "" {
+			t.Errorf("cut at %d: exit %d, stdout %.80q; want 2 and nothing", n, code, stdout)
+		}
+		want := path + " is truncated at byte " + strconv.Itoa(n) + ", before any tracing was recorded: nothing to report"
+		if msg := oneErrorLine(t, stderr); msg != want {
+			t.Errorf("cut at %d: message %q, want %q", n, msg, want)
+		}
+	}
+}
+
+// A recording cut after some tracing reports what was read, and says in
+// one WARNING line where the file is cut.
+func TestReportCutRecordingWarns(t *testing.T) {
+	path := cutRecording(t, 10000)
+	code, stdout, stderr := runCLI("report", path)
+	if code != 0 || !strings.Contains(stdout, "for 20.003s") {
+		t.Errorf("exit %d, report %.120q; want 0 and the first 20 s", code, stdout)
+	}
+	want := "WARNING: " + path + " is truncated: cut short at byte 10000, inside a block; 3 complete block(s) read before it"
+	if msg := oneErrorLine(t, stderr); msg != want {
+		t.Errorf("stderr %q, want one line %q", msg, want)
+	}
+}
+
+// A directory named as a recording is said to be one.
+func TestReportADirectory(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("report", dir)
+	if msg := oneErrorLine(t, stderr); code != 2 || stdout != "" || msg != dir+" is a directory, not a recording" {
+		t.Errorf("exit %d, stdout %q, message %q", code, stdout, msg)
+	}
+}
+
+// numatrace probes on this kernel fits 100 columns (its table reached 259).
+func TestProbesFits100Columns(t *testing.T) {
+	testutil.RequireRoot(t)
+	code, stdout, stderr := runCLI("probes")
+	if code != 0 || !strings.Contains(stdout, "direct_reclaim") {
+		t.Fatalf("probes: exit %d, stderr %q", code, stderr)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if w := len([]rune(line)); w > 100 {
+			t.Errorf("a line of %d columns: %q", w, line)
 		}
 	}
 }

@@ -31,12 +31,10 @@ func oneFile(fs *flag.FlagSet, args []string, stdout io.Writer) (string, error) 
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fmt.Fprintf(stdout, "usage of numatrace %s FILE:\n", fs.Name())
-				fs.PrintDefaults()
+				printHelp(stdout, fs)
 				return "", err
 			}
-			return "", usageErr("%s: %v", fs.Name(), err)
+			return "", usageErr("%s: %v", fs.Name(), dashed(err))
 		}
 		args = fs.Args()
 		if len(args) > 0 {
@@ -60,11 +58,36 @@ func openRecording(path string) (*record.Reader, error) {
 	return r, nil
 }
 
-// warnDamage prints what the reader skipped, one line each.
-func warnDamage(r *record.Reader, stderr io.Writer) {
-	for _, w := range r.Warnings() {
+// warnDamage prints what the reader skipped, one line each, and last,
+// plainly, that the file is cut short, when it is.
+func warnDamage(r *record.Reader, path string, stderr io.Writer) {
+	warnSkipped(r, stderr)
+	if r.Truncated() {
+		fmt.Fprintf(stderr, "numatrace: WARNING: %s is truncated: cut short at byte %d, inside a block; %d complete block(s) read before it\n",
+			sanitize.Text(path), r.CutAt(), r.Blocks())
+	}
+}
+
+// warnSkipped prints what the reader skipped, but for the cut.
+func warnSkipped(r *record.Reader, stderr io.Writer) {
+	ws := r.Warnings()
+	if r.Truncated() && len(ws) > 0 {
+		ws = ws[:len(ws)-1] // the reader's last warning is the cut: the caller says it, with what it means
+	}
+	for _, w := range ws {
 		fmt.Fprintf(stderr, "numatrace: warning: %s\n", sanitize.Text(w))
 	}
+}
+
+// nothingBeforeCut is the error for a recording cut before it held an
+// event or a window's worth of tracing (its first block is the start's
+// readings): a report of it would read "for 0s" as if nothing stalled.
+func nothingBeforeCut(path string, r *record.Reader, rep *output.Report) error {
+	if !r.Truncated() || rep.Events > 0 || rep.DurationNs >= r.Header().WindowNs {
+		return nil
+	}
+	return &exitError{code: 2, err: fmt.Errorf("%s is truncated at byte %d, before any tracing was recorded: nothing to report",
+		path, r.CutAt())}
 }
 
 func runReplay(args []string, stdout, stderr io.Writer) error {
@@ -98,7 +121,7 @@ func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
 	}
 	defer r.Close()
 	p, err := tui.LoadRecording(context.Background(), r)
-	warnDamage(r, stderr)
+	warnDamage(r, path, stderr)
 	if err != nil {
 		return err
 	}
@@ -150,10 +173,15 @@ func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool
 		}
 	}
 	rep, err := replay.Run(ctx, r, opt)
-	warnDamage(r, stderr)
 	if err != nil {
+		warnDamage(r, path, stderr)
 		return err
 	}
+	if err := nothingBeforeCut(path, r, rep); err != nil {
+		warnSkipped(r, stderr)
+		return err
+	}
+	warnDamage(r, path, stderr)
 	return output.Print(rep, nd, stdout)
 }
 
@@ -161,7 +189,8 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	format := fs.String("format", "perfetto",
 		"output format: perfetto (Chrome trace-event JSON), pprof (a stall profile for go tool pprof, Pyroscope, Parca) or folded (folded stacks for flamegraph.pl, speedscope)")
-	out := fs.String("o", "", "output file (default: stdout)")
+	out := fs.String("output", "", "output file (default: stdout)")
+	alias(fs, "o", "output")
 	path, err := oneFile(fs, args, stdout)
 	if err != nil {
 		return err
@@ -191,7 +220,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	default:
 		err = exportStacks(r, *format, bw)
 	}
-	warnDamage(r, stderr)
+	warnDamage(r, path, stderr)
 	err = errors.Join(err, bw.Flush())
 	if f != nil {
 		err = errors.Join(err, f.Close())

@@ -90,7 +90,7 @@ func inPod(m *machine, p *process) bool {
 const (
 	podPlacementFix = "let the kubelet place the pod: a Guaranteed pod (requests = limits, integer CPUs) on a node whose kubelet runs " +
 		"topologyManagerPolicy: single-numa-node (or restricted), cpuManagerPolicy: static and memoryManagerPolicy: Static. " +
-		"numactl in the pod's command works only within the cpuset the kubelet gave it, and the scheduler does not know of it (seed 000 补遗六: " +
+		"numactl in the pod's command works only within the cpuset the kubelet gave it, and the scheduler does not know of it (in one incident, " +
 		"it bound memory against the pod's CPUs)"
 	podPlacementPersist = "the node's kubelet configuration (KubeletConfiguration: topologyManagerPolicy, cpuManagerPolicy, memoryManagerPolicy, reservedMemory); " +
 		"check the result in the pod: cpuset.cpus.effective and cpuset.mems.effective name the same node"
@@ -134,7 +134,7 @@ func checkContainer(m *machine, _ *process) ([]Finding, string) {
 	return []Finding{{Severity: Info,
 		Title:    "running inside " + what + ": zone_reclaim_mode, THP, NUMA balancing, huge pages and IRQ affinity belong to the host",
 		Evidence: m.container.signs,
-		Why: "These settings are host-wide; changing them from a container changes every tenant, or fails (seed 000: zone_reclaim_mode set from a pod " +
+		Why: "These settings are host-wide; changing them from a container changes every tenant, or fails (in one incident, zone_reclaim_mode set from a pod " +
 			"made every neighbour stall). Process placement in a pod is the kubelet's job: numactl in the pod fights it.",
 		TradeOff: "Fix host settings on the node (or its image). For placement use the kubelet's Topology Manager with the static CPU Manager " +
 			"and Memory Manager instead of numactl in the pod.",

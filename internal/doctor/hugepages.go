@@ -236,7 +236,7 @@ func checkHugepageUnused(m *machine, _ *process) ([]Finding, string) {
 	return []Finding{{Severity: sev,
 		Title:    fmt.Sprintf("%d MiB of explicit huge pages are neither in use nor reserved, while normal memory has %d MiB available", idleKB>>10, avail>>10),
 		Evidence: e,
-		Why: "Pages in the hugetlb pool are taken out of normal memory whether or not anything maps them (seed 000: \"预分配黑洞\"); the idle part " +
+		Why: "Pages in the hugetlb pool are taken out of normal memory whether or not anything maps them (a black hole allocated in advance); the idle part " +
 			"is memory every other allocation needs, so reclaim starts earlier.",
 		TradeOff: "Shrinking returns only idle pages (in use and reserved ones stay); growing the pool again later may fail on fragmented memory, " +
 			"so keep what is mapped and reserved plus headroom, and reserve at boot when it must grow.",
@@ -383,9 +383,9 @@ func poolStarvedNodes(m *machine, st stalling, pool, memTotal uint64) []int {
 func hugepageStarvationFinding(sev Severity, e []string) Finding {
 	return Finding{Severity: sev, Evidence: e,
 		Why: "HugeTLB pages serve only mappings that ask for them; everything else (other processes, the page cache, the kernel's slab and " +
-			"network buffers) lives in what is left, and there it reclaims directly and gets OOM-killed (seed 000: agents killed after nr_hugepages went to 20 GiB).",
+			"network buffers) lives in what is left, and there it reclaims directly and gets OOM-killed (in one incident, agents were killed after nr_hugepages went to 20 GiB).",
 		TradeOff: "A smaller pool gives the database fewer huge pages (more TLB misses) but lets everything else live; size it as node memory " +
-			"minus the database's other resident memory, every other process's, and the kernel's headroom (seed 000 went from 20 GiB to 8 GiB).",
+			"minus the database's other resident memory, every other process's, and the kernel's headroom (that incident went from 20 GiB to 8 GiB).",
 		Persist: "reserve the right size at boot, before memory fragments: default_hugepagesz= hugepagesz= hugepages=N on the kernel command line " +
 			"(per node, hugepages=0:N0,1:N1 since Linux 5.16), not at run time"}
 }

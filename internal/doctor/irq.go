@@ -196,7 +196,7 @@ func remoteIRQFinding(m *machine, n nic, t irqTarget, remote []irq, irqbalance b
 			len(remote), n.name, len(n.irqs), nodeList(remoteNodes), t.who, nodeList(t.nodes)),
 		Evidence: e,
 		Why: "Packets are received into memory and processed on the CPU that takes the interrupt; when that is another node than the consuming " +
-			"threads, every packet on those queues crosses the interconnect twice and the socket buffers are remote (seed 000: 20 µs became 35 µs).",
+			"threads, every packet on those queues crosses the interconnect twice and the socket buffers are remote (in one incident, 20 µs became 35 µs).",
 		TradeOff: "Pinning IRQs by hand means irqbalance must leave them alone; with several busy services on different nodes, pick the node of the NIC. " +
 			"Queues spread over both nodes suit an unbound service; a service bound to one node wants its NIC's queues there.",
 		Fix:     fmt.Sprintf("for i in %s; do echo %s > /proc/irq/$i/smp_affinity_list; done", joinInts(nums, " "), cpuList(m, t.nodes)),

@@ -73,7 +73,7 @@ func checkTHP(m *machine, _ *process) ([]Finding, string) {
 		Why: "defrag=always makes a thread that faults in a huge page reclaim and compact memory right there when no 2 MiB page is free: " +
 			"milliseconds to seconds of direct compaction in the allocating thread (compaction stalls in numatrace).",
 		TradeOff: "defrag=defer or madvise stops the synchronous compaction and leaves it to kcompactd and khugepaged: a little less huge-page " +
-			"coverage (seed 000 measured about 3% throughput on MySQL, worth it). Databases that map huge pages explicitly (HugeTLB) " +
+			"coverage (one incident measured about 3% of MySQL's throughput, worth it). Databases that map huge pages explicitly (HugeTLB) " +
 			"usually want enabled=never; services that want THP keep enabled=always with defrag=defer.",
 		Fix: "echo madvise > /sys/kernel/mm/transparent_hugepage/defrag",
 		// No boot parameter sets defrag (transparent_hugepage= sets enabled).

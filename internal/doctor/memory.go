@@ -176,11 +176,11 @@ func (np *nodePressure) finding(p *process) Finding {
 		Evidence: e,
 		Why: "Allocations that prefer the short node wake its kswapd and then either spill to the other node (numa_miss: remote memory) or, " +
 			"bound to the node or with zone_reclaim_mode on, reclaim there in the allocating thread, although the machine has memory. " +
-			"Seed 004: MySQL had 90% of its memory on node 0; when node 0 ran out its performance fell 40%.",
-		TradeOff: "Interleaving the big process spreads it so no node runs out (seed 004), at the cost of half its accesses being remote; " +
+			"In one incident, MySQL had 90% of its memory on node 0; when node 0 ran out its performance fell 40%.",
+		TradeOff: "Interleaving the big process spreads it so no node runs out, at the cost of half its accesses being remote; " +
 			"binding it to the free node (CPUs too) keeps it local if it fits there; a bound process that outgrew its node needs a wider binding.",
 		Fix:     "find who fills the node: numatrace doctor --pid PID for the largest processes (numastat -m, numastat -p)",
-		Persist: "size each bound workload to its node's memory with 20% headroom (seed 001), or interleave the one that does not fit"}
+		Persist: "size each bound workload to its node's memory with 20% headroom, or interleave the one that does not fit"}
 	if np.boundShort {
 		f.Fix = fmt.Sprintf("let it allocate on node %s too: migratepages is no help, widen the cpuset's cpuset.mems or restart under numactl --cpunodebind=N --membind=N on a node with room (node %s)",
 			joinInts(np.roomy, ","), joinInts(np.roomy, ","))
@@ -228,13 +228,13 @@ func checkWatermarkScale(m *machine, _ *process) ([]Finding, string) {
 		Evidence: e,
 		Why: "The gap between the low and min watermarks is 0.1% of memory per 10 of the factor. On a large machine with allocation bursts, kswapd " +
 			"cannot keep up inside that gap and threads fall into direct reclaim (direct_reclaim stalls in numatrace).",
-		TradeOff: "Seed 000 sets 100–1000 on large machines: each 100 keeps 1% of memory free (5 GiB on 512 GiB) in exchange for fewer direct-reclaim " +
+		TradeOff: "Large machines are best at 100–1000: each 100 keeps 1% of memory free (5 GiB on 512 GiB) in exchange for fewer direct-reclaim " +
 			"stalls. Start at 100 and raise it while allocstall keeps growing.",
 		Fix: "sysctl -w vm.watermark_scale_factor=100", Persist: persistSysctl("vm.watermark_scale_factor", 100)}
 	if zrm {
 		// Seed 000 (补遗一): raising the watermarks did not help while
 		// zone_reclaim_mode was the cause.
-		f.TradeOff += " zone_reclaim_mode is on: its node reclaim is counted here too, and seed 000 found raising watermarks no help until it was off; fix that first."
+		f.TradeOff += " zone_reclaim_mode is on: its node reclaim is counted here too, and in one incident raising watermarks did not help until it was off; fix that first."
 		f.Severity = Info
 	}
 	return []Finding{f}, ""
@@ -266,7 +266,7 @@ func checkMinFree(m *machine, _ *process) ([]Finding, string) {
 			Title:    fmt.Sprintf("min_free_kbytes=%d is below the kernel's own default (about %d) for this memory", minFree, def),
 			Evidence: e,
 			Why: "The min watermark is the reserve for allocations that cannot wait (interrupt context, network receive). Set below the kernel's " +
-				"choice, a burst empties it before kswapd reacts: atomic allocations fail and packets drop (seed 000), and direct reclaim comes sooner.",
+				"choice, a burst empties it before kswapd reacts: atomic allocations fail and packets drop, and direct reclaim comes sooner.",
 			TradeOff: "A few MiB more kept free; large machines with fast NICs often want more than the default, never less.",
 			Fix:      "sysctl -w vm.min_free_kbytes=" + fmt.Sprint(def), Persist: persistSysctl("vm.min_free_kbytes", def)}}, ""
 	}

@@ -192,10 +192,10 @@ func worstShare(miss, other crossShare) (worst crossShare, measured bool) {
 func crossNodeFinding() Finding {
 	return Finding{
 		Why: "A page allocated on another node than the CPU that uses it costs every later access 1.4–2× the latency and shares the " +
-			"interconnect's bandwidth (seed 001: numa_hit 61% held an OLTP P99 at 42 ms; 99.4% brought it to 11 ms). numa_miss means " +
+			"interconnect's bandwidth (in one incident numa_hit 61% held an OLTP P99 at 42 ms; 99.4% brought it to 11 ms). numa_miss means " +
 			"the preferred node was short of memory; other_node means the allocating thread ran on another node than its memory.",
 		TradeOff: "Binding a service's CPUs and memory to one node removes it when the service fits the node; a service bigger than a node " +
-			"is better interleaved (seed 004) or split into one instance per node (seed 000).",
+			"is better interleaved or split into one instance per node.",
 		Fix:     "find the services that allocate across nodes: numatrace doctor --pid PID (their memory per node and where their threads run)",
 		Persist: "bind each service that fits a node: numactl --cpunodebind=N --membind=N (systemd: CPUAffinity= and NUMAPolicy=bind NUMAMask=N)",
 	}
@@ -235,7 +235,7 @@ func checkRemoteMemory(m *machine, p *process) ([]Finding, string) {
 	e = append(e, fmt.Sprintf("process memory %d MiB; node %d MemTotal %d MiB", total*numamaps.BasePageKB>>10, target, m.memKB(target, "MemTotal")>>10))
 	f := Finding{Severity: Warn, Evidence: e,
 		Why: "Each access to a page on another node than the thread's crosses the interconnect at 1.4–2× the latency, and the CPU looks idle " +
-			"while it waits (seed 002: 46% remote held a Java service's P99 at 7.2 ms; 3% brought it to 1.2 ms; seed 003: 68% local, 12.45 s, became 95% and 8.92 s). " +
+			"while it waits (in reported incidents, 46% remote held a Java service's P99 at 7.2 ms and 3% brought it to 1.2 ms; a job at 68% local took 12.45 s, at 95% 8.92 s). " +
 			"The estimate assumes every thread uses all of the memory alike, as a shared heap or buffer pool is used.",
 	}
 	switch {
@@ -254,9 +254,9 @@ func checkRemoteMemory(m *machine, p *process) ([]Finding, string) {
 // node's CPUs but free to allocate anywhere.
 func wordCPUsBoundNotMemory(f *Finding, m *machine, p *process, remote float64) {
 	f.Title = fmt.Sprintf("pid %d is bound to node %s's CPUs but not its memory: about %.0f%% of its accesses are remote", p.pid, nodeList(p.cpuNodes), 100*remote)
-	f.Why += " Binding CPUs alone leaves the pages where they were first touched (seed 002: --cpunodebind without --membind, 41% remote)."
+	f.Why += " Binding CPUs alone leaves the pages where they were first touched (--cpunodebind without --membind left a JVM 41% remote)."
 	f.TradeOff = "Moving the pages costs a one-off stall while they migrate; leaving them costs every access. NUMA balancing would move them " +
-		"slowly and keep sampling; seed 002 calls numa_balancing=0 on its own no cure."
+		"slowly and keep sampling; numa_balancing=0 on its own is no cure."
 	f.Fix = fmt.Sprintf("migratepages %d %s %s", p.pid, nodeList(others(m, p.cpuNodes)), nodeList(p.cpuNodes))
 	f.Persist = fmt.Sprintf("bind memory with the CPUs: numactl --cpunodebind=%s --membind=%s (systemd: NUMAPolicy=bind NUMAMask=%s)",
 		nodeList(p.cpuNodes), nodeList(p.cpuNodes), nodeList(p.cpuNodes))
@@ -277,7 +277,7 @@ func wordRemoteUnbound(f *Finding, m *machine, p *process, remote float64, threa
 	f.Title = fmt.Sprintf("pid %d is not bound and about %.0f%% of its accesses are remote: its threads run on node(s) %s, its memory is %s",
 		p.pid, 100*remote, nodesWithShare(threads), sharesList(pageShares(pages)))
 	if m.numaBalancing != nil && *m.numaBalancing != 0 {
-		f.Why += " NUMA balancing is on and has not brought the memory to the threads; with many threads it migrates pages back and forth instead (seed 002)."
+		f.Why += " NUMA balancing is on and has not brought the memory to the threads; with many threads it migrates pages back and forth instead."
 	} else {
 		f.Why += " NUMA balancing is off, so nothing moves the memory to the threads."
 	}
@@ -287,19 +287,19 @@ func wordRemoteUnbound(f *Finding, m *machine, p *process, remote float64, threa
 // to target when it fits there, interleaving it when it does not.
 func wordUnboundRemedy(f *Finding, m *machine, p *process, target int, fits bool) {
 	if !fits {
-		f.TradeOff = "The process does not fit one node with 20% headroom, so binding it would starve or OOM it (seed 001). Interleaving its " +
-			"memory makes about half of the accesses remote but evenly, and keeps one node from being exhausted (seed 004); one instance per node keeps them local."
+		f.TradeOff = "The process does not fit one node with 20% headroom, so binding it would starve or OOM it. Interleaving its " +
+			"memory makes about half of the accesses remote but evenly, and keeps one node from being exhausted; one instance per node keeps them local."
 		f.Fix = "restart under numactl --interleave=all, or run one instance per node, each with --cpunodebind=N --membind=N"
 		f.Persist = "change the unit's ExecStart (or NUMAPolicy=interleave in systemd)"
 		return
 	}
 	f.TradeOff = fmt.Sprintf("Binding to node %d caps the process at that node's %d CPUs and its memory, and it can no longer spill to the "+
-		"other node at peaks (seed 001: QPS +44%% for that). A process that outgrows a node is better interleaved (seed 004).", target, len(m.nodeCPUs[target]))
+		"other node at peaks (one incident gained 44%% QPS from that). A process that outgrows a node is better interleaved.", target, len(m.nodeCPUs[target]))
 	f.TradeOff = strings.Replace(f.TradeOff, " 1 CPUs ", " 1 CPU ", 1)
 	f.Fix = fmt.Sprintf("taskset -a -p -c %s %d && migratepages %d %s %d", cpuList(m, map[int]bool{target: true}), p.pid, p.pid,
 		nodeList(others(m, map[int]bool{target: true})), target)
 	f.Persist = fmt.Sprintf("restart under numactl --cpunodebind=%d --membind=%d (systemd: CPUAffinity=%s, NUMAPolicy=bind, NUMAMask=%d); then, with "+
-		"every latency-critical service bound, kernel.numa_balancing=0 as insurance (seed 002)", target, target, cpuList(m, map[int]bool{target: true}), target)
+		"every latency-critical service bound, kernel.numa_balancing=0 as insurance", target, target, cpuList(m, map[int]bool{target: true}), target)
 }
 
 // remoteNotMeasured is remote_memory when where the threads run is not
@@ -468,7 +468,7 @@ func checkNodeSaturation(m *machine, p *process) ([]Finding, string) {
 		Evidence: []string{ev("Cpus_allowed_list", topology.FormatList(p.cpus)), ev(fmt.Sprintf("CPU used over %s", m.span.d), fmt.Sprintf("%.2f CPUs", used)),
 			ev("threads", p.threads)},
 		Why: "Binding to one node is an optimisation only while the load fits the node; here the threads queue for node " + nodeList(p.cpuNodes) +
-			"'s CPUs while the other node's sit idle (seed 000: throughput doubled once it could use both).",
+			"'s CPUs while the other node's sit idle (in one incident throughput doubled once it could use both).",
 		TradeOff: "Spreading over both nodes makes some memory remote; interleaving the memory keeps that even, and one instance per node keeps it local. " +
 			"Keep NUMA balancing on for a process that spans nodes: it is what moves pages to the threads there.",
 		Fix:     fmt.Sprintf("widen the binding: taskset -a -p -c %s %d, and interleave new memory (restart under numactl --interleave=all)", topology.FormatList(allCPUs(m)), p.pid),
@@ -507,9 +507,9 @@ func checkNumaBalancing(m *machine, p *process) ([]Finding, string) {
 		Evidence: []string{ev("/proc/sys/kernel/numa_balancing", *m.numaBalancing), ev("Cpus_allowed_list", topology.FormatList(p.cpus)), memsWhy,
 			m.span.growthEvidence("numa_hint_faults")},
 		Why: "NUMA balancing unmaps pages periodically to sample where they are used; for a process already bound it can only cost " +
-			"hint faults and TLB flushes. Seed 002 switches it off once CPU and memory are aligned, as insurance.",
+			"hint faults and TLB flushes. Switching it off once CPU and memory are aligned is insurance.",
 		TradeOff: "The switch is machine-wide: unbound processes lose the automatic placement, and a bound service that outgrows its node and is " +
-			"widened needs it again (seed 000). Leave it on if anything else on the machine relies on it.",
+			"widened needs it again. Leave it on if anything else on the machine relies on it.",
 		Fix: "sysctl -w kernel.numa_balancing=0", Persist: persistSysctl("kernel.numa_balancing", 0)}}, ""
 }
 
@@ -551,9 +551,9 @@ func checkBalancingThrash(m *machine, _ *process) ([]Finding, string) {
 		Evidence: []string{ev("/proc/sys/kernel/numa_balancing", *m.numaBalancing),
 			fmt.Sprintf("over %s: numa_hint_faults %.0f/s, numa_hint_faults_local %.0f/s, numa_pages_migrated %.0f/s", m.span.d, fps, m.span.perSecond(local), mps)},
 		Why: "Each sampled page costs a fault and each migration a copy and a TLB flush, in the faulting thread. When threads of one process run on both " +
-			"nodes and share its memory, balancing moves pages back and forth instead of settling (seed 002: P99 spikes of 2–4 s every few minutes; " +
+			"nodes and share its memory, balancing moves pages back and forth instead of settling (in one incident, P99 spikes of 2–4 s every few minutes; " +
 			"numatrace shows them as numa_migration and numa_task_move stalls).",
-		TradeOff: "Turning balancing off stops the churn but not the remote accesses: unbound threads still drift (seed 002: \"不能单独开\"). " +
+		TradeOff: "Turning balancing off stops the churn but not the remote accesses: unbound threads still drift. " +
 			"Binding the busy services first and then turning it off removes both; it is machine-wide.",
 		Fix:     "bind the busy services (numatrace doctor --pid PID names the node), then sysctl -w kernel.numa_balancing=0",
 		Persist: persistSysctl("kernel.numa_balancing", 0) + ", with the services' bindings in their units"}}, ""
@@ -579,19 +579,19 @@ func checkInterleave(m *machine, p *process) ([]Finding, string) {
 		fmt.Sprintf("process memory %d MiB; node %d MemTotal %d MiB", total*numamaps.BasePageKB>>10, home, m.memKB(home, "MemTotal")>>10)}
 	f := Finding{Evidence: e,
 		Why: "Interleave spreads pages round-robin over nodes, so about half of every thread's accesses are remote, evenly: good for bandwidth " +
-			"and for a process bigger than a node, costly for a latency-sensitive one (seed 001: \"延迟反而更稳定地变差\").",
+			"and for a process bigger than a node, costly for a latency-sensitive one (in one incident, latency got steadily worse with it).",
 		Persist: "change the unit's ExecStart / NUMAPolicy="}
 	if fits {
 		f.Severity = Warn
 		f.Title = fmt.Sprintf("pid %d interleaves memory (%s) although it fits in node %d: about half of its accesses are remote", p.pid, policy, home)
-		f.TradeOff = "Binding it to one node makes its accesses local (seeds 001, 002 measured interleave as worse for latency) but caps it at " +
-			"that node's CPUs and memory. Seed 000 (事故 A) prefers interleave for large-memory services in general, to avoid a hot node; if this is " +
+		f.TradeOff = "Binding it to one node makes its accesses local (two incidents measured interleave as worse for latency) but caps it at " +
+			"that node's CPUs and memory. Interleave is a common choice for large-memory services in general, to avoid a hot node; if this is " +
 			"a bandwidth-bound batch job, or its load outgrows one node, interleave is right and this can be ignored."
 		f.Fix = fmt.Sprintf("restart with numactl --cpunodebind=%d --membind=%d instead of --interleave", home, home)
 	} else {
 		f.Severity = Info
 		f.Title = fmt.Sprintf("pid %d interleaves memory (%s): it is bigger than one node with headroom, where interleave is the usual fix", p.pid, policy)
-		f.TradeOff = "Interleave keeps one node from being exhausted (seed 004: QPS 12k → 18k, numa_miss 4500/s → 120/s) at the cost of half " +
+		f.TradeOff = "Interleave keeps one node from being exhausted (in one incident, QPS went from 12k to 18k and numa_miss from 4500/s to 120/s) at the cost of half " +
 			"the accesses being remote; one instance per node, each bound, would keep them local if the service can be split."
 		f.Fix = ""
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/numatrace/numatrace/internal/sanitize"
+	"github.com/numatrace/numatrace/internal/textwrap"
 )
 
 // Text writes the findings for people, worst first.
@@ -28,29 +29,44 @@ func (r *Report) Text(w io.Writer) {
 	// other users can name: every line is escaped, and stays one line.
 	esc := sanitize.Text
 	for _, f := range r.Findings {
-		fmt.Fprintf(w, "\n[%s] %s (%s)\n", strings.ToUpper(f.Severity.String()), esc(f.Title), esc(f.Check))
+		fmt.Fprintln(w)
+		wrapped(w, "["+strings.ToUpper(f.Severity.String())+"] ", "  ", esc(f.Title)+" ("+esc(f.Check)+")")
 		fmt.Fprintln(w, "  evidence:")
 		for _, e := range f.Evidence {
-			fmt.Fprintf(w, "    %s\n", esc(e))
+			wrapped(w, "    ", "      ", esc(e))
 		}
-		fmt.Fprintf(w, "  why: %s\n", esc(f.Why))
-		fmt.Fprintf(w, "  trade-off: %s\n", esc(f.TradeOff))
-		if f.Fix != "" {
-			fmt.Fprintf(w, "  fix: %s\n", esc(f.Fix))
-		}
-		if f.Persist != "" {
-			fmt.Fprintf(w, "  persist: %s\n", esc(f.Persist))
-		}
+		labelled(w, "why", esc(f.Why))
+		labelled(w, "trade-off", esc(f.TradeOff))
+		labelled(w, "fix", esc(f.Fix))
+		labelled(w, "persist", esc(f.Persist))
 	}
 	if len(r.Skipped) > 0 {
 		fmt.Fprintln(w, "\nnot checked:")
 		for _, s := range r.Skipped {
-			fmt.Fprintf(w, "  %s\n", esc(s))
+			wrapped(w, "  ", "    ", esc(s))
 		}
 	}
 	if r.Numastat != nil {
 		fmt.Fprintln(w)
 		r.Numastat.Write(w, r.PID, r.Comm)
+	}
+}
+
+// TextWidth is the width Text wraps to: a finding's prose is paragraphs
+// long, and a terminal or a ticket shows 100 columns without wrapping.
+const TextWidth = 100
+
+// wrapped writes s wrapped to TextWidth at spaces, its first line after
+// first and the others after rest: a path or a number stays whole.
+func wrapped(w io.Writer, first, rest, s string) {
+	fmt.Fprintln(w, textwrap.Indented(first, rest, s, TextWidth))
+}
+
+// labelled writes "  why: ..." with its text aligned under the first
+// line's; an empty text writes nothing.
+func labelled(w io.Writer, label, s string) {
+	if s != "" {
+		fmt.Fprintln(w, textwrap.Hanging("  "+label+": ", s, TextWidth))
 	}
 }
 

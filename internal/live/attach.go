@@ -227,7 +227,12 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		rec.abort()
 		return err
 	}
+	stopProgress := func() {}
+	if a.Command == "record" {
+		stopProgress = rec.showProgress(&opt, stderr)
+	}
 	res, err := fe.run(ctx, tr, eng, opt)
+	stopProgress()
 	if err != nil {
 		rec.abort()
 		return err

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -159,6 +160,7 @@ type Attach struct {
 	RunqWait bool
 
 	RecordTo    string // attach --record, record -o
+	Force       bool   // --force: RecordTo may replace an existing recording
 	Flight      string // record --flight-recorder: a size or a duration
 	DumpOnSpike bool
 
@@ -171,6 +173,9 @@ type Attach struct {
 func (a *Attach) Check() error {
 	if a.Command == "record" && a.RecordTo == "" {
 		return badInput("record: -o FILE is required")
+	}
+	if err := a.checkOverwrite(); err != nil {
+		return err
 	}
 	if err := a.Trace.check(a.Command); err != nil {
 		return err
@@ -227,6 +232,21 @@ func (a *Attach) Check() error {
 		}
 	}
 	return nil
+}
+
+// checkOverwrite refuses to replace a file at RecordTo that holds data,
+// unless --force: an earlier incident's recording is often the only copy.
+// An empty file (made by mktemp) and a device such as /dev/null are fine.
+func (a *Attach) checkOverwrite() error {
+	if a.RecordTo == "" || a.Force {
+		return nil
+	}
+	st, err := os.Lstat(a.RecordTo) // a link planted at the path is outfile's to refuse
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return nil
+	}
+	return badInput("%s: %s already exists (%d bytes): not overwritten; give --force to replace it, or choose another path",
+		a.Command, a.RecordTo, st.Size())
 }
 
 // Serve is one serve run.

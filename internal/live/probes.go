@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/textwrap"
 	"github.com/numatrace/numatrace/internal/topology"
 	"github.com/numatrace/numatrace/internal/tracer"
 	"github.com/numatrace/numatrace/internal/wire"
@@ -42,27 +42,39 @@ func Probes(btfPath, mmapLockVia string, asJSON bool, stdout io.Writer) error {
 			"kernel": KernelRelease(), "probes": wire.NewProbes(probes), "features": features,
 			"request_timing": socketTimingJSON(sockets)})
 	}
-	fmt.Fprintf(stdout, "kernel %s: %d of %d probes attach\n\n", KernelRelease(), stall.Attached(probes), len(probes))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROBE\tSTATUS\tTRACEPOINTS\tDETAIL")
+	writeProbes(stdout, KernelRelease(), probes, features, sockets)
+	return nil
+}
+
+// probesWidth is the width of probes' text: a table row was 259 columns.
+const probesWidth = 100
+
+// writeProbes writes probes' text: a row per probe, its detail and
+// tracepoints wrapped under the detail column, then the request timing
+// and the optional features.
+func writeProbes(w io.Writer, release string, probes []stall.ProbeStatus, features []tracer.Feature, sockets tracer.SocketTiming) {
+	fmt.Fprintf(w, "kernel %s: %d of %d probes attach\n\n", release, stall.Attached(probes), len(probes))
+	const nameWidth, statusWidth = 24, 9
+	detailAt := strings.Repeat(" ", nameWidth+1+statusWidth+1)
+	fmt.Fprintf(w, "%-*s %-*s %s\n", nameWidth, "PROBE", statusWidth, "STATUS", "DETAIL AND TRACEPOINTS")
 	for _, p := range probes {
 		status, detail := "attached", p.Description
 		if !p.Attached {
 			status, detail = "FAILED", p.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, status, strings.Join(p.Tracepoints, ","), detail)
+		lead := fmt.Sprintf("%-*s %-*s ", nameWidth, p.Name, statusWidth, status)
+		fmt.Fprintln(w, textwrap.Indented(lead, detailAt, detail, probesWidth))
+		fmt.Fprintln(w, textwrap.Hanging(detailAt+"tracepoints: ", strings.Join(p.Tracepoints, ", "), probesWidth))
 	}
-	tw.Flush()
-	printSocketTiming(stdout, sockets)
-	fmt.Fprintln(stdout, "\nOptional kernel features:")
+	printSocketTiming(w, sockets)
+	fmt.Fprintln(w, "\nOptional kernel features:")
 	for _, f := range features {
 		state := "no"
 		if f.Available {
 			state = "yes"
 		}
-		fmt.Fprintf(stdout, "  %-13s %-4s %s\n", f.Name, state, f.Detail)
+		fmt.Fprintln(w, textwrap.Hanging(fmt.Sprintf("  %-13s %-4s ", f.Name, state), f.Detail, probesWidth))
 	}
-	return nil
 }
 
 // printSocketTiming says which hooks time requests on the target's
@@ -72,12 +84,13 @@ func printSocketTiming(w io.Writer, st tracer.SocketTiming) {
 	if st.Err != nil {
 		status = "FAILED: " + st.Err.Error()
 	}
-	fmt.Fprintf(w, "\nRequest timing on the target's sockets (--latency kernel): %s\n", status)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, textwrap.Hanging("", "Request timing on the target's sockets (--latency kernel): "+status, probesWidth))
 	for _, h := range st.Hooks {
-		fmt.Fprintf(w, "  %-20s %s\n", h.Tracepoint, h.Why)
+		fmt.Fprintln(w, textwrap.Hanging(fmt.Sprintf("  %-20s ", h.Tracepoint), h.Why, probesWidth))
 	}
 	if st.Fallback != "" {
-		fmt.Fprintf(w, "  fallback: %s\n", st.Fallback)
+		fmt.Fprintln(w, textwrap.Hanging("  fallback: ", st.Fallback, probesWidth))
 	}
 }
 

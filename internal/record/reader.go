@@ -58,7 +58,7 @@ type Reader struct {
 	scratch  blockScratch // the sequential reader's buffers
 	blocks   int
 	warnings []string
-	cut      bool
+	cutAt    int64  // the file's length, when it ended inside a block
 	newer    int    // events of a newer kind or cause, skipped
 	late     int    // records timed past any recording's span, skipped
 	reread   int64  // bytes read again to look past failed blocks
@@ -94,6 +94,10 @@ func Open(path string) (*Reader, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open recording: %w", err)
+	}
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a directory, not a recording", path)
 	}
 	r, err := NewReader(f)
 	if err != nil {
@@ -175,7 +179,11 @@ func (r *Reader) Warnings() []string { return r.warnings }
 func (r *Reader) NewerSkipped() int { return r.newer }
 
 // Truncated reports whether the file ended inside a block.
-func (r *Reader) Truncated() bool { return r.cut }
+func (r *Reader) Truncated() bool { return r.cutAt > 0 }
+
+// CutAt is the byte the file ends at when it ended inside a block, else
+// 0. The reader's last warning says so too.
+func (r *Reader) CutAt() int64 { return r.cutAt }
 
 // Blocks is the number of complete blocks read.
 func (r *Reader) Blocks() int { return r.blocks }
@@ -254,7 +262,7 @@ func (r *Reader) serve(db *decodedBlock) {
 	switch {
 	case db.job.end:
 		if db.job.cutAt > 0 {
-			r.cut = true
+			r.cutAt = db.job.cutAt
 			r.warn("recording cut short at byte %d (inside a block); %d complete blocks read", db.job.cutAt, r.blocks)
 		}
 		r.done = true
