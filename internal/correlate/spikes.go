@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -224,7 +225,7 @@ func covers(ci CauseInSpike, sp Spike) string {
 func verdict(sp Spike, cfg Config) string {
 	when := fmt.Sprintf("+%s", time.Duration(sp.StartNs-cfg.StartNs).Round(time.Second))
 	if cfg.WallAt != nil {
-		when = cfg.WallAt(sp.StartNs).Format("15:04:05")
+		when = run.Clock(cfg.WallAt(sp.StartNs))
 	}
 	ref := "baseline " + fmtDur(sp.BaselineNs)
 	if sp.SLO {
@@ -237,8 +238,7 @@ func verdict(sp Spike, cfg Config) string {
 	var parts []string
 	for _, c := range sp.Causes {
 		if c.StallNs == 0 && c.ExposureNs == 0 {
-			parts = append(parts, c.Cause.String()+" 0")
-			continue
+			continue // a spike names only the causes that stalled in it
 		}
 		s := c.Cause.String() + " 0 in the window"
 		if c.StallNs > 0 {
@@ -256,7 +256,10 @@ func verdict(sp Spike, cfg Config) string {
 		}
 		parts = append(parts, s+" covers "+covers(c, sp))
 	}
-	out := head + ": " + strings.Join(parts, "; ")
+	out := head
+	if len(parts) > 0 {
+		out += ": " + strings.Join(parts, "; ")
+	}
 	top := topCoverage(sp.Causes)
 	switch {
 	case top < explainCoverage && sp.HasPressure && float64(sp.PressureNs) >= memoryLikely*float64(cfg.WindowNs):

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -234,7 +235,7 @@ func (r *Result) conclude(cfg Config) {
 	case r.Windows == 0:
 		r.Conclusion = "No latency samples: nothing to correlate."
 	case spikes == 0:
-		r.Conclusion = fmt.Sprintf("No latency spikes in %d windows.", r.Windows)
+		r.Conclusion = fmt.Sprintf("No latency spikes in %s.", latency.Count(uint64(r.Windows), "window"))
 	default:
 		r.Conclusion = r.judge(spikes, cfg)
 	}
@@ -265,14 +266,14 @@ func (r *Result) judge(spikes int, cfg Config) string {
 		switch {
 		case covers && (perRequest || tracks || cc.LargerInSpikes):
 			r.Explained = append(r.Explained, c)
-			why = append(why, fmt.Sprintf("%s (%sit covers at least half of %d of the %d spikes%s%s)",
-				c.Label(cc.Reason), notMemory(c), n, spikes, r.reason(*cc, mean, tracks, perRequest, cfg), inSlow(*cc)))
+			why = append(why, fmt.Sprintf("%s (%sit covers at least half of %s%s%s)",
+				c.Label(cc.Reason), notMemory(c), ofSpikes(n, spikes), r.reason(*cc, mean, tracks, perRequest, cfg), inSlow(*cc)))
 		case cc.Covered >= partlyShare:
 			r.Partly = append(r.Partly, c)
-			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %d of the %d spikes%s)", c.Label(cc.Reason), notMemory(c), n, spikes, inSlow(*cc)))
+			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %s%s)", c.Label(cc.Reason), notMemory(c), ofSpikes(n, spikes), inSlow(*cc)))
 		}
 	}
-	head := fmt.Sprintf("%d spikes in %d windows", spikes, r.Windows)
+	head := fmt.Sprintf("%s in %s", latency.Count(uint64(spikes), "spike"), latency.Count(uint64(r.Windows), "window"))
 	elsewhere := r.elsewhere()
 	switch {
 	case len(why) > 0:
@@ -403,4 +404,12 @@ func (r *Result) elsewhere() string {
 			" memory management is still the likely cause, where numatrace cannot see it", fmtDur(u.SomeNs), u.Share()*100)
 	}
 	return fmt.Sprintf("%s; PSI agrees (%s of memory stall in their windows)", outside, fmtDur(u.SomeNs))
+}
+
+// ofSpikes is "3 of the 23 spikes", or "the spike" when there was one.
+func ofSpikes(n, spikes int) string {
+	if spikes == 1 {
+		return "the spike"
+	}
+	return fmt.Sprintf("%d of the %d spikes", n, spikes)
 }

@@ -91,6 +91,11 @@ func (d Description) Windows() window.Grid { return window.Grid{StartNs: d.Start
 // latency source.
 func (d Description) Correlates() bool { return d.Spikes.K > 0 || d.Spikes.SLONs > 0 }
 
+// Clock shows a wall-clock time as every output does: UTC to the
+// millisecond with its zone (03:34:53.512 UTC), since windows are a
+// fraction of a second and a report is read on other machines.
+func Clock(t time.Time) string { return t.UTC().Format("15:04:05.000 MST") }
+
 // WallAt is the wall clock at mono, a time on the run's clock; false
 // when the run's wall clock start is not known.
 func (d Description) WallAt(mono uint64) (time.Time, bool) {

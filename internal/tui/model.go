@@ -12,6 +12,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
@@ -86,7 +87,7 @@ func (s *shared) windowClock(idx uint64) string {
 func (s *shared) clockAt(mono uint64) string {
 	in := s.frame.Info
 	if t, ok := in.run().WallAt(mono); ok && s.wallClock {
-		return t.UTC().Format("15:04:05.000 MST")
+		return run.Clock(t)
 	}
 	return "+" + time.Duration(mono-min(mono, in.StartNs)).Round(time.Millisecond).String()
 }
