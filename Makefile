@@ -44,9 +44,11 @@ image: deps
 run: build
 	./$(BIN) attach --no-tui $(ARGS)
 
-# Replay a shipped recording: no root, no BPF, works anywhere.
+# Replay a shipped incident (redis in a memcg at its limit): no root, no
+# BPF, works anywhere. On a terminal it opens the view (q quits and prints
+# the report); elsewhere it prints the report, which opens on its verdict.
 demo: build
-	./$(BIN) replay --fast --no-tui testdata/recordings/vm-6.1-misplaced.ntr
+	./$(BIN) replay --speed 5 testdata/recordings/redis-memcg-hog.ntr
 
 deps:
 	./scripts/install-deps.sh

@@ -63,7 +63,7 @@ func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {
 	fs.BoolVar(&a.RunqWait, "runq-wait", true, "with a latency source and --pid or --cgroup: time the target's waits for a CPU (runq_wait), a program on every context switch")
 	fs.Float64Var(&a.SpikeK, "spike-k", 2, "without --slo, a spike is a window whose p99 is above this many times the median of recent normal windows...")
 	fs.DurationVar(&a.SpikeFloor, "spike-floor", time.Millisecond, "...and above this floor")
-	fs.IntVar(&a.Top, "top", 20, "threads shown in the text report")
+	fs.IntVar(&a.Top, "top", 20, topHelp)
 	return fs
 }
 

@@ -272,7 +272,7 @@ func TestAttachPIDHintsAtStallingChildren(t *testing.T) {
 		pid, len(readers)))
 	out := text.stdout.String()
 	hintLine := func(report string) string {
-		for _, line := range strings.Split(report, "\n") {
+		for _, line := range proseLines(report) {
 			if hint.MatchString(line) {
 				return line
 			}
@@ -288,7 +288,7 @@ func TestAttachPIDHintsAtStallingChildren(t *testing.T) {
 	if err != nil {
 		t.Fatalf("report: %v", err)
 	}
-	if line := hintLine(out); line == "" || !strings.Contains(string(report), "\n"+line+"\n") {
+	if line := hintLine(out); line == "" || !strings.Contains(strings.Join(proseLines(string(report)), "\n"), "\n"+line+"\n") {
 		t.Errorf("the recording's report lacks the live run's hint %q:\n%s", line, report)
 	}
 	sum := lastSummary(t, js.stdout.String())

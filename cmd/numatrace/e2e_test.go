@@ -488,7 +488,7 @@ func TestAttachTextReportOnInterrupt(t *testing.T) {
 	nt.cmd.Process.Signal(os.Interrupt)
 	nt.wait(t, 15*time.Second)
 	out := nt.stdout.String()
-	for _, want := range []string{"numatrace: system-wide", "lost events 0", "SYSTEM-WIDE", "THREADS"} {
+	for _, want := range []string{"numatrace: system-wide", "lost events 0", "VERDICT: ", "SYSTEM-WIDE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -496,9 +496,19 @@ func TestAttachTextReportOnInterrupt(t *testing.T) {
 	if m := regexp.MustCompile(`probes (\d+)/(\d+) attached`).FindStringSubmatch(out); m == nil || m[1] != m[2] {
 		t.Errorf("not every probe attached: %v", m)
 	}
-	// taskset pinned itself, moved, and became `true`: it shows, exited.
-	if !regexp.MustCompile(`(?m)\btrue\*\s`).MatchString(out) {
-		t.Errorf("no exited `true` thread in the report:\n%s", out)
+	// taskset pinned itself, moved, and became `true`: it shows, exited,
+	// in the JSON (the text leaves out threads that only moved between
+	// CPUs of one node, and says so).
+	js, err := exec.Command(binary(t), "report", "--json", rec).Output()
+	if err != nil {
+		t.Fatalf("report --json: %v", err)
+	}
+	if !regexp.MustCompile(`"comm":"true","exited":true`).Match(js) {
+		t.Errorf("no exited `true` thread in the report:\n%s", js)
+	}
+	if !regexp.MustCompile(`(?m)^No thread stalled; \d+ threads? only moved between CPUs of one node`).MatchString(out) &&
+		!strings.Contains(out, "only moved between CPUs of one node") {
+		t.Errorf("the text does not say it left out the threads that only moved:\n%s", out)
 	}
 	// `report` on the recording prints what the live run printed.
 	got, err := exec.Command(binary(t), "report", "--top", "10000", rec).Output()

@@ -231,17 +231,17 @@ func TestKernelSourceChargesTheIncidentUnderWay(t *testing.T) {
 			t.Errorf("%s: %d of the %d spikes charged to a memcg_reclaim stall of 1 ms or more name the stack of redis's reclaim",
 				length, withStack, long)
 		}
-		if !strings.Contains(run.report, "where memcg_reclaim stalled (tid ") {
+		if !strings.Contains(run.reportProse, "where memcg_reclaim stalled (tid ") {
 			t.Errorf("%s: the report's spikes do not say where memcg_reclaim stalled", length)
 		}
 		if broke < 1 || 10*charged < 9*broke {
 			t.Errorf("%s: %d of %d windows the client saw over the SLO while redis was frozen charged to memcg_reclaim; want at least 1 window, 90%% charged",
 				length, charged, broke)
 		}
-		if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.report, "explained by memcg_reclaim") {
+		if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.reportProse, "explained by memcg_reclaim") {
 			t.Errorf("%s: the verdict does not name memcg_reclaim: %s", length, run.Correlation.Conclusion)
 		}
-		if !strings.Contains(run.report, "requests on paced connections reached the socket late") {
+		if !strings.Contains(run.reportProse, "requests on paced connections reached the socket late") {
 			t.Errorf("%s: the report does not say which requests were counted from when they were due:\n%s", length, run.report)
 		}
 	}

@@ -93,10 +93,10 @@ func TestLatencyFileOutsideTheTrace(t *testing.T) {
 	if len(ws) != 1 || !outsideWarning.MatchString(strings.TrimSuffix(strings.TrimPrefix(ws[0], "numatrace: "), " (more are counted in the report)")) {
 		t.Fatalf("stderr %q: want the one warning that the 2,000 samples lie outside the trace", ws)
 	}
-	lines := strings.Split(nt.stdout.String(), "\n")
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], fmt.Sprintf("numatrace: pid %d ", pid)) ||
-		lines[1] != "WARNING: the latency source gave nothing usable (see below): there is no spike analysis" ||
-		!outsideWarning.MatchString(strings.TrimPrefix(lines[2], "WARNING: ")) {
+	lines := proseLines(nt.stdout.String())
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], fmt.Sprintf("numatrace: pid %d ", pid)) ||
+		lines[2] != "WARNING: the latency source gave nothing usable (see below): there is no spike analysis" ||
+		!outsideWarning.MatchString(strings.TrimPrefix(lines[3], "WARNING: ")) {
 		t.Fatalf("the report's first lines:\n%s", strings.Join(lines[:min(len(lines), 4)], "\n"))
 	}
 	if n := strings.Count(nt.stdout.String(), "latency samples lie outside the trace"); n != 1 {
@@ -173,9 +173,9 @@ func TestLatencyFIFOWithoutAWriter(t *testing.T) {
 				nt.cmd.Process.Signal(syscall.SIGTERM)
 			}
 			nt.wait(t, 10*time.Second)
-			lines := strings.Split(nt.stdout.String(), "\n")
-			if len(lines) < 2 || !strings.HasPrefix(lines[0], "numatrace: pid ") ||
-				lines[1] != "WARNING: the latency source gave nothing usable (no latency arrived): there is no spike analysis" {
+			lines := proseLines(nt.stdout.String())
+			if len(lines) < 3 || !strings.HasPrefix(lines[0], "numatrace: pid ") ||
+				lines[2] != "WARNING: the latency source gave nothing usable (no latency arrived): there is no spike analysis" {
 				t.Fatalf("report:\n%s\nstderr: %s", nt.stdout.String(), nt.stderr.String())
 			}
 		})

@@ -194,8 +194,11 @@ type redisRun struct {
 	requests int
 	hogs     [][2]uint64 // CLOCK_MONOTONIC start and end of each hog run
 	report   string      // `numatrace report` of the recording
-	windows  []redisWindow
-	logPath  string // the client's own log of every request
+	// reportProse is the text report with its lines joined: what it
+	// says, wherever it wraps at 100 columns.
+	reportProse string
+	windows     []redisWindow
+	logPath     string // the client's own log of every request
 }
 
 // redisWindow is one window line: redis's p99 and its main thread's
@@ -280,6 +283,7 @@ func runRedisScenario(t *testing.T, sc redisScenario) *redisRun {
 		t.Fatalf("%s: redis-server (pid %d) died during the run", sc.name, run.redisPID)
 	}
 	run.report = reportOf(t, rec, run)
+	run.reportProse = strings.Join(strings.Fields(run.report), " ")
 	if os.Getenv("NUMATRACE_UPDATE_RECORDINGS") != "" && len(sc.hogAt) > 0 {
 		// The TUI's golden tests replay this run.
 		b, err := os.ReadFile(rec)
@@ -421,7 +425,7 @@ func TestRealServerSpikesChargedToMemcgReclaim(t *testing.T) {
 			t.Errorf("thread %d of pid %d traced; only redis (%d) was asked for", th.TID, th.PID, run.redisPID)
 		}
 	}
-	if !strings.Contains(run.report, "explained by memcg_reclaim") {
+	if !strings.Contains(run.reportProse, "explained by memcg_reclaim") {
 		t.Errorf("the text report does not name memcg_reclaim:\n%s", run.report)
 	}
 }
@@ -486,7 +490,7 @@ func checkQuietRun(t *testing.T, run *redisRun, noisy bool) {
 	case len(run.Spikes) > 0:
 		want = "no stall cause explains them"
 	}
-	if !strings.Contains(run.report, want) {
+	if !strings.Contains(run.reportProse, want) {
 		t.Errorf("the text report does not say %q:\n%s", want, run.report)
 	}
 }
@@ -529,7 +533,7 @@ func TestRealServerIncidentUnderWay(t *testing.T) {
 			t.Errorf("run %d: %d of %d stalled windows over the SLO charged to memcg_reclaim; want at least 3 windows, 90%% charged",
 				i, charged, stalled)
 		}
-		if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.report, "explained by memcg_reclaim") {
+		if !slices.Contains(run.Correlation.ExplainedBy, "memcg_reclaim") || !strings.Contains(run.reportProse, "explained by memcg_reclaim") {
 			t.Errorf("run %d: the verdict does not name memcg_reclaim: %s", i, run.Correlation.Conclusion)
 		}
 		// The memory verdict must not move. Run-queue wait is reported

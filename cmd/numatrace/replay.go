@@ -96,7 +96,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	fast := fs.Bool("fast", false, "replay as fast as possible")
 	asJSON := fs.Bool("json", false, "write NDJSON: stall and window lines, then a summary line")
 	noTUI := fs.Bool("no-tui", false, "print text or JSON instead of the interactive view")
-	top := fs.Int("top", 20, "threads shown in the text report")
+	top := fs.Int("top", 20, topHelp)
 	path, err := oneFile(fs, args, stdout)
 	if err != nil {
 		return err
@@ -146,7 +146,7 @@ func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
 func runReport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON line")
-	top := fs.Int("top", 20, "threads shown in the text report")
+	top := fs.Int("top", 20, topHelp)
 	path, err := oneFile(fs, args, stdout)
 	if err != nil {
 		return err
@@ -242,3 +242,6 @@ func exportStacks(r *record.Reader, format string, w io.Writer) error {
 	}
 	return stackexport.WritePprof(w, samples, r.Header().Started, time.Duration(rep.DurationNs))
 }
+
+// topHelp is --top's help: it bounds each of the text report's lists.
+const topHelp = "rows of each list in the text report: threads, and latency spikes (the worst first)"

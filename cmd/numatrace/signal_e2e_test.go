@@ -179,9 +179,12 @@ func TestReplayStoppedBySignalPrintsItsReport(t *testing.T) {
 			t.Errorf("%v: replay ended with %v; stderr %q", sig, err, stderr.String())
 		}
 		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-		if !strings.HasPrefix(lines[0], "numatrace: pid 7044 (redis-server) for ") ||
-			!regexp.MustCompile(`^note: the replay was stopped [0-9.]+m?s into the recording: what follows was not replayed$`).MatchString(lines[len(lines)-1]) {
-			t.Errorf("%v: stdout %q: want the report, ending where the replay stopped", sig, stdout.String())
+		// The report says where it stopped, then ends on its verdict.
+		prose := proseLines(strings.TrimSpace(stdout.String()))
+		note := regexp.MustCompile(`(?m)^note: the replay was stopped [0-9.]+m?s into the recording: what follows was not replayed$`)
+		if !strings.HasPrefix(lines[0], "numatrace: pid 7044 (redis-server) for ") || !note.MatchString(stdout.String()) ||
+			!strings.HasPrefix(prose[len(prose)-1], "VERDICT: ") {
+			t.Errorf("%v: stdout %q: want the report, saying where the replay stopped and ending on its verdict", sig, stdout.String())
 		}
 	}
 }

@@ -6,11 +6,13 @@
 package doctor
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/record"
 )
 
 // Severity orders findings.
@@ -227,3 +229,14 @@ func Checks() []string {
 }
 
 func ev(path string, v any) string { return fmt.Sprintf("%s = %v", path, v) }
+
+// Recorded are the findings a recording carries: doctor's one reading of
+// the traced machine as the run started. None when the recording was
+// made without doctor, or they cannot be read.
+func Recorded(h record.Header) []Finding {
+	var rep Report
+	if len(h.Doctor) == 0 || json.Unmarshal(h.Doctor, &rep) != nil {
+		return nil
+	}
+	return rep.Findings
+}

@@ -249,6 +249,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	// the report whole; the run fails after it.
 	recErr := rec.finish(end, stderr)
 	rep := output.NewReport(d, end, eng.Summary(res.Final), eng.Analysis(), a.Top)
+	if doc != nil {
+		rep.Findings = doc.Findings
+	}
 	if err := fe.report(rep, stderr); err != nil {
 		return errors.Join(err, recErr)
 	}

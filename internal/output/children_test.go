@@ -59,7 +59,7 @@ func TestTextSaysTheChildrenStalled(t *testing.T) {
 	r := childReport(0, false)
 	r.Summary.Children.NotWatched = 3
 	var buf bytes.Buffer
-	if err := r.Text(&buf); err != nil {
+	if err := r.unwrapped(&buf); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -74,7 +74,7 @@ func TestTextSaysTheChildrenStalled(t *testing.T) {
 	// A target with control characters in its name: the hint escapes them.
 	r.Target = "pid 4242 (post\x1b]0;x\x07gres)"
 	buf.Reset()
-	r.Text(&buf)
+	r.unwrapped(&buf)
 	if !strings.Contains(buf.String(), "\n"+`pid 4242 (post\x1b]0;x\x07gres) stalled nothing, but`) {
 		t.Errorf("target name not escaped in the hint:\n%q", buf.String())
 	}

@@ -26,12 +26,13 @@ func discardReport() *Report {
 // usable and why, before anything else.
 func TestTextSaysWhatWasLeftOutFirst(t *testing.T) {
 	var buf bytes.Buffer
-	if err := discardReport().Text(&buf); err != nil {
+	if err := discardReport().unwrapped(&buf); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(buf.String(), "\n")
 	want := []string{
-		"numatrace: pid 4242 (cat) for 25s on 6.18.0 | probes 1/1 attached | events 9 | lost events 0",
+		"numatrace: pid 4242 (cat) for 25s on 6.18.0",
+		"probes 1/1 attached | events 9 | lost events 0",
 		"WARNING: the latency source gave nothing usable (see below): there is no spike analysis",
 		"WARNING: 11,976 latency samples lie outside the trace: their times are 2.1 s after boot, the trace covered 1,856–1,881 s; check their clock and unit: every sample says 2147483647, the largest 32-bit integer: the writer's integer overflowed (awk's printf %d stops there)",
 		"WARNING: 2 malformed lines of the latency file were skipped",

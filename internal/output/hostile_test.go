@@ -71,10 +71,10 @@ func checkTerminalSafe(t *testing.T, what, out string) {
 // summary keeps the original characters.
 func TestTextEscapesHostileNames(t *testing.T) {
 	var got, want bytes.Buffer
-	if err := hostileReport(func(i int) string { return hostileNames[i].raw }).Text(&got); err != nil {
+	if err := hostileReport(func(i int) string { return hostileNames[i].raw }).unwrapped(&got); err != nil {
 		t.Fatal(err)
 	}
-	if err := hostileReport(func(i int) string { return hostileNames[i].shown }).Text(&want); err != nil {
+	if err := hostileReport(func(i int) string { return hostileNames[i].shown }).unwrapped(&want); err != nil {
 		t.Fatal(err)
 	}
 	out := got.String()

@@ -28,12 +28,12 @@ func TestReportSaysTheLatencySource(t *testing.T) {
 	} {
 		rep := NewReport(run.Description{Target: "pid 7 (redis)", Latency: tc.src}, run.End{}, aggregate.Summary{}, nil, 10)
 		var text bytes.Buffer
-		if err := rep.Text(&text); err != nil {
+		if err := rep.unwrapped(&text); err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Split(text.String(), "\n")
-		if got := lines[1]; (tc.line == "" && strings.HasPrefix(got, "latency")) || (tc.line != "" && got != tc.line) {
-			t.Errorf("second line %q, want %q", got, tc.line)
+		if got := lines[2]; (tc.line == "" && strings.HasPrefix(got, "latency")) || (tc.line != "" && got != tc.line) {
+			t.Errorf("third line %q, want %q", got, tc.line)
 		}
 		js, err := json.Marshal(rep.summaryLine())
 		if err != nil {
@@ -46,9 +46,9 @@ func TestReportSaysTheLatencySource(t *testing.T) {
 	rep := NewReport(run.Description{Latency: run.LatencySource{Kind: run.LatencyProm, Detail: "m at http://h/metrics"}},
 		run.End{Latency: &latency.Account{Late: 3}}, aggregate.Summary{}, nil, 10)
 	var text bytes.Buffer
-	rep.Text(&text)
-	if lines := strings.Split(text.String(), "\n"); !strings.HasPrefix(lines[2], "WARNING: 3 latency samples came after") ||
-		lines[3] != "latency: prometheus: m at http://h/metrics" {
+	rep.unwrapped(&text)
+	if lines := strings.Split(text.String(), "\n"); !strings.HasPrefix(lines[3], "WARNING: 3 latency samples came after") ||
+		lines[4] != "latency: prometheus: m at http://h/metrics" {
 		t.Errorf("the source's line is not after the warnings:\n%s", text.String())
 	}
 }

@@ -400,7 +400,7 @@ func TestSummaryLine(t *testing.T) {
 		t.Fatalf("%d lines", len(lines))
 	}
 	s := lines[0]
-	want := []string{"bad_records", "causes", "duration_ns", "events", "histogram_map_full", "histograms_evicted", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "memory_stall_ns", "probes",
+	want := []string{"bad_records", "causes", "duration_ns", "events", "headline", "histogram_map_full", "histograms_evicted", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "memory_stall_ns", "probes",
 		"processes", "stacks", "stream_min_ns", "system", "target", "threads", "type", "windows"}
 	if got := keys(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("summary keys %v, want %v", got, want)

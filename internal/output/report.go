@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -45,6 +47,11 @@ type Report struct {
 	BadRecords uint64
 	// Pressure is what PSI counted over the run; none where not read.
 	Pressure []run.Pressure
+	// Started is the wall clock at the run's start; zero when unknown.
+	Started time.Time
+	// Findings are doctor's, read on the traced machine as the run
+	// started; none when doctor did not run (older recordings).
+	Findings []doctor.Finding
 }
 
 // NewReport is a run's report: its description, how it ended, the
@@ -55,7 +62,7 @@ func NewReport(d run.Description, end run.End, sum aggregate.Summary, c *correla
 	return &Report{Target: d.Target, Kernel: d.Kernel, DurationNs: end.DurationNs, Probes: d.Probes, Summary: sum,
 		Events: end.Events, LateEvents: end.LateEvents, Windows: end.Windows, Note: end.Note, TopThreads: topThreads,
 		MinEventNs: d.MinEventNs, StacksMinNs: d.StacksMinNs, Correlation: c, Latency: end.Latency, LatencySource: d.Latency, BadRecords: end.BadRecords,
-		Pressure: end.Pressure}
+		Pressure: end.Pressure, Started: d.Started}
 }
 
 type probesJSON struct {
@@ -81,6 +88,8 @@ type systemJSON struct {
 
 type summaryJSON struct {
 	Type             string                      `json:"type"`
+	Headline         Headline                    `json:"headline"`
+	Started          string                      `json:"started,omitempty"` // the wall clock at the start, RFC 3339
 	DurationNs       uint64                      `json:"duration_ns"`
 	LostEvents       uint64                      `json:"lost_events"`
 	LostEventsPerCPU []uint64                    `json:"lost_events_per_cpu"`
@@ -176,7 +185,7 @@ type correlationJSON struct {
 }
 
 func (r *Report) summaryLine() summaryJSON {
-	s := summaryJSON{Type: "summary", DurationNs: r.DurationNs, LostEvents: r.Summary.Lost,
+	s := summaryJSON{Type: "summary", Headline: r.Headline(), DurationNs: r.DurationNs, LostEvents: r.Summary.Lost,
 		LostEventsPerCPU: r.Summary.LostPerCPU, Target: r.Target, Kernel: r.Kernel,
 		Events: r.Events, LateEvents: r.LateEvents, Windows: r.Windows, Threads: threadsJSON(r.Summary.Threads),
 		Processes: processesJSON(r.Summary.Processes), Note: r.Note, HistMapFull: r.Summary.HistMapFull,
@@ -215,6 +224,9 @@ func (r *Report) summaryLine() summaryJSON {
 		default:
 			s.Probes.Failed = append(s.Probes.Failed, wire.ProbeStatus(p))
 		}
+	}
+	if !r.Started.IsZero() {
+		s.Started = r.Started.UTC().Format(time.RFC3339Nano)
 	}
 	sys := r.Summary.System
 	s.System = systemJSON(sys)

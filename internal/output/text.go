@@ -1,17 +1,24 @@
 package output
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/textwrap"
 )
 
 // Dur formats nanoseconds for people: 812ns, 16.4µs, 3.21ms, 1.50s.
@@ -51,9 +58,30 @@ func (e *errWriter) Write(p []byte) (int, error) {
 // the note, the verdicts that name a process) is escaped by
 // sanitize.Text; the report's JSON keeps the original bytes.
 func (r *Report) Text(out io.Writer) error {
+	var b bytes.Buffer
+	r.text(&b)
 	ew := &errWriter{w: out}
-	r.text(ew)
+	fitWidth(ew, b.String())
 	return ew.err
+}
+
+// Width is the text report's widest line, in cells.
+const Width = 100
+
+// fitWidth writes text with every line wider than Width wrapped at its
+// spaces, the continuation indented under it: numbers and names stay
+// whole. Trailing blanks (a table's padding) are dropped.
+func fitWidth(w io.Writer, text string) {
+	for _, line := range strings.SplitAfter(text, "\n") {
+		body := strings.TrimRight(strings.TrimSuffix(line, "\n"), " ") // a table's padding
+		nl := line[len(strings.TrimSuffix(line, "\n")):]
+		if ansi.StringWidth(body) <= Width {
+			io.WriteString(w, body+nl)
+			continue
+		}
+		lead := body[:len(body)-len(strings.TrimLeft(body, " "))]
+		io.WriteString(w, textwrap.Indented(lead, lead+"    ", body[len(lead):], Width)+nl)
+	}
 }
 
 func (r *Report) text(w io.Writer) {
@@ -70,8 +98,13 @@ func (r *Report) text(w io.Writer) {
 		}
 	}
 	s := r.Summary
-	fmt.Fprintf(w, "numatrace: %s for %s on %s | probes %d/%d attached | events %d | lost events %d\n",
-		sanitize.Text(r.Target), time.Duration(r.DurationNs).Round(time.Millisecond), sanitize.Text(r.Kernel), attached, len(r.Probes)-len(skipped), r.Events, s.Lost)
+	from := ""
+	if !r.Started.IsZero() {
+		from = " from " + run.Clock(r.Started)
+	}
+	fmt.Fprintf(w, "numatrace: %s for %s%s on %s\n", sanitize.Text(r.Target), time.Duration(r.DurationNs).Round(time.Millisecond), from,
+		sanitize.Text(r.Kernel))
+	fmt.Fprintf(w, "probes %d/%d attached | events %d | lost events %d\n", attached, len(r.Probes)-len(skipped), r.Events, s.Lost)
 	r.discarded(w)
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "not attached: %s (see `numatrace probes`)\n", sanitize.Text(strings.Join(failed, ", ")))
@@ -95,12 +128,17 @@ func (r *Report) text(w io.Writer) {
 		fmt.Fprintf(w, "latency: %s\n", sanitize.Text(src))
 	}
 	fmt.Fprintln(w)
+	r.headlineText(w)
+	fmt.Fprintln(w)
 	if hint := r.ChildrenHint(); hint != "" {
 		fmt.Fprintf(w, "%s\n\n", sanitize.Text(hint))
 	}
-	if len(s.Threads) == 0 {
+	switch threads, _ := r.threadsOfNote(); {
+	case len(s.Threads) == 0:
 		fmt.Fprintln(w, "No stalls or migrations recorded.")
-	} else {
+	case len(threads) == 0:
+		fmt.Fprintf(w, "No thread stalled; %s\n", r.onlyMoved())
+	default:
 		r.processTable(w)
 		r.threadTable(w)
 		r.histograms(w)
@@ -112,6 +150,7 @@ func (r *Report) text(w io.Writer) {
 	if r.Note != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", sanitize.Text(r.Note))
 	}
+	fmt.Fprintf(w, "\nVERDICT: %s\n", sanitize.Text(r.verdict())) // first and last: where a reader looks
 }
 
 // discarded warns of the input the run left out, first thing: a latency
@@ -184,20 +223,65 @@ func anyUnlisted(u [stall.NumCauses]aggregate.StallCount) bool {
 	return false
 }
 
-func (r *Report) threadTable(w io.Writer) {
-	threads := r.Summary.Threads
-	top := r.TopThreads
-	if top <= 0 {
-		top = 20
+// ofNote says whether a thread's or process's row says anything beyond
+// moves between CPUs of one node: a stall, a counted cause such as a
+// NUMA task move, or a move across nodes.
+func ofNote(stalls *aggregate.CauseSummaries, m aggregate.Migrations) bool {
+	if m.CrossNode > 0 {
+		return true
 	}
+	for _, c := range stall.AllCauses() {
+		if c != stall.TaskMigration && stalls[c].Has() {
+			return true
+		}
+	}
+	return false
+}
+
+// threadsOfNote are the threads the table lists, and how many it leaves
+// out since they only moved between CPUs of one node.
+func (r *Report) threadsOfNote() (shown []aggregate.ThreadSummary, moved int) {
+	for _, t := range r.Summary.Threads {
+		if ofNote(&t.Stalls, t.Migrations) {
+			shown = append(shown, t)
+		} else {
+			moved++
+		}
+	}
+	return shown, moved
+}
+
+// onlyMoved says how many threads the tables leave out for only moving
+// between CPUs of one node.
+func (r *Report) onlyMoved() string {
+	_, moved := r.threadsOfNote()
+	were := "were"
+	if moved == 1 {
+		were = "was"
+	}
+	return fmt.Sprintf("%s only moved between CPUs of one node (%s left out: --json lists them).",
+		latency.Count(uint64(moved), "thread"), were)
+}
+
+func (r *Report) threadTable(w io.Writer) {
+	threads, moved := r.threadsOfNote()
+	top := r.top()
 	if len(threads) > top {
 		fmt.Fprintf(w, "THREADS (top %d of %d by stall time)\n", top, len(threads))
 		threads = threads[:top]
 	} else {
 		fmt.Fprintf(w, "THREADS (%d)\n", len(threads))
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "PID\tTID\tCOMM\tCAUSE\tCOUNT\tTOTAL\tMAX\tP50\tP99\tMIGRATIONS\tCROSS-NODE\t")
+	writeTable(w, func(tw io.Writer) { r.threadRows(tw, threads) })
+	fmt.Fprintln(w, "(* = thread exited)")
+	if moved > 0 {
+		fmt.Fprintln(w, r.onlyMoved())
+	}
+}
+
+// threadRows are the thread table's header and rows, tab-separated.
+func (r *Report) threadRows(tw io.Writer, threads []aggregate.ThreadSummary) {
+	fmt.Fprintln(tw, "PID\tTID\tCOMM\tCAUSE\tCOUNT\tTOTAL\tMAX\tP50\tP99\tMIGR\tX-NODE\t")
 	for _, t := range threads {
 		comm := sanitize.Text(t.Comm)
 		if t.Exited {
@@ -231,15 +315,44 @@ func (r *Report) threadTable(w io.Writer) {
 			row(0, nil)
 		}
 	}
-	tw.Flush()
-	fmt.Fprintln(w, "(* = thread exited)")
+}
+
+// writeTable lays out tab-separated right-aligned cells two blanks
+// apart, or one when that is what fits the report's width.
+func writeTable(w io.Writer, fill func(io.Writer)) {
+	var out string
+	for _, pad := range []int{2, 1} {
+		var b bytes.Buffer
+		tw := tabwriter.NewWriter(&b, 0, 0, pad, ' ', tabwriter.AlignRight)
+		fill(tw)
+		tw.Flush()
+		out = b.String()
+		if widest(out) <= Width {
+			break
+		}
+	}
+	io.WriteString(w, out)
+}
+
+// widest is the width of text's widest line, trailing blanks left out.
+func widest(text string) int {
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		n = max(n, ansi.StringWidth(strings.TrimRight(l, " ")))
+	}
+	return n
 }
 
 // ProcessesShown is how many processes the text report lists.
 const ProcessesShown = 10
 
 func (r *Report) processTable(w io.Writer) {
-	procs := r.Summary.Processes
+	var procs []aggregate.ProcessSummary
+	for _, p := range r.Summary.Processes {
+		if ofNote(&p.Stalls, p.Migrations) {
+			procs = append(procs, p)
+		}
+	}
 	if len(procs) > ProcessesShown {
 		fmt.Fprintf(w, "PROCESSES (top %d of %d by stall time)\n", ProcessesShown, len(procs))
 		procs = procs[:ProcessesShown]
@@ -247,7 +360,7 @@ func (r *Report) processTable(w io.Writer) {
 		fmt.Fprintf(w, "PROCESSES (%d)\n", len(procs))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "PID\tCOMM\tTHREADS\tSTALL\tWORST CAUSE\tMIGRATIONS\tCROSS-NODE\t")
+	fmt.Fprintln(tw, "PID\tCOMM\tTHREADS\tSTALL\tWORST CAUSE\tMIGR\tX-NODE\t")
 	for _, p := range procs {
 		worst, worstNs := "-", uint64(0)
 		for _, c := range stall.AllCauses() {
@@ -274,8 +387,8 @@ func (r *Report) histograms(w io.Writer) {
 		refs = refs[:HistogramsShown]
 	}
 	for _, ref := range refs {
-		fmt.Fprintf(w, "\n%s of tid %d (%s): %d stalls, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
-			ref.cs.Count, Dur(ref.cs.TotalNs))
+		fmt.Fprintf(w, "\n%s of tid %d (%s): %s, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
+			latency.Count(ref.cs.Count, "stall"), Dur(ref.cs.TotalNs))
 		WriteHist(w, ref.cs.Hist)
 	}
 }
@@ -368,22 +481,43 @@ func (r *Report) system(w io.Writer) {
 	fmt.Fprintln(w, "\nSYSTEM-WIDE (never charged to a thread)")
 	fmt.Fprintf(w, "  kswapd wakeups %d | khugepaged collapses %d (%d succeeded)\n",
 		s.KswapdWakeups, s.KhugepagedCollapses, s.KhugepagedCollapsedOK)
-	fmt.Fprintf(w, "  kcompactd passes %d (%s) | proactive/sysctl compaction passes %d (%s) | direct compaction attempts %d\n",
-		s.KcompactdPasses, Dur(s.KcompactdNs), s.ProactivePasses, Dur(s.ProactiveNs), s.DirectCompactAttempts)
+	fmt.Fprintf(w, "  kcompactd passes %d (%s) | proactive/sysctl compaction passes %d (%s)\n",
+		s.KcompactdPasses, Dur(s.KcompactdNs), s.ProactivePasses, Dur(s.ProactiveNs))
+	fmt.Fprintf(w, "  direct compaction attempts %d\n", s.DirectCompactAttempts)
 }
 
-// SpikesShown is how many spike verdicts the text report prints.
-const SpikesShown = 10
+// top is how many rows of a list (threads, spikes) the text shows.
+func (r *Report) top() int {
+	if r.TopThreads <= 0 {
+		return 20
+	}
+	return r.TopThreads
+}
+
+// worstSpikes are the spikes by how far each went over its threshold,
+// the worst first; the JSON keeps them in time order.
+func worstSpikes(spikes []correlate.Spike) []correlate.Spike {
+	out := slices.Clone(spikes)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ExcessNs > out[j].ExcessNs })
+	return out
+}
 
 func (r *Report) latency(w io.Writer) {
 	c := r.Correlation
 	if c == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nLATENCY (%d windows with requests, %d spikes)\n", c.Windows, len(c.Spikes))
-	for i, sp := range c.Spikes {
-		if i == SpikesShown {
-			fmt.Fprintf(w, "  ... %d more spikes (see --json)\n", len(c.Spikes)-SpikesShown)
+	spikes := worstSpikes(c.Spikes)
+	order := ""
+	if len(spikes) > 1 {
+		order = ", the worst first"
+	}
+	fmt.Fprintf(w, "\nLATENCY (%s with requests, %s%s)\n", latency.Count(uint64(c.Windows), "window"),
+		latency.Count(uint64(len(spikes)), "spike"), order)
+	for i, sp := range spikes {
+		if i == r.top() {
+			fmt.Fprintf(w, "  ... %s, each smaller than those above (--top %d shows them all; --json lists them in time order)\n",
+				latency.Count(uint64(len(spikes)-i), "more spike"), len(spikes))
 			break
 		}
 		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))
@@ -414,5 +548,4 @@ func (r *Report) latency(w io.Writer) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintf(w, "  %s\n", sanitize.Text(c.Conclusion))
 }

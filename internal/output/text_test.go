@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,8 +146,11 @@ func TestTextContents(t *testing.T) {
 	richReport().Text(&buf)
 	out := buf.String()
 	lines := strings.Split(out, "\n")
-	if want := "numatrace: cgroup /sys/fs/cgroup/db.slice for 10s on 6.8.0-45-generic | probes 2/4 attached | events 42 | lost events 12"; lines[0] != want {
+	if want := "numatrace: cgroup /sys/fs/cgroup/db.slice for 10s on 6.8.0-45-generic"; lines[0] != want {
 		t.Errorf("header = %q\nwant     %q", lines[0], want)
+	}
+	if want := "probes 2/4 attached | events 42 | lost events 12"; lines[1] != want {
+		t.Errorf("second line = %q\nwant          %q", lines[1], want)
 	}
 	for _, want := range []string{
 		"not attached: numa, mmap_lock (see `numatrace probes`)",
@@ -156,7 +160,7 @@ func TestTextContents(t *testing.T) {
 		"(* = thread exited)",
 		"SYSTEM-WIDE (never charged to a thread)",
 		"kswapd wakeups 3 | khugepaged collapses 4 (2 succeeded)",
-		"kcompactd passes 5 (1.50ms) | proactive/sysctl compaction passes 1 (2.0µs) | direct compaction attempts 6",
+		"kcompactd passes 5 (1.50ms) | proactive/sysctl compaction passes 1 (2.0µs)\n  direct compaction attempts 6",
 		"note: target cgroup /sys/fs/cgroup/db.slice exited after 10s",
 		"mmap_lock of tid 104 (pg-writer): 4 stalls, total 2.00s",
 	} {
@@ -415,7 +419,7 @@ func TestTextEvictedHistograms(t *testing.T) {
 		t.Errorf("causes mmap_lock = %+v, want the kernel's 5 stalls", c)
 	}
 	var buf bytes.Buffer
-	if err := rep.Text(&buf); err != nil {
+	if err := rep.unwrapped(&buf); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -427,4 +431,11 @@ func TestTextEvictedHistograms(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// unwrapped writes the report as Text does but without fitting it to
+// Width, for tests of what it says rather than where its lines break.
+func (r *Report) unwrapped(w io.Writer) error {
+	r.text(w)
+	return nil
 }

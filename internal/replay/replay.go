@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/output"
@@ -217,7 +218,9 @@ func (f *Feeder) Finish(blocks int) *output.Report {
 		notes = append(notes, fmt.Sprintf("the recording was cut short after %d blocks", blocks))
 	}
 	end.Note = strings.Join(notes, "; ")
-	return output.NewReport(f.eng.Run(), end, f.eng.Summary(snap), f.eng.Analysis(), f.opt.TopThreads)
+	rep := output.NewReport(f.eng.Run(), end, f.eng.Summary(snap), f.eng.Analysis(), f.opt.TopThreads)
+	rep.Findings = doctor.Recorded(f.h)
+	return rep
 }
 
 // fromEvents is the rebuilt snapshot, with the last lost count.

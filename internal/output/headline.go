@@ -1,0 +1,250 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/sanitize"
+	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/textwrap"
+)
+
+// Headline is the answer a report opens with: what froze the target, the
+// threads it hit hardest and what to do next. Text and JSON print the
+// same one, computed here once.
+type Headline struct {
+	Verdict string          `json:"verdict"`
+	Worst   []WorstThread   `json:"worst_threads"`
+	Next    string          `json:"next"`
+	Finding *doctor.Finding `json:"doctor_finding,omitempty"` // the recorded machine's, behind Next
+}
+
+// WorstThread is one of the threads memory management froze longest.
+type WorstThread struct {
+	PID     uint32 `json:"pid"`
+	TID     uint32 `json:"tid"`
+	Comm    string `json:"comm"`
+	StallNs uint64 `json:"stall_ns"`
+	Cause   string `json:"cause"` // the cause of most of its stall time
+	CauseNs uint64 `json:"cause_ns"`
+	MaxNs   uint64 `json:"max_ns"` // that cause's longest single stall
+}
+
+// worstShown is how many threads the headline names, of those frozen at
+// least 1/worstShare as long as the worst: not a bystander's 3µs.
+const (
+	worstShown = 3
+	worstShare = 100
+)
+
+// elsewhere is where to look when memory management is not behind the
+// latency.
+const elsewhere = "look outside memory management (CPU, locks, I/O, the network)"
+
+// advice is what to do about a cause when doctor has no finding for it.
+var advice = map[stall.Cause]string{
+	stall.DirectReclaim:   "the machine ran short of free memory and allocating threads reclaimed it themselves: find what fills memory, and run `numatrace doctor` on that machine (min_free_kbytes, watermark_scale_factor, hugepage reservations)",
+	stall.MemcgReclaim:    "the cgroup reached its memory limit: raise memory.max (or memory.high), or cut what fills it (page cache counts against the limit)",
+	stall.NodeReclaim:     "threads reclaimed their own node instead of using another node's free memory: check vm.zone_reclaim_mode with `numatrace doctor` (0 turns it off)",
+	stall.Compaction:      "transparent huge page faults compacted memory synchronously: check /sys/kernel/mm/transparent_hugepage/defrag with `numatrace doctor` (defer or madvise, not always)",
+	stall.NUMAMigration:   "NUMA balancing moved the threads' pages between nodes: check the process's CPU and memory binding with `numatrace doctor --pid PID`",
+	stall.NUMATaskMove:    "NUMA balancing moved the threads between nodes: check the process's CPU and memory binding with `numatrace doctor --pid PID`",
+	stall.MmapLock:        "threads waited for the process's mmap_lock behind another holder (khugepaged, mmap or munmap in another thread): the stacks show who; `numatrace doctor` checks THP",
+	stall.RunqWait:        "the threads waited for a CPU, not for memory: look at CPU saturation and the target's CPU limits",
+	stall.ReclaimThrottle: "reclaim throttled the threads while writeback or isolation caught up: memory is nearly full; find what fills it",
+	stall.DirtyThrottle:   "writers were throttled for dirty pages: the disk cannot keep up with the writes (vm.dirty_ratio, vm.dirty_bytes)",
+	stall.MemstallWait:    "the threads waited for memory (refaults of evicted pages, memory.high throttling): the working set does not fit; raise the limit or shrink it",
+}
+
+// doctorChecks are the doctor checks whose finding explains a cause.
+var doctorChecks = map[stall.Cause][]string{
+	stall.DirectReclaim:   {"hugepage_starvation", "hugepage_reservation", "min_free_kbytes", "watermark_scale_factor", "node_pressure"},
+	stall.MemcgReclaim:    {"container"},
+	stall.NodeReclaim:     {"zone_reclaim_mode"},
+	stall.Compaction:      {"thp_defrag"},
+	stall.NUMAMigration:   {"binding", "cross_node_alloc", "remote_memory", "interleave", "numa_balancing_thrash", "numa_balancing", "node_saturation"},
+	stall.NUMATaskMove:    {"binding", "numa_balancing_thrash", "numa_balancing", "node_saturation"},
+	stall.TaskMigration:   {"binding", "node_saturation", "nic_irq_affinity"},
+	stall.MmapLock:        {"thp_defrag"},
+	stall.ReclaimThrottle: {"node_pressure", "min_free_kbytes"},
+	stall.MemstallWait:    {"psi_memory"},
+}
+
+// Headline is the report's answer, computed from the same figures its
+// tables show.
+func (r *Report) Headline() Headline {
+	h := Headline{Worst: r.worstThreads()}
+	key, spikesUnexplained := r.keyCause()
+	h.Verdict = r.verdict()
+	switch {
+	case key != nil:
+		if f := r.findingFor(*key); f != nil {
+			h.Finding = f
+			h.Next = "doctor, on the recorded machine: " + f.Title
+			if f.Fix != "" {
+				h.Next += "; fix: " + f.Fix
+			}
+		} else {
+			h.Next = advice[*key]
+		}
+		if spikesUnexplained {
+			h.Next += "; for the spikes no stall covers, " + elsewhere
+		}
+	case spikesUnexplained:
+		h.Next = elsewhere
+	case r.ChildrenHint() != "": // the target's children stalled where it did not
+		h.Next = r.ChildrenHint()
+	default:
+		h.Next = "nothing to fix in memory management; if the service is slow, " + elsewhere
+	}
+	return h
+}
+
+// verdict is the answer in a sentence or two: the latency analysis's
+// conclusion when there were spikes to explain, else what froze whom.
+func (r *Report) verdict() string {
+	if c := r.Correlation; c != nil && len(c.Spikes) > 0 {
+		return c.Conclusion
+	}
+	froze := r.frozeSentence()
+	if c := r.Correlation; c != nil && c.Windows > 0 {
+		return fmt.Sprintf("No latency spikes in %s. %s", latency.Count(uint64(c.Windows), "window"), froze)
+	}
+	return froze
+}
+
+// frozeSentence says how long memory management froze which threads, or
+// that it froze none, with the task migrations either way.
+func (r *Report) frozeSentence() string {
+	s := r.Summary
+	var frozen, procs int
+	var total uint64
+	for _, p := range s.Processes {
+		if p.StallNs > 0 {
+			procs++
+		}
+	}
+	for _, t := range s.Threads {
+		if t.StallNs > 0 {
+			frozen++
+			total += t.StallNs
+		}
+	}
+	span := time.Duration(r.DurationNs).Round(time.Millisecond)
+	migr := r.migrationsClause()
+	if frozen == 0 {
+		return fmt.Sprintf("Nothing froze a thread for memory in %s; %s.", span, migr)
+	}
+	worst, worstNs := r.worstCause()
+	return fmt.Sprintf("Memory management froze %s of %s for %s in %s, most of it %s (%s); %s.",
+		latency.Count(uint64(frozen), "thread"), processes(procs), Dur(total), span,
+		worst, Dur(worstNs), migr)
+}
+
+// migrationsClause counts the task migrations and those across nodes.
+func (r *Report) migrationsClause() string {
+	var total, cross uint64
+	for _, p := range r.Summary.Processes {
+		total += p.Migrations.Total
+		cross += p.Migrations.CrossNode
+	}
+	across := "none across nodes"
+	if cross > 0 {
+		across = fmt.Sprintf("%d across nodes", cross)
+	}
+	return latency.Count(total, "task migration") + ", " + across
+}
+
+// worstCause is the freezing cause with the most stall time over the run.
+func (r *Report) worstCause() (stall.Cause, uint64) {
+	var worst stall.Cause
+	var ns uint64
+	for _, c := range stall.AllCauses() {
+		if cs := r.Summary.Causes[c]; c.Freezes() && cs.TotalNs > ns {
+			worst, ns = c, cs.TotalNs
+		}
+	}
+	return worst, ns
+}
+
+// keyCause is the cause the next step is about: the one that explains
+// the spikes, or in part, or without spikes the one that froze longest;
+// nil when nothing did. unexplained says spikes were left uncovered.
+func (r *Report) keyCause() (key *stall.Cause, unexplained bool) {
+	if c := r.Correlation; c != nil && len(c.Spikes) > 0 {
+		unexplained = c.Uncovered > 0
+		switch {
+		case len(c.Explained) > 0:
+			return &c.Explained[0], unexplained
+		case len(c.Partly) > 0:
+			return &c.Partly[0], unexplained
+		}
+		return nil, true
+	}
+	if c, ns := r.worstCause(); ns > 0 {
+		return &c, false
+	}
+	return nil, false
+}
+
+// findingFor is the recorded doctor's most severe finding that explains
+// the cause, nil when doctor found none or was not run.
+func (r *Report) findingFor(c stall.Cause) *doctor.Finding {
+	var best *doctor.Finding
+	for _, check := range doctorChecks[c] {
+		for i := range r.Findings {
+			f := &r.Findings[i]
+			if f.Check == check && f.Severity > doctor.Info && (best == nil || f.Severity > best.Severity) {
+				best = f
+			}
+		}
+	}
+	return best
+}
+
+// worstThreads are the threads frozen longest, each with its main cause.
+func (r *Report) worstThreads() []WorstThread {
+	out := []WorstThread{}
+	for _, t := range r.Summary.Threads { // the most stall time first
+		if len(out) == worstShown || t.StallNs == 0 || t.StallNs < r.Summary.Threads[0].StallNs/worstShare {
+			break
+		}
+		w := WorstThread{PID: t.PID, TID: t.TID, Comm: t.Comm, StallNs: t.StallNs}
+		for _, c := range stall.AllCauses() {
+			if cs := t.Stalls[c]; c.Freezes() && cs.TotalNs > w.CauseNs {
+				w.Cause, w.CauseNs, w.MaxNs = c.String(), cs.TotalNs, cs.MaxNs
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// headlineText writes the headline block, each part wrapped under its
+// label.
+func (r *Report) headlineText(w io.Writer) {
+	h := r.Headline()
+	para := func(label, text string) { fmt.Fprintln(w, textwrap.Hanging(label, text, Width)) }
+	para("VERDICT: ", sanitize.Text(h.Verdict))
+	for i, t := range h.Worst {
+		label := "WORST:   "
+		if i > 0 {
+			label = "         "
+		}
+		para(label, fmt.Sprintf("tid %d %s (pid %d) froze %s, most in %s (%s, longest %s)", t.TID, sanitize.Text(t.Comm), t.PID,
+			Dur(t.StallNs), t.Cause, Dur(t.CauseNs), Dur(t.MaxNs)))
+	}
+	para("NEXT:    ", sanitize.Text(h.Next))
+}
+
+// processes counts processes: latency.Count's plural would say
+// "processs".
+func processes(n int) string {
+	if n == 1 {
+		return "1 process"
+	}
+	return fmt.Sprintf("%d processes", n)
+}

@@ -1,0 +1,72 @@
+package output
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/stall"
+)
+
+// quietReport is 10 s of a machine on which threads only moved between
+// CPUs: 32 migrations, none across nodes.
+func quietReport() *Report {
+	sum := aggregate.Summary{
+		Threads: []aggregate.ThreadSummary{{PID: 1, TID: 1, Comm: "init", Migrations: aggregate.Migrations{Total: 20}},
+			{PID: 7, TID: 8, Comm: "sshd", Migrations: aggregate.Migrations{Total: 12}}},
+		Processes: []aggregate.ProcessSummary{{PID: 1, Comm: "init", Threads: 1, Migrations: aggregate.Migrations{Total: 20}},
+			{PID: 7, Comm: "sshd", Threads: 1, Migrations: aggregate.Migrations{Total: 12}}},
+	}
+	sum.Threads[0].Stalls[stall.TaskMigration] = aggregate.CauseSummary{Count: 20}
+	sum.Threads[1].Stalls[stall.TaskMigration] = aggregate.CauseSummary{Count: 12}
+	return &Report{Target: "system-wide", Kernel: "6.18", DurationNs: 10e9, Summary: sum}
+}
+
+// A quiet machine gets a plain answer, first and last, not rows of 0ns.
+func TestQuietRunSaysSo(t *testing.T) {
+	var b bytes.Buffer
+	if err := quietReport().Text(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	const verdict = "VERDICT: Nothing froze a thread for memory in 10s; 32 task migrations, none across nodes."
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if lines[3] != verdict || lines[len(lines)-1] != verdict {
+		t.Errorf("the report does not open and end with %q:\n%s", verdict, out)
+	}
+	if strings.Contains(out, "PROCESSES") || strings.Contains(out, "THREADS") {
+		t.Errorf("a quiet run lists threads that did not stall:\n%s", out)
+	}
+	if !strings.Contains(out, "No thread stalled; 2 threads only moved between CPUs of one node (were left out: --json lists them).") {
+		t.Errorf("the report does not say what it left out:\n%s", out)
+	}
+	if h := quietReport().Headline(); !strings.HasPrefix(h.Next, "nothing to fix in memory management") || len(h.Worst) != 0 {
+		t.Errorf("headline %+v", h)
+	}
+}
+
+// When the recorded machine's doctor found what explains the main
+// cause, the next step is that finding and its fix, not general advice.
+func TestNextStepIsTheRecordedFinding(t *testing.T) {
+	r := quietReport()
+	r.Summary.Threads[0].StallNs, r.Summary.Processes[0].StallNs = 5e6, 5e6
+	r.Summary.Threads[0].Stalls[stall.NodeReclaim] = aggregate.CauseSummary{Count: 3, TotalNs: 5e6, MaxNs: 3e6}
+	r.Summary.Causes[stall.NodeReclaim] = aggregate.CauseSummary{Count: 3, TotalNs: 5e6, MaxNs: 3e6}
+	if h := r.Headline(); !strings.Contains(h.Next, "vm.zone_reclaim_mode") || h.Finding != nil {
+		t.Errorf("without findings, next %q", h.Next)
+	}
+	r.Findings = []doctor.Finding{
+		{Check: "thp_defrag", Severity: doctor.Warn, Title: "THP defrag=always"},
+		{Check: "zone_reclaim_mode", Severity: doctor.Warn, Title: "vm.zone_reclaim_mode=1: allocations reclaim their own node",
+			Fix: "sysctl -w vm.zone_reclaim_mode=0"},
+	}
+	h := r.Headline()
+	if want := "doctor, on the recorded machine: vm.zone_reclaim_mode=1: allocations reclaim their own node; fix: sysctl -w vm.zone_reclaim_mode=0"; h.Next != want || h.Finding == nil {
+		t.Errorf("next %q\nwant %q", h.Next, want)
+	}
+	if !strings.HasPrefix(h.Verdict, "Memory management froze 1 thread of 1 process for 5.00ms in 10s, most of it node_reclaim (5.00ms)") {
+		t.Errorf("verdict %q", h.Verdict)
+	}
+}
