@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,6 +135,12 @@ func loadGen(t *testing.T, port int, logPath string, conns, rate int, stop <-cha
 // CAP_SYS_RESOURCE, which these machines' root lacks): the hog's dd
 // begins again. (A file rewritten in place instead is another incident:
 // redis then waits for a CPU more than for memory.)
+//
+// It returns only when every process it started is gone. A killed dd
+// closes its stderr before its file, and the last close of the deleted
+// file waits for the file's pages under writeback, on the throttled
+// disk: until then the disk cannot be unmounted (CI saw "device or
+// resource busy" at the end of TestRealServerIncidentUnderWay).
 func runHog(t *testing.T, cg, dir string, d time.Duration) {
 	dir, err := os.MkdirTemp(dir, "numatrace-hog")
 	if err != nil {
@@ -141,13 +148,59 @@ func runHog(t *testing.T, cg, dir string, d time.Duration) {
 		return
 	}
 	defer os.RemoveAll(dir)
-	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && echo 1000 > /proc/self/oom_score_adj && exec taskset -c %d timeout %.1f sh -c "+
+	script := fmt.Sprintf("echo $$ > %s/cgroup.procs && echo 1000 > /proc/self/oom_score_adj && exec taskset -c %d sh -c "+
 		"'while :; do dd if=/dev/zero of=%s/hog bs=1M count=%d status=none; s=$?; rm -f %s/hog; "+
 		"[ $s = 0 ] || [ $s = 137 ] || exit $s; done'",
-		cg, hogCPU, d.Seconds(), dir, hogFileMiB, dir)
-	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil && !strings.Contains(err.Error(), "exit status 124") {
-		t.Errorf("hog: %v: %s", err, out)
+		cg, hogCPU, dir, hogFileMiB, dir)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its dd, too
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Errorf("hog: %v", err)
+		return
 	}
+	pgid := cmd.Process.Pid
+	stop := time.AfterFunc(d, func() { unix.Kill(-pgid, unix.SIGKILL) })
+	err = cmd.Wait()
+	timedOut := !stop.Stop()
+	if !timedOut {
+		unix.Kill(-pgid, unix.SIGKILL) // the shell failed: its dd goes too
+	}
+	// A zombie has closed its files; init reaps it when it gets to it.
+	for deadline := time.Now().Add(2 * time.Minute); len(liveInGroup(pgid)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("hog: processes %v still alive 2 minutes after they were killed", liveInGroup(pgid))
+			break
+		}
+	}
+	if err != nil && !timedOut {
+		t.Errorf("hog: %v: %s", err, out.String())
+	}
+}
+
+// liveInGroup lists the processes of process group pgid that have not
+// exited: zombies are left out.
+func liveInGroup(pgid int) []int {
+	var live []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		i := strings.LastIndexByte(string(stat), ')')
+		if err != nil || i < 0 {
+			continue // gone
+		}
+		// After the command: state, ppid, pgrp.
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			live = append(live, pid)
+		}
+	}
+	return live
 }
 
 type redisSpike struct {
