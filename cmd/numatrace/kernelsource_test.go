@@ -295,3 +295,48 @@ func gatherConns(results <-chan [][2]uint64, conns int) <-chan [][2]uint64 {
 	}()
 	return all
 }
+
+// A closed-loop client on one connection sends its next request the
+// moment the reply arrives: on the other CPU, while redis's write of that
+// reply may still be returning. Both ends of the kernel's timing then
+// touch the connection at once. Every exchange must still be one sample
+// inside the trace: a record read while the other CPU began the next
+// exchange had time 0 (7 to 28 of them in 10 s, each a WARNING that
+// "latency samples lie outside the trace" on an attach with no flag).
+func TestKernelTimingUnderAClosedLoopKeepsEverySample(t *testing.T) {
+	testutil.RequireRoot(t)
+	bench, err := exec.LookPath("redis-benchmark")
+	testutil.RequireFeature(t, err == nil, "redis-benchmark is not installed")
+	r := testutil.StartRedis(t)
+	pinTasks(t, r.Cmd.Process.Pid, serverCPU)
+	load := exec.Command("taskset", "-c", strconv.Itoa(clientCPU), bench, "-p", strconv.Itoa(r.Port),
+		"-t", "set,get", "-r", "100000", "-n", "1000000000", "-c", "1", "-q")
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { load.Process.Kill(); load.Wait() })
+	nt := startAttach(t, "--pid", strconv.Itoa(r.Cmd.Process.Pid), "--json", "--duration", "10s")
+	nt.wait(t, 60*time.Second)
+
+	var sum struct {
+		LatencyInput struct {
+			Samples      uint64 `json:"samples"`
+			OutsideTrace uint64 `json:"outside_trace"`
+			LateSamples  uint64 `json:"late_samples"`
+		} `json:"latency_input"`
+	}
+	summaryOf(t, nt.stdout.Bytes(), &sum)
+	li := sum.LatencyInput
+	t.Logf("%d requests timed, %d outside the trace, %d late", li.Samples, li.OutsideTrace, li.LateSamples)
+	if li.Samples < 50_000 {
+		t.Errorf("%d requests timed in 10 s of a closed loop; want 50,000 or more", li.Samples)
+	}
+	if li.OutsideTrace != 0 || li.LateSamples != 0 {
+		t.Errorf("%d samples outside the trace, %d late; want none", li.OutsideTrace, li.LateSamples)
+	}
+	for _, w := range warnings(nt.stderr.String()) {
+		if strings.Contains(w, "outside the trace") {
+			t.Errorf("stderr: %s", w)
+		}
+	}
+}
