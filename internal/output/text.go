@@ -364,7 +364,7 @@ func (r *Report) processTable(w io.Writer) {
 	for _, p := range procs {
 		worst, worstNs := "-", uint64(0)
 		for _, c := range stall.AllCauses() {
-			if cs := p.Stalls[c]; cs.Has() && c.Timed() && cs.TotalNs > worstNs {
+			if cs := p.Stalls[c]; cs.Has() && c.Freezes() && cs.TotalNs > worstNs { // the STALL beside it
 				worst, worstNs = c.String(), cs.TotalNs
 			}
 		}

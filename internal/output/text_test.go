@@ -236,6 +236,29 @@ func TestTextProcessTable(t *testing.T) {
 	}
 }
 
+// The column says where the STALL beside it went: run-queue wait, which
+// is not a freeze, is no process's worst cause however long it is (a
+// redis froze 76.69ms in memcg_reclaim and read "runq_wait" there).
+func TestProcessWorstCauseIsAFreeze(t *testing.T) {
+	r := richReport()
+	snap := &stall.Snapshot{}
+	m := snap.Thread(200, 201, "java")
+	m.Hists[stall.MemcgReclaim] = histOf(1_000, 2_000)
+	m.Hists[stall.RunqWait] = histOf(900_000_000)
+	r.Summary = aggregate.New(window.Grid{StartNs: 0, LenNs: 1e9}).Summarize(snap)
+	var buf bytes.Buffer
+	r.Text(&buf)
+	out := buf.String()
+	i := strings.Index(out, "\nPROCESSES (1)\n")
+	if i < 0 {
+		t.Fatalf("no PROCESSES table in\n%s", out)
+	}
+	rows := strings.Split(out[i+1:], "\n")
+	if f := strings.Fields(rows[2]); len(f) < 5 || f[0] != "200" || f[3] != "3.0µs" || f[4] != "memcg_reclaim" {
+		t.Errorf("process row %q: want java's 3.0µs of stall, most of it memcg_reclaim", rows[2])
+	}
+}
+
 func TestTextNoLostNoFailedNoNote(t *testing.T) {
 	var buf bytes.Buffer
 	r := &Report{Target: "pid 1 (init)", Kernel: "k", Probes: []stall.ProbeStatus{{Name: "a", Attached: true}}}
