@@ -399,11 +399,19 @@ func (r *Result) elsewhere() string {
 	switch {
 	case u.Known == 0:
 		return outside
-	case u.Share() >= memoryLikely:
+	case r.UncoveredLikelyMemory():
 		return fmt.Sprintf("yet PSI counted %s of memory stall in their windows (%.0f%% of their time), which no probe timed:"+
 			" memory management is still the likely cause, where numatrace cannot see it", fmtDur(u.SomeNs), u.Share()*100)
 	}
 	return fmt.Sprintf("%s; PSI agrees (%s of memory stall in their windows)", outside, fmtDur(u.SomeNs))
+}
+
+// UncoveredLikelyMemory says whether PSI counted enough memory stall in
+// the windows of the spikes no cause covers for memory management to be
+// their likely cause still: the conclusion and the report's next step
+// both follow it.
+func (r *Result) UncoveredLikelyMemory() bool {
+	return r.Uncovered > 0 && r.UncoveredPressure.Known > 0 && r.UncoveredPressure.Share() >= memoryLikely
 }
 
 // ofSpikes is "3 of the 23 spikes", or "the spike" when there was one.

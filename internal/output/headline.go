@@ -44,6 +44,21 @@ const (
 // latency.
 const elsewhere = "look outside memory management (CPU, locks, I/O, the network)"
 
+// memoryUnseen is where to look when the spikes no stall covers had
+// memory stall that PSI counted and no probe timed.
+const memoryUnseen = "memory management is still the likely cause (PSI counted memory stall in their windows that no probe " +
+	"timed): check the service's cgroup (memory.stat: refaults, swap-ins; memory.events: high, max) and run numatrace doctor"
+
+// uncoveredNext is where to look for the spikes no stall covers, as the
+// latency analysis judged them: outside memory management, unless PSI
+// says memory stalled there unseen.
+func (r *Report) uncoveredNext() string {
+	if r.Correlation != nil && r.Correlation.UncoveredLikelyMemory() {
+		return memoryUnseen
+	}
+	return elsewhere
+}
+
 // advice is what to do about a cause when doctor has no finding for it.
 var advice = map[stall.Cause]string{
 	stall.DirectReclaim:   "the machine ran short of free memory and allocating threads reclaimed it themselves: find what fills memory, and run `numatrace doctor` on that machine (min_free_kbytes, watermark_scale_factor, hugepage reservations)",
@@ -91,10 +106,10 @@ func (r *Report) Headline() Headline {
 			h.Next = advice[*key]
 		}
 		if spikesUnexplained {
-			h.Next += "; for the spikes no stall covers, " + elsewhere
+			h.Next += "; for the spikes no stall covers, " + r.uncoveredNext()
 		}
 	case spikesUnexplained:
-		h.Next = elsewhere
+		h.Next = r.uncoveredNext()
 	case r.ChildrenHint() != "": // the target's children stalled where it did not
 		h.Next = r.ChildrenHint()
 	default:

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -68,5 +69,34 @@ func TestNextStepIsTheRecordedFinding(t *testing.T) {
 	}
 	if !strings.HasPrefix(h.Verdict, "Memory management froze 1 thread of 1 process for 5.00ms in 10s, most of it node_reclaim (5.00ms)") {
 		t.Errorf("verdict %q", h.Verdict)
+	}
+}
+
+// The next step follows the verdict: where PSI counted memory stall in
+// the windows of the spikes no stall covers, the verdict says memory is
+// still the likely cause, and the next step must not send the reader
+// outside memory management (a redis incident's report said both).
+func TestNextStepForUncoveredSpikesFollowsPSI(t *testing.T) {
+	r := quietReport()
+	r.Summary.Threads[0].StallNs, r.Summary.Processes[0].StallNs = 5e6, 5e6
+	r.Summary.Causes[stall.MemcgReclaim] = aggregate.CauseSummary{Count: 3, TotalNs: 5e6, MaxNs: 3e6}
+	for _, c := range []struct {
+		name       string
+		explained  []stall.Cause
+		psiNs      uint64
+		wantNext   string
+		unwantNext string
+	}{
+		{"memory stalled unseen", []stall.Cause{stall.MemcgReclaim}, 438e6,
+			"; for the spikes no stall covers, memory management is still the likely cause", elsewhere},
+		{"memory stalled unseen, nothing explained", nil, 438e6, "memory management is still the likely cause", elsewhere},
+		{"PSI agrees it was not memory", []stall.Cause{stall.MemcgReclaim}, 1e6, "; for the spikes no stall covers, " + elsewhere, memoryUnseen},
+	} {
+		r.Correlation = &correlate.Result{Windows: 20, Spikes: make([]correlate.Spike, 8), Explained: c.explained, Uncovered: 1,
+			UncoveredPressure: correlate.UncoveredPressure{Known: 1, SomeNs: c.psiNs, WindowNs: 1e9}}
+		next := r.Headline().Next
+		if !strings.Contains(next, c.wantNext) || strings.Contains(next, c.unwantNext) {
+			t.Errorf("%s: next %q\nwant it to say %q", c.name, next, c.wantNext)
+		}
 	}
 }
