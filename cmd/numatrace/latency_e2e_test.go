@@ -31,7 +31,10 @@ func startStallingProcess(t *testing.T, name string) int {
 	cg := testutil.MemcgCgroup(t, name, 64<<20)
 	file := testutil.BigFile(t)
 	testutil.DropCaches(t)
-	reads := strings.TrimSpace(strings.Repeat(file+" ", 100))
+	// 2,000 reads of 400 MiB: minutes at the fastest disk seen (CI read
+	// 100 in about 10 s, and cat exited during the test's second trace).
+	// One process: the stalls must be the target's own.
+	reads := strings.TrimSpace(strings.Repeat(file+" ", 2000))
 	cmd := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec cat %s > /dev/null", cg, reads))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
