@@ -203,6 +203,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		doc = startDoctor(tgt) // one reading of the machine, for the recording and the view
 	}
 	if err := a.Latency.FindInbound(int(tgt.ID), func(s string) { fe.warn(errors.New(s)) }); err != nil {
+		if errors.Is(err, source.ErrTargetGone) {
+			return &BadInput{err} // a PID that no longer exists
+		}
 		return err
 	}
 	d := a.describe(tr.Probes(), tgt, started, startNs)

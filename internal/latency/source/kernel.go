@@ -3,6 +3,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/numatrace/numatrace/internal/inbound"
@@ -39,6 +40,10 @@ type kernelSource struct {
 	timer SocketTimer
 }
 
+// ErrTargetGone is the target exiting between being found and its
+// sockets being read, as numatrace starts.
+var ErrTargetGone = errors.New("exited before tracing began")
+
 // FindInbound settles the kernel source before the run is described:
 // it finds the endpoints of process pid to time, and when there are none
 // it says so through notice and turns the source off, so the run goes on
@@ -51,6 +56,9 @@ func (c *Config) FindInbound(pid int, notice func(string)) error {
 		return errors.New("--latency kernel times the sockets of one process: give --pid")
 	}
 	ep, err := inbound.Find(os.DirFS("/proc"), pid, uint16(c.Port))
+	if errors.Is(err, fs.ErrNotExist) { // its /proc entry is gone
+		return fmt.Errorf("pid %d %w", pid, ErrTargetGone)
+	}
 	if err != nil {
 		return fmt.Errorf("find the target's TCP listeners: %w", err)
 	}

@@ -1,8 +1,11 @@
 package source
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -83,6 +86,21 @@ func TestFindInbound(t *testing.T) {
 	}
 	if c.Mode != ModeOff || len(said) != 1 || !strings.Contains(said[0], "no listener on port 1") {
 		t.Fatalf("mode %q, said %q", c.Mode, said)
+	}
+}
+
+// A target that exits as numatrace starts, before its sockets are read,
+// is said to have done so (it read "find the target's TCP listeners: open
+// 9698/fd: no such file or directory").
+func TestFindInboundOfAnExitedTarget(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Mode: ModeKernel}
+	err := c.FindInbound(cmd.Process.Pid, func(string) {})
+	if want := fmt.Sprintf("pid %d exited before tracing began", cmd.Process.Pid); err == nil || err.Error() != want || !errors.Is(err, ErrTargetGone) {
+		t.Fatalf("error %v, want %q", err, want)
 	}
 }
 
