@@ -790,30 +790,36 @@ func TestRecordKilledKeepsAllButTheLastSecond(t *testing.T) {
 	}
 }
 
-// The interactive view stays up after --duration until q, but not once
-// its terminal is gone: a hang-up (a tmux session ended, an ssh connection
-// dropped) ends numatrace, whether it comes as SIGHUP while the terminal
-// is still open or as the terminal closing.
+// The interactive view stays up after its target exits until q, but not
+// once its terminal is gone: a hang-up (a tmux session ended, an ssh
+// connection dropped) ends numatrace, whether it comes as SIGHUP while the
+// terminal is still open or as the terminal closing.
 func TestViewEndsWhenItsTerminalGoes(t *testing.T) {
 	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("script"); err != nil {
-		t.Fatalf("script (util-linux, for a pseudo-terminal): %v", err)
-	}
 	for _, how := range []string{"SIGHUP", "terminal closed"} {
-		term, nt, screen := viewUnderScript(t)
-		time.Sleep(4 * time.Second) // tracing stopped after 1 s; the view waits for q
-		if !alive(nt) {
-			t.Fatalf("%s: the view ended by itself after --duration; it should wait for q while its terminal is there", how)
+		target := exec.Command("sleep", "6") // outlives the view's start (2 s here at load)
+		if err := target.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if b, _ := os.ReadFile(screen); !bytes.Contains(b, []byte("--duration reached")) {
-			t.Fatalf("%s: the view does not show that tracing stopped: %q", how, tail(b, 300))
+		go target.Wait()
+		term, nt, screen := viewUnderScript(t, "--pid", strconv.Itoa(target.Process.Pid))
+		deadline := time.Now().Add(15 * time.Second)
+		for b, _ := os.ReadFile(screen); !bytes.Contains(b, []byte("the target exited")); b, _ = os.ReadFile(screen) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the view does not show that the target exited: %q", how, tail(b, 300))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		if !alive(nt) {
+			t.Fatalf("%s: the view ended by itself when the target exited; it should wait for q while its terminal is there", how)
 		}
 		if how == "SIGHUP" {
 			syscall.Kill(nt, syscall.SIGHUP)
 		} else {
 			term.Process.Kill() // the kernel hangs the terminal up
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		deadline = time.Now().Add(10 * time.Second)
 		for alive(nt) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -824,20 +830,54 @@ func TestViewEndsWhenItsTerminalGoes(t *testing.T) {
 	}
 }
 
-// viewUnderScript starts `numatrace attach --duration 1s` in its
-// interactive view on a 200×50 pseudo-terminal (script) and returns
+// At --duration the run the user asked for is over: the view ends by
+// itself, as q ends it, and the report follows on the terminal, verdict
+// last (it stayed up until q, and a newcomer's make-run-like trial never
+// saw a verdict).
+func TestViewEndsAtItsDuration(t *testing.T) {
+	testutil.RequireRoot(t)
+	_, nt, screen := viewUnderScript(t, "--duration", "2s")
+	deadline := time.Now().Add(20 * time.Second)
+	for alive(nt) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(nt) {
+		syscall.Kill(nt, syscall.SIGKILL)
+		t.Fatal("the view is still up 20 s after a --duration of 2 s")
+	}
+	time.Sleep(500 * time.Millisecond) // script copies the last of the output
+	b, _ := os.ReadFile(screen)
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(string(b), "\r", "")), "\n")
+	var last string
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "VERDICT: ") {
+			last = lines[i]
+			break
+		}
+	}
+	if last == "" {
+		t.Fatalf("no VERDICT line after the view ended: %q", tail(b, 600))
+	}
+}
+
+// viewUnderScript starts `numatrace attach ARGS` in its interactive view
+// on a 200×50 pseudo-terminal (script) and returns
 // script, numatrace's pid and the file the screen is copied to. It
 // answers the two questions the view asks a terminal as it starts (its
 // background colour, the cursor's place), as a terminal emulator does:
 // unanswered, the view waits for them and never draws.
-func viewUnderScript(t *testing.T) (*exec.Cmd, int, string) {
+func viewUnderScript(t *testing.T, args ...string) (*exec.Cmd, int, string) {
+	t.Helper()
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Fatalf("script (util-linux, for a pseudo-terminal): %v", err)
+	}
 	keep, input, err := os.Pipe() // script's input: the answers, then silence
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { input.Close() })
 	screen := filepath.Join(t.TempDir(), "screen")
-	term := exec.Command("script", "-qfec", "stty rows 50 cols 200; exec "+binary(t)+" attach --duration 1s", screen)
+	term := exec.Command("script", "-qfec", "stty rows 50 cols 200; exec "+binary(t)+" attach "+strings.Join(args, " "), screen)
 	term.Stdin, term.Env = keep, append(os.Environ(), "TERM=xterm")
 	if err := term.Start(); err != nil {
 		t.Fatal(err)

@@ -98,9 +98,11 @@ func (fe *frontEnd) report(rep *output.Report, stderr io.Writer) error {
 	return nil
 }
 
-// runView runs the session behind the interactive view. The view stays
-// up after tracing stops (--duration, the target exited) until the user
-// quits; quitting stops tracing. A signal quits both.
+// runView runs the session behind the interactive view. At --duration
+// the view ends, as q ends it, and the report follows: the run the user
+// asked for is over. When tracing stops otherwise (the target exited, an
+// error) the view stays up, saying why, until the user quits; quitting
+// stops tracing. A signal quits both.
 func (fe *frontEnd) runView(ctx context.Context, k session.Kernel, eng *engine.Engine, opt session.Options) (*session.Result, error) {
 	opt.OnSnapshot, opt.SnapshotEvery = fe.store.Snapshot, time.Second
 	model := tui.NewLive(fe.store, tui.Options{Now: monoclock.Ns, ReadProcfs: func() (record.Procfs, error) {
@@ -122,7 +124,8 @@ func (fe *frontEnd) runView(ctx context.Context, k session.Kernel, eng *engine.E
 		case res.TargetGone:
 			why = "the target exited"
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			why = "--duration reached"
+			prog.Quit()
+			return
 		}
 		prog.Send(tui.EndedMsg{Why: why})
 	}()

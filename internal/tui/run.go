@@ -13,8 +13,8 @@ import (
 	"github.com/numatrace/numatrace/internal/record"
 )
 
-// EndedMsg tells a live view that tracing stopped; the view stays until
-// the user quits.
+// EndedMsg tells a live view that tracing stopped before its --duration
+// (the target exited, an error); the view stays until the user quits.
 type EndedMsg struct{ Why string }
 
 // procfsMsg carries a /proc reading into the live view.
