@@ -91,20 +91,27 @@ vmtest: deps
 # an input that makes any decoder grow without bound gets the run
 # OOM-killed, which fails it. FuzzReader and FuzzReplay also hold each
 # input to a tighter bound of their own.
-FUZZTIME ?= 30s
+# Each target runs a number of inputs, not a time: about 20 s of them on
+# a fresh 2-core machine (less once Go's fuzz cache holds what it found).
+# With -fuzztime 30s, Go 1.26's coordinator failed a run with a bare
+# "context deadline exceeded" when the deadline passed as a worker was
+# busy (go.dev/issue/75804, fixed in Go 1.27): a count has no deadline to
+# race. FUZZSCALE multiplies every count.
+FUZZSCALE ?= 1
 FUZZWORKERS ?= 2
 FUZZMEM ?= 3221225472
-FUZZ := ./scripts/in-memcg.sh $(FUZZMEM) $(GO) test -run '^$$' -parallel $(FUZZWORKERS) -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+FUZZ := ./scripts/in-memcg.sh $(FUZZMEM) $(GO) test -run '^$$' -parallel $(FUZZWORKERS) -fuzzminimizetime 2s
+fuzzn = -fuzztime $(shell echo $$(( $(1) * $(FUZZSCALE) )))x
 fuzz:
-	$(FUZZ) -fuzz '^FuzzReader$$' ./internal/record
-	$(FUZZ) -fuzz '^FuzzBlock$$' ./internal/record
-	$(FUZZ) -fuzz '^FuzzHistJSON$$' ./internal/record
-	$(FUZZ) -fuzz '^FuzzThreadJSON$$' ./internal/record
-	$(FUZZ) -fuzz '^FuzzSnapshotJSON$$' ./internal/record
-	$(FUZZ) -fuzz '^FuzzSnapshotRecord$$' ./internal/record
-	$(FUZZ) -fuzz '^FuzzReplay$$' ./internal/replay
-	$(FUZZ) -fuzz '^FuzzUnwindTable$$' ./internal/symbolize
-	$(FUZZ) -fuzz '^FuzzParseELF$$' ./internal/symbolize
+	$(FUZZ) $(call fuzzn,30000) -fuzz '^FuzzReader$$' ./internal/record
+	$(FUZZ) $(call fuzzn,300000) -fuzz '^FuzzBlock$$' ./internal/record
+	$(FUZZ) $(call fuzzn,400000) -fuzz '^FuzzHistJSON$$' ./internal/record
+	$(FUZZ) $(call fuzzn,400000) -fuzz '^FuzzThreadJSON$$' ./internal/record
+	$(FUZZ) $(call fuzzn,400000) -fuzz '^FuzzSnapshotJSON$$' ./internal/record
+	$(FUZZ) $(call fuzzn,300000) -fuzz '^FuzzSnapshotRecord$$' ./internal/record
+	$(FUZZ) $(call fuzzn,100) -fuzz '^FuzzReplay$$' ./internal/replay
+	$(FUZZ) $(call fuzzn,100000) -fuzz '^FuzzUnwindTable$$' ./internal/symbolize
+	$(FUZZ) $(call fuzzn,30000) -fuzz '^FuzzParseELF$$' ./internal/symbolize
 
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
 test: deps check-generated lint build cross image
