@@ -148,10 +148,18 @@ func (e *Event) Describe() string {
 	return strings.Join(p, ", ")
 }
 
+// pages is "1 page" or "n pages".
+func pages(n uint64) string {
+	if n == 1 {
+		return "1 page"
+	}
+	return fmt.Sprintf("%d pages", n)
+}
+
 func reclaimWords(e *Event) []string {
 	p := []string{fmt.Sprintf("order %d", e.Order)}
 	if e.Pages > 0 {
-		p = append(p, fmt.Sprintf("reclaimed %d pages", e.Pages))
+		p = append(p, "reclaimed "+pages(e.Pages))
 	}
 	if e.Cause == NodeReclaim {
 		p = append(p, fmt.Sprintf("node %d", e.Node))
@@ -171,7 +179,7 @@ func compactionWords(e *Event) []string {
 }
 
 func migrationWords(e *Event) []string {
-	p := []string{fmt.Sprintf("%d pages", e.Pages)}
+	p := []string{pages(e.Pages)}
 	if e.Reason != "" {
 		p = append(p, e.Reason)
 	}

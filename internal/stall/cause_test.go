@@ -142,6 +142,10 @@ func TestDescribe(t *testing.T) {
 			"order 9 pass 2, complete, prio_async, cpu 3"},
 		{Event{Cause: NUMAMigration, Pages: 512, Reason: "numa_misplaced", Node: 0, DstNode: 1, CPU: 1},
 			"512 pages, numa_misplaced, node 0→1, cpu 1"},
+		// One page is one page ("reclaimed 1 pages" before).
+		{Event{Cause: DirectReclaim, Order: 0, Pages: 1, CPU: 1}, "order 0, reclaimed 1 page, cpu 1"},
+		{Event{Cause: NUMAMigration, Pages: 1, Reason: "numa_misplaced", Node: 1, DstNode: 0, CPU: 0},
+			"1 page, numa_misplaced, node 1→0, cpu 0"},
 		{Event{Cause: NUMATaskMove, SrcCPU: 0, DstCPU: 1, Node: 0, DstNode: 1, Swap: true, OtherTID: 9, CPU: 1},
 			"cpu 0→1 node 0→1, swap with 9, cpu 1"},
 		{Event{Cause: MmapLock, Write: true, CPU: 2}, "write, failed, cpu 2"},
