@@ -819,12 +819,7 @@ func TestViewEndsWhenItsTerminalGoes(t *testing.T) {
 		} else {
 			term.Process.Kill() // the kernel hangs the terminal up
 		}
-		deadline = time.Now().Add(10 * time.Second)
-		for alive(nt) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if alive(nt) {
-			syscall.Kill(nt, syscall.SIGKILL)
+		if !endsWithin(nt, 10*time.Second) {
 			t.Errorf("%s: numatrace still runs 10 s later", how)
 		}
 	}
@@ -837,12 +832,7 @@ func TestViewEndsWhenItsTerminalGoes(t *testing.T) {
 func TestViewEndsAtItsDuration(t *testing.T) {
 	testutil.RequireRoot(t)
 	_, nt, screen := viewUnderScript(t, "--duration", "2s")
-	deadline := time.Now().Add(20 * time.Second)
-	for alive(nt) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if alive(nt) {
-		syscall.Kill(nt, syscall.SIGKILL)
+	if !endsWithin(nt, 20*time.Second) {
 		t.Fatal("the view is still up 20 s after a --duration of 2 s")
 	}
 	time.Sleep(500 * time.Millisecond) // script copies the last of the output
@@ -910,6 +900,18 @@ func alive(pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i > 0 && len(b) > i+2 && b[i+2] != 'Z'
+}
+
+// endsWithin waits up to d for pid to end, and kills it if it has not:
+// whether it ended by itself.
+func endsWithin(pid int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); alive(pid); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			return false
+		}
+	}
+	return true
 }
 
 // A disk that fills while recording stops the recording at once, in one

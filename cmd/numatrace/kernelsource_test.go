@@ -318,13 +318,7 @@ func TestKernelTimingUnderAClosedLoopKeepsEverySample(t *testing.T) {
 	nt := startAttach(t, "--pid", strconv.Itoa(r.Cmd.Process.Pid), "--json", "--duration", "10s")
 	nt.wait(t, 60*time.Second)
 
-	var sum struct {
-		LatencyInput struct {
-			Samples      uint64 `json:"samples"`
-			OutsideTrace uint64 `json:"outside_trace"`
-			LateSamples  uint64 `json:"late_samples"`
-		} `json:"latency_input"`
-	}
+	var sum latencyCounts
 	summaryOf(t, nt.stdout.Bytes(), &sum)
 	li := sum.LatencyInput
 	t.Logf("%d requests timed, %d outside the trace, %d late", li.Samples, li.OutsideTrace, li.LateSamples)

@@ -291,13 +291,7 @@ func TestLatencyFileFollowedAcrossRotation(t *testing.T) {
 	nt.wait(t, 20*time.Second)
 
 	out := strings.Split(strings.TrimSpace(nt.stdout.String()), "\n")
-	var sum struct {
-		LatencyInput struct {
-			Samples      uint64 `json:"samples"`
-			OutsideTrace uint64 `json:"outside_trace"`
-			LateSamples  uint64 `json:"late_samples"`
-		} `json:"latency_input"`
-	}
+	var sum latencyCounts
 	if err := json.Unmarshal([]byte(out[len(out)-1]), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -388,4 +382,14 @@ func TestLatencyPromResetAndLayoutChangeAreSkipped(t *testing.T) {
 		!strings.Contains(ws[1], "window 8: the histogram's buckets changed") {
 		t.Errorf("stderr %q: want the reset and the layout change said once each", ws)
 	}
+}
+
+// latencyCounts is what a run's summary says of the latency samples it
+// was given: how many it took, and how many it could not place.
+type latencyCounts struct {
+	LatencyInput struct {
+		Samples      uint64 `json:"samples"`
+		OutsideTrace uint64 `json:"outside_trace"`
+		LateSamples  uint64 `json:"late_samples"`
+	} `json:"latency_input"`
 }

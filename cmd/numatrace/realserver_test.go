@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -183,21 +184,10 @@ func runHog(t *testing.T, cg, dir string, d time.Duration) {
 // exited: zombies are left out.
 func liveInGroup(pgid int) []int {
 	var live []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
-		i := strings.LastIndexByte(string(stat), ')')
-		if err != nil || i < 0 {
-			continue // gone
-		}
-		// After the command: state, ppid, pgrp.
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			live = append(live, pid)
+	procs, _ := procfs.AllProcs()
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PGRP == pgid && st.State != "Z" {
+			live = append(live, p.PID)
 		}
 	}
 	return live

@@ -130,12 +130,7 @@ func TestHungUpTerminalKeepsTheRecording(t *testing.T) {
 	migrate(t)
 	term.Process.Kill() // the kernel hangs the terminal up
 	term.Wait()
-	deadline := time.Now().Add(15 * time.Second)
-	for alive(nt) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if alive(nt) {
-		syscall.Kill(nt, syscall.SIGKILL)
+	if !endsWithin(nt, 15*time.Second) {
 		t.Fatal("numatrace still runs 15 s after its terminal hung up")
 	}
 	recordingComplete(t, rec)
