@@ -71,17 +71,15 @@ struct sockreq_conn {
 	__u64 start_ns; /* arrival of the request's first byte; 0: idle, or begun before we knew */
 	__u64 end_ns;   /* return of the response's last write so far; 0: none yet */
 	__u32 tid;      /* the thread that last read or wrote the socket */
-	__u32 end_tid;  /* the thread whose write returned at end_ns */
 	__u32 pid;
 	__u32 flags;    /* enum sockreq_flag */
+	__u32 seq_start; /* the server's write_seq at the arrival */
 	__u64 stall_start[CAUSE_MAX + 1]; /* tid's stall totals at the arrival */
 	__u64 stall_ns[CAUSE_MAX + 1];    /* the exchange's stalls up to end_ns */
-	__u64 stall_totals[CAUSE_MAX + 1]; /* end_tid's totals at end_ns */
+	__u64 stall_totals[CAUSE_MAX + 1]; /* the writer's totals at end_ns */
 	__u64 emitted_sum; /* the sum of the totals in the connection's last record: LAT_PLAIN */
 	__u32 stall_flags;                /* LAT_STALLS when stall_ns holds them */
 	__u32 start_tid;                  /* whose totals stall_start are */
-	__u32 seq_start;                  /* the server's write_seq at the arrival */
-	__u32 _pad;
 };
 
 /* The target's inbound connections, by socket. An LRU: a connection
@@ -281,7 +279,6 @@ static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c
 	__u64 end = sent_at(sk, start, now, btf);
 
 	c->end_ns = end;
-	c->end_tid = tid;
 	c->stall_flags = 0;
 	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
 		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns, c->stall_totals);

@@ -62,17 +62,15 @@ type sockreqSockreqConn struct {
 	StartNs     uint64
 	EndNs       uint64
 	Tid         uint32
-	EndTid      uint32
 	Pid         uint32
 	Flags       uint32
+	SeqStart    uint32
 	StallStart  [13]uint64
 	StallNs     [13]uint64
 	StallTotals [13]uint64
 	EmittedSum  uint64
 	StallFlags  uint32
 	StartTid    uint32
-	SeqStart    uint32
-	Pad         uint32
 }
 
 type sockreqTaskPendings struct {
