@@ -83,7 +83,8 @@ vmtest: deps
 # A short run of each fuzz target: the recording reader and a whole
 # replay (each input held to a heap bound), the fast JSON path for
 # snapshots (held to encoding/json's results), and the symbolizer's
-# readers of other processes' files (ELF, unwind tables). Go minimizes
+# readers of other processes' files (ELF, unwind tables, Go's pclntab,
+# .dynsym) and its total memory budget. Go minimizes
 # each new input for up to a minute by default, which on a 30 KB seed
 # recording is the whole run: 2 s leaves the time for fuzzing.
 # Each target runs in a memory cgroup capped at FUZZMEM (all its
@@ -112,6 +113,9 @@ fuzz:
 	$(FUZZ) $(call fuzzn,100) -fuzz '^FuzzReplay$$' ./internal/replay
 	$(FUZZ) $(call fuzzn,100000) -fuzz '^FuzzUnwindTable$$' ./internal/symbolize
 	$(FUZZ) $(call fuzzn,30000) -fuzz '^FuzzParseELF$$' ./internal/symbolize
+	$(FUZZ) $(call fuzzn,100000) -fuzz '^FuzzPclntab$$' ./internal/symbolize
+	$(FUZZ) $(call fuzzn,100000) -fuzz '^FuzzDynsym$$' ./internal/symbolize
+	$(FUZZ) $(call fuzzn,2000) -fuzz '^FuzzUserBudget$$' ./internal/symbolize
 
 # Everything CI checks. Privileged tests fail, not skip, when CI=true.
 test: deps check-generated lint build cross image

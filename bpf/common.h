@@ -547,6 +547,7 @@ static __noinline void stacks_take(void *ctx, struct stack_event *se)
 	if (se->user_len <= 0)
 		counter_add(COUNTER_USTACK_LOST, 1);
 	se->user_bp = 0;
+	se->exec_id = BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), self_exec_id);
 	if (cfg_task_regs && se->user_len > 0) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		__u64 sp = BPF_CORE_READ(regs, sp); /* x86-64: the one target vmlinux.h is for */

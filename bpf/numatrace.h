@@ -133,6 +133,9 @@ struct stack_event {
 	 * to is among them, and the walk skips it; where the leaf's unwind
 	 * table puts it, user space reads it. */
 	__u64 user_bp;
+	/* The process's exec (task_struct's self_exec_id): user space reads
+	 * its mappings again for a stack of a later exec than it read them in. */
+	__u64 exec_id;
 	__u64 user_sp[USER_SP_WORDS];
 	__u64 kernel[STACK_DEPTH];
 	__u64 user[STACK_DEPTH];

@@ -1,10 +1,13 @@
 package symbolize
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
+	"unsafe"
 )
 
 // The unwind table (.eh_frame) says, for every instruction of a function,
@@ -20,9 +23,6 @@ const (
 	dwarfRBP = 6
 	dwarfRSP = 7
 )
-
-// maxEHFrameBytes bounds the unwind table read of one file.
-const maxEHFrameBytes = 64 << 20
 
 // cfaRule is where the caller's frame is at one instruction.
 type cfaRule struct {
@@ -56,56 +56,67 @@ type cie struct {
 	insns     []byte
 }
 
+// What an entry keeps in memory besides the section's bytes, which its
+// instructions point into.
+const (
+	fdeBytes = int64(unsafe.Sizeof(fde{}))
+	cieBytes = int64(unsafe.Sizeof(cie{})) + 64 // and its place in the map
+)
+
 // unwindTable is a file's .eh_frame, its entries sorted by address.
 type unwindTable struct {
 	fdes []fde
 }
 
-// ehFrame is where a file's .eh_frame is, read when first asked for.
-type ehFrame struct {
-	off, addr, size uint64
-	table           *unwindTable
-	err             error
-}
-
-// cfaAt is the unwind rule at vaddr of the file at path, false when the
-// file has no entry for it.
-func (ef *elfFile) cfaAt(path string, vaddr uint64) (cfaRule, bool) {
-	eh := ef.eh
-	if eh == nil || eh.size == 0 {
+// cfaAt is the unwind rule at vaddr, false when the file has no entry
+// for it.
+func (ef *elfFile) cfaAt(vaddr uint64) (cfaRule, bool) {
+	if ef.eh == nil {
 		return cfaRule{}, false
 	}
-	if eh.table == nil && eh.err == nil {
-		eh.table, eh.err = readUnwindTable(path, eh)
-	}
-	if eh.err != nil {
-		return cfaRule{}, false
-	}
-	return eh.table.rule(vaddr)
+	return ef.eh.rule(vaddr)
 }
 
-func readUnwindTable(path string, eh *ehFrame) (*unwindTable, error) {
-	if eh.size > maxEHFrameBytes {
-		return nil, errors.New(".eh_frame too large")
+// readUnwindTable reads the file's .eh_frame, within the allowance: its
+// bytes are kept, as the entries point into them.
+func readUnwindTable(e *elf.File, r io.ReaderAt, fileSize int64, a *allowance) (*unwindTable, error) {
+	sec := e.Section(".eh_frame")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return nil, nil
 	}
-	f, _, err := openRegular(path)
+	data, err := sectionBytes(r, fileSize, sec, a)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	data := make([]byte, eh.size)
-	if _, err := f.ReadAt(data, int64(eh.off)); err != nil && err != io.EOF {
-		return nil, err
+	t, err := parseEHFrame(data, sec.Addr, a)
+	if err != nil {
+		a.give(int64(len(data)))
 	}
-	return parseEHFrame(data, eh.addr)
+	return t, err
 }
 
 // parseEHFrame reads every entry of an .eh_frame section loaded at addr.
-// A malformed entry ends the table there: what came before is kept.
-func parseEHFrame(data []byte, addr uint64) (t *unwindTable, err error) {
+// A malformed entry ends the table there: what came before is kept. The
+// entries are claimed from a (nil: no bound); past it the table is
+// refused.
+func parseEHFrame(data []byte, addr uint64, a *allowance) (t *unwindTable, err error) {
+	claimed := int64(0)
+	claim := func(n int64) bool {
+		if a == nil {
+			return true
+		}
+		if !a.take(n) {
+			return false
+		}
+		claimed += n
+		return true
+	}
 	defer func() {
 		if recover() != nil {
 			t, err = nil, errors.New("corrupt .eh_frame")
+		}
+		if err != nil && a != nil {
+			a.give(claimed)
 		}
 	}()
 	t = &unwindTable{}
@@ -124,22 +135,31 @@ func parseEHFrame(data []byte, addr uint64) (t *unwindTable, err error) {
 		}
 		body := off + hdr
 		end := body + length
-		if end > uint64(len(data)) || length < 4 {
+		if end > uint64(len(data)) || end < body || length < 4 {
 			break
 		}
 		id := uint64(binary.LittleEndian.Uint32(data[body:]))
 		if id == 0 {
 			if c, ok := parseCIE(data[body+4 : end]); ok {
+				if !claim(cieBytes) {
+					return nil, fmt.Errorf(".eh_frame: %w", errOverBudget)
+				}
 				cies[off] = c
 			}
 		} else if cieOff := body - id; id <= body {
 			c, ok := cies[cieOff]
 			if !ok {
+				if !claim(cieBytes) {
+					return nil, fmt.Errorf(".eh_frame: %w", errOverBudget)
+				}
 				c, ok = cieAt(data, cieOff)
 				cies[cieOff] = c
 			}
 			if ok && c != nil {
 				if e, ok := parseFDE(data[body+4:end], addr+body+4, c); ok {
+					if !claim(fdeBytes) {
+						return nil, fmt.Errorf(".eh_frame: %w", errOverBudget)
+					}
 					t.fdes = append(t.fdes, e)
 				}
 			}

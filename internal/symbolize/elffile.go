@@ -3,22 +3,30 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
-	"debug/gosym"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
-	"time"
+	"os"
+	"strings"
 )
 
-// maxNoteBytes bounds the notes read for a build id.
-const maxNoteBytes = 1 << 16
+const (
+	// maxNoteBytes bounds the notes read for a build id.
+	maxNoteBytes = 1 << 16
+	// maxNoteSections bounds how many note sections are looked in: a
+	// crafted file may have 65,535 that all claim the same bytes.
+	maxNoteSections = 16
+)
 
 // elfFile is what symbolizing needs of one mapped file, read once and
-// shared by every process that maps it.
+// shared by every process that maps it. The file is held open, so that
+// the code and tables read later are the mapped file's even once every
+// process that mapped it has exited or the name is someone else's.
 type elfFile struct {
-	size    int64
-	mtime   time.Time
+	f       *os.File // nil once closed, or for a file that could not be read
+	bytes   int64    // what its tables keep in memory, its share of the budget
 	buildID string
 	loads   []elf.ProgHeader // PT_LOAD, to turn file offsets into addresses
 	syms    symtab           // .symtab and .dynsym functions
@@ -29,58 +37,109 @@ type elfFile struct {
 	// each function.
 	framePointers bool
 	code          *codeCache
-	eh            *ehFrame // the unwind table, read when first asked for
+	eh            *unwindTable // .eh_frame; nil if none, or left out
+	// left says which of its tables were left out and why ("" if
+	// none): a frame that misses a name or a caller because of it says so.
+	left string
 }
 
-// loadELF reads the file at path. A file that is not a readable ELF
-// yields an error; corrupt contents never panic.
-func loadELF(path string) (*elfFile, error) {
-	f, st, err := openRegular(path)
+// loadELF reads what symbolizing needs of the open file f, taking at
+// most limit bytes of memory for its tables. A file that is not a
+// readable ELF yields an error; corrupt contents never panic.
+func loadELF(f *os.File, limit int64) (*elfFile, error) {
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	ef, err := parseELF(f)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", f.Name())
 	}
-	ef.size, ef.mtime = st.Size(), st.ModTime()
+	a := &allowance{left: limit}
+	ef, err := parseELF(f, st.Size(), a)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	ef.f, ef.bytes = f, a.kept
 	return ef, nil
 }
 
-func parseELF(r io.ReaderAt) (ef *elfFile, err error) {
+// parseELF reads an ELF file of size bytes from r within the allowance.
+func parseELF(r io.ReaderAt, size int64, a *allowance) (ef *elfFile, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ef, err = nil, fmt.Errorf("corrupt ELF: %v", p)
 		}
 	}()
+	headers, err := headerCost(r)
+	if err != nil {
+		return nil, err
+	}
+	if !a.take(headers) {
+		return nil, fmt.Errorf("its headers: %w", errOverBudget)
+	}
+	defer a.give(headers)
 	e, err := elf.NewFile(r)
 	if err != nil {
 		return nil, err
 	}
-	ef = &elfFile{
-		buildID: gnuBuildID(e),
-		syms:    elfSymbols(e),
-		isGo:    e.Section(".gopclntab") != nil || e.Section(".go.buildinfo") != nil,
-		code:    newCodeCache(),
-	}
-	if e.Machine != elf.EM_X86_64 {
+	if e.Machine != elf.EM_X86_64 || e.Class != elf.ELFCLASS64 || e.Data != elf.ELFDATA2LSB {
 		// Frame-pointer prologues and call forms are read as x86-64's.
 		return nil, fmt.Errorf("not an x86-64 file (%v)", e.Machine)
 	}
+	ef = &elfFile{buildID: gnuBuildID(e), code: newCodeCache()}
 	for _, p := range e.Progs {
 		if p.Type == elf.PT_LOAD {
 			ef.loads = append(ef.loads, p.ProgHeader)
 		}
 	}
-	if sec := e.Section(".eh_frame"); sec != nil && sec.Type != elf.SHT_NOBITS {
-		ef.eh = &ehFrame{off: sec.Offset, addr: sec.Addr, size: sec.Size}
-	}
+	var left []string
+	ef.syms, left = elfSymbols(e, r, size, a)
+	ef.isGo = e.Section(".gopclntab") != nil || e.Section(".go.buildinfo") != nil
 	if ef.isGo {
-		ef.goFuncs = goFuncs(e)
+		var err error
+		if ef.goFuncs, err = goFuncs(e, r, size, a, ef.syms); err != nil {
+			left = append(left, err.Error())
+		}
+	}
+	if ef.eh, err = readUnwindTable(e, r, size, a); err != nil {
+		left = append(left, err.Error())
+	}
+	if len(left) > 0 {
+		ef.left = "left out: " + strings.Join(left, "; ")
 	}
 	ef.framePointers = ef.isGo || ef.sampleFramePointers(r)
 	return ef, nil
+}
+
+// overBudget says whether a table was left out for the memory budget.
+func (ef *elfFile) overBudget() bool {
+	return strings.Contains(ef.left, errOverBudget.Error())
+}
+
+// close lets go of the file; its tables stay, its code can no longer
+// be read.
+func (ef *elfFile) close() {
+	if ef.f != nil {
+		ef.f.Close()
+		ef.f = nil
+	}
+}
+
+// readCode reads n bytes of its code at file offset off; nil if it
+// cannot.
+func (ef *elfFile) readCode(off uint64, n int) ([]byte, error) {
+	if ef.f == nil {
+		return nil, errors.New("closed")
+	}
+	code := make([]byte, n)
+	read, err := ef.f.ReadAt(code, int64(off)) // a short read near the end is fine
+	if read == 0 {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return code[:read], nil
 }
 
 // vaddr turns a file offset into the address the ELF was linked at.
@@ -121,15 +180,19 @@ func (ef *elfFile) name(fn *symbol) string {
 
 // gnuBuildID is the NT_GNU_BUILD_ID note in hex, "" if there is none.
 func gnuBuildID(e *elf.File) string {
+	seen := 0
 	for _, s := range e.Sections {
-		if s.Type == elf.SHT_NOTE {
+		if s.Type == elf.SHT_NOTE && seen < maxNoteSections {
+			seen++
 			if id := noteBuildID(s.Open(), e.ByteOrder); id != "" {
 				return id
 			}
 		}
 	}
+	seen = 0
 	for _, p := range e.Progs {
-		if p.Type == elf.PT_NOTE {
+		if p.Type == elf.PT_NOTE && seen < maxNoteSections {
+			seen++
 			if id := noteBuildID(p.Open(), e.ByteOrder); id != "" {
 				return id
 			}
@@ -165,54 +228,4 @@ func noteBuildID(r io.Reader, order binary.ByteOrder) string {
 		data = data[min(align4(descSize), uint64(len(data))):]
 	}
 	return ""
-}
-
-// goFuncs reads the function table of a Go binary's pclntab, which
-// stripping (-ldflags='-s -w') leaves in place.
-func goFuncs(e *elf.File) symtab {
-	sec := e.Section(".gopclntab")
-	if sec == nil {
-		return nil
-	}
-	data, err := sec.Data()
-	if err != nil {
-		return nil
-	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, goTextStart(e, data)))
-	if err != nil {
-		return nil
-	}
-	t := make(symtab, 0, len(tab.Funcs))
-	for _, fn := range tab.Funcs {
-		if fn.End > fn.Entry && (len(t) == 0 || fn.Entry > t[len(t)-1].start) {
-			t = append(t, symbol{start: fn.Entry, end: fn.End, name: fn.Name, demangled: true})
-		}
-	}
-	return t
-}
-
-// goTextStart is the address the pclntab's offsets count from:
-// runtime.text when the symbol table is left, else the value the
-// linker wrote in the pclntab header (Go 1.18+), else .text.
-func goTextStart(e *elf.File, pclntab []byte) uint64 {
-	if syms, err := e.Symbols(); err == nil {
-		for _, s := range syms {
-			if s.Name == "runtime.text" {
-				return s.Value
-			}
-		}
-	}
-	if len(pclntab) >= 8 && (e.ByteOrder.Uint32(pclntab)|1) == 0xfffffff1 { // Go 1.18 and 1.20+ magics
-		ptrSize := int(pclntab[7])
-		at := 8 + 2*ptrSize
-		if ptrSize == 8 && len(pclntab) >= at+8 {
-			if v := e.ByteOrder.Uint64(pclntab[at:]); v != 0 {
-				return v
-			}
-		}
-	}
-	if text := e.Section(".text"); text != nil {
-		return text.Addr
-	}
-	return 0
 }

@@ -16,7 +16,7 @@ const (
 	// early return before it.
 	prologueWindow = 48
 	// maxCodeMemo bounds the code facts remembered per file.
-	maxCodeMemo = 4096
+	maxCodeMemo = 1024
 )
 
 // A function keeps a frame pointer when it copies the stack pointer to
@@ -97,20 +97,21 @@ const (
 	phaseFramed                    // rbp is this function's frame
 )
 
-// prologue is where fn sets up its frame pointer, read from the file at
-// path (the process's view of it); ok is false when it does not: then fn
-// keeps no frame pointer.
-func (ef *elfFile) prologue(path string, fn *symbol) (p prologueAt, ok bool) {
+// prologue is where fn sets up its frame pointer, read from the file's
+// code; ok is false when it does not (then fn keeps no frame pointer), or
+// when its code cannot be read (not remembered: it may be next time).
+func (ef *elfFile) prologue(fn *symbol) (p prologueAt, ok bool) {
 	if p, ok := ef.code.prologues[fn.start]; ok {
 		return p, p.mov >= 0
 	}
 	p = prologueAt{push: -1, mov: -1}
 	if off, ok := ef.fileOffset(fn.start); ok {
-		n := min(uint64(prologueWindow), fn.end-fn.start)
-		if code := readCode(path, off, int(n)); code != nil {
-			if push, mov, ok := framePrologue(code); ok {
-				p = prologueAt{push: push, mov: mov}
-			}
+		code, err := ef.readCode(off, int(min(uint64(prologueWindow), fn.end-fn.start)))
+		if err != nil {
+			return p, false
+		}
+		if push, mov, ok := framePrologue(code); ok {
+			p = prologueAt{push: push, mov: mov}
 		}
 	}
 	remember(ef.code.prologues, fn.start, p)
@@ -123,15 +124,17 @@ type prologueAt struct{ push, mov int }
 
 // callBefore tells whether the bytes ending at file offset off are a
 // call instruction, as they are before a return address.
-func (ef *elfFile) callBefore(path string, off uint64) bool {
+func (ef *elfFile) callBefore(off uint64) bool {
 	if is, ok := ef.code.calls[off]; ok {
 		return is
 	}
 	is := false
 	if off >= maxCallLen {
-		if code := readCode(path, off-maxCallLen, maxCallLen); len(code) == maxCallLen {
-			is = endsWithCall(code)
+		code, err := ef.readCode(off-maxCallLen, maxCallLen)
+		if err != nil {
+			return false
 		}
+		is = len(code) == maxCallLen && endsWithCall(code)
 	}
 	remember(ef.code.calls, off, is)
 	return is
@@ -207,19 +210,4 @@ func remember[V any](m map[uint64]V, key uint64, val V) {
 		clear(m)
 	}
 	m[key] = val
-}
-
-// readCode reads n bytes at off of the file at path; nil if it cannot.
-func readCode(path string, off uint64, n int) []byte {
-	f, _, err := openRegular(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	code := make([]byte, n)
-	read, _ := f.ReadAt(code, int64(off)) // a short read near the end is fine
-	if read == 0 {
-		return nil
-	}
-	return code[:read]
 }

@@ -49,5 +49,3 @@ func (c *lru[K, V]) remove(key K) {
 		delete(c.items, key)
 	}
 }
-
-func (c *lru[K, V]) len() int { return c.order.Len() }

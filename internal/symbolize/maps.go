@@ -16,15 +16,20 @@ const maxMapsBytes = 64 << 20
 type mapping struct {
 	start, end uint64
 	offset     uint64 // file offset of start
-	dev        string // "08:01"
+	devMajor   uint32 // "08:01": 8
+	devMinor   uint32 // "08:01": 1
 	inode      uint64
 	path       string // as the process sees it, without " (deleted)"
 	deleted    bool
-	// Resolved on first use: where the file is read from here, and
-	// its tables (nil if it cannot be read).
-	resolved bool
-	openPath string
-	file     *elfFile
+	// unreadable: its file could not be opened as the one mapped (why
+	// says so), and is not tried again for this process.
+	unreadable error
+}
+
+// key names m's file across processes and mount namespaces: the kernel's
+// device and inode, ok false for a mapping with no file (inode 0).
+func (m *mapping) key() (fileKey, bool) {
+	return fileKey{m.devMajor, m.devMinor, m.inode}, m.inode != 0
 }
 
 // fileOffset is the offset in the mapped file of addr, which the
@@ -68,10 +73,13 @@ func parseMapsLine(line string) (*mapping, bool) {
 	end, err2 := strconv.ParseUint(hi, 16, 64)
 	offset, err3 := strconv.ParseUint(fields[2], 16, 64)
 	inode, err4 := strconv.ParseUint(fields[4], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || end <= start {
+	major, minor, ok := strings.Cut(fields[3], ":")
+	devMajor, err5 := strconv.ParseUint(major, 16, 32)
+	devMinor, err6 := strconv.ParseUint(minor, 16, 32)
+	if !ok || err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || err6 != nil || end <= start {
 		return nil, false
 	}
-	m := &mapping{start: start, end: end, offset: offset, dev: fields[3], inode: inode, path: path}
+	m := &mapping{start: start, end: end, offset: offset, devMajor: uint32(devMajor), devMinor: uint32(devMinor), inode: inode, path: path}
 	if p, ok := strings.CutSuffix(path, " (deleted)"); ok {
 		m.path, m.deleted = p, true
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 // The programs the tests walk: main → read_the_file → leaf_read (and
@@ -188,7 +189,7 @@ func fakeProc(t *testing.T, b *testBinary) string {
 		start := p.Vaddr &^ 0xfff
 		off := p.Off &^ 0xfff
 		end := (p.Vaddr + p.Memsz + 0xfff) &^ 0xfff
-		fmt.Fprintf(&maps, "%x-%x %s %08x 08:01 1234 %s\n", start, end, perm, off, b.path)
+		fmt.Fprintf(&maps, "%x-%x %s %08x %s %s\n", start, end, perm, off, devIno(t, b.path), b.path)
 	}
 	maps.WriteString("7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]\n")
 	if err := os.WriteFile(filepath.Join(dir, "maps"), []byte(maps.String()), 0o644); err != nil {
@@ -197,7 +198,40 @@ func fakeProc(t *testing.T, b *testBinary) string {
 	if err := os.Symlink(b.path, filepath.Join(dir, "exe")); err != nil {
 		t.Fatal(err)
 	}
+	// Its root is this machine's: its files are read through it, as a
+	// real process's are.
+	if err := os.Symlink("/", filepath.Join(dir, "root")); err != nil {
+		t.Fatal(err)
+	}
 	return root
+}
+
+// devIno is a maps line's device and inode of the file at path.
+func devIno(t *testing.T, path string) string {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	major, minor := (st.Dev>>8)&0xfff|(st.Dev>>32)&^0xfff, st.Dev&0xff|(st.Dev>>12)&^0xff
+	return fmt.Sprintf("%02x:%02x %d", major, minor, st.Ino)
+}
+
+// openELF reads the tables of the file at path, as the symbolizer does a
+// mapped file, within the default budget's share.
+func openELF(t *testing.T, path string) *elfFile {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := loadELF(f, DefaultBudget/fileShare)
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(ef.close)
+	return ef
 }
 
 func names(frames []stall.Frame) []string {
@@ -372,7 +406,7 @@ func TestWalkTrustsOnlyFramePointerFunctions(t *testing.T) {
 			if tc.bp != 0 {
 				regs.BP = tc.bp
 			}
-			frames, note := u.Frames(42, tc.addrs(tc.b), regs)
+			frames, note, _ := u.Frames(42, 0, tc.addrs(tc.b), regs)
 			if got := names(frames); strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("frames %v, want %v (note %q)", got, tc.want, note)
 			}
@@ -395,7 +429,7 @@ func TestFramesOffsetsAreFileOffsets(t *testing.T) {
 	b := buildC(t, "mixed", "-fno-omit-frame-pointer")
 	u := NewUser(fakeProc(t, b))
 	addr := b.after(t, "main", "read_the_file")
-	frames, _ := u.Frames(42, []uint64{addr}, Regs{})
+	frames, _, _ := u.Frames(42, 0, []uint64{addr}, Regs{})
 	f := frames[0]
 	var want uint64
 	for _, p := range b.loads {
@@ -410,7 +444,7 @@ func TestFramesOffsetsAreFileOffsets(t *testing.T) {
 
 func TestExitedProcessKeepsTheInstructionPointer(t *testing.T) {
 	u := NewUser(t.TempDir())
-	frames, note := u.Frames(42, []uint64{0x401000, 0x401100}, Regs{})
+	frames, note, _ := u.Frames(42, 0, []uint64{0x401000, 0x401100}, Regs{})
 	if len(frames) != 1 || frames[0].Addr != 0x401000 || note != NoteExited {
 		t.Errorf("frames %v note %q, want the instruction pointer alone and %q", frames, note, NoteExited)
 	}
@@ -427,10 +461,7 @@ func TestFramePointersOfAFile(t *testing.T) {
 		{"nofp", "-fomit-frame-pointer", false, map[string]bool{"main": false, "read_the_file": false, "leaf_read": false}},
 	} {
 		b := buildC(t, tc.name, tc.flag)
-		ef, err := loadELF(b.path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ef := openELF(t, b.path)
 		if ef.framePointers != tc.want || ef.buildID != testBuildID {
 			t.Errorf("%s: frame pointers %v build id %q, want %v and %q", tc.name, ef.framePointers, ef.buildID, tc.want, testBuildID)
 		}
@@ -439,7 +470,7 @@ func TestFramePointersOfAFile(t *testing.T) {
 			if sym == nil || sym.name != fn {
 				t.Fatalf("%s: no symbol %s", tc.name, fn)
 			}
-			if _, got := ef.prologue(b.path, sym); got != want {
+			if _, got := ef.prologue(sym); got != want {
 				t.Errorf("%s: %s keeps a frame pointer: %v, want %v", tc.name, fn, got, want)
 			}
 		}
@@ -468,10 +499,7 @@ func TestGoFunctionsStrippedOrNot(t *testing.T) {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, b)
 		}
-		ef, err := loadELF(out)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ef := openELF(t, out)
 		var fn *symbol
 		for i := range ef.goFuncs {
 			if ef.goFuncs[i].name == "main.readTheFile" {
@@ -484,7 +512,7 @@ func TestGoFunctionsStrippedOrNot(t *testing.T) {
 		if got := ef.function(fn.start + 4); got == nil || got.name != "main.readTheFile" {
 			t.Errorf("%s: the function at main.readTheFile+4 is %v", tc.name, got)
 		}
-		if _, ok := ef.prologue(out, fn); !ok {
+		if _, ok := ef.prologue(fn); !ok {
 			t.Errorf("%s: main.readTheFile keeps no frame pointer", tc.name)
 		}
 	}
@@ -556,22 +584,25 @@ func TestCallBefore(t *testing.T) {
 // A mapping's path may name a FIFO by the time it is read (a process can
 // swap its files): reading it neither blocks nor fails the stack.
 func TestAFIFOIsNotRead(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "fifo")
+	root := t.TempDir()
+	fifo := filepath.Join(root, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
+	dir := filepath.Join(root, "42")
+	os.MkdirAll(dir, 0o755)
+	os.Symlink("/", filepath.Join(dir, "root"))
+	line := fmt.Sprintf("400000-401000 r-xp 00000000 %s %s\n", devIno(t, fifo), fifo)
+	os.WriteFile(filepath.Join(dir, "maps"), []byte(line), 0o644)
+	done := make(chan string, 1)
 	go func() {
-		_, err := loadELF(fifo)
-		if code := readCode(fifo, 0, 8); code != nil {
-			err = fmt.Errorf("read %d bytes of code from a FIFO", len(code))
-		}
-		done <- err
+		_, note, _ := NewUser(root).Frames(42, 0, []uint64{0x400010}, Regs{})
+		done <- note
 	}()
 	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("loadELF of a FIFO: %v", err)
+	case note := <-done:
+		if !strings.Contains(note, "not a regular file") {
+			t.Errorf("note %q, want it to say the file is not a regular one", note)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO blocked")
@@ -633,14 +664,11 @@ func TestUnwindTableAgreesWithReadelf(t *testing.T) {
 	mixed := buildC(t, "mixed", "-fno-omit-frame-pointer")
 	libc := "/lib/x86_64-linux-gnu/libc.so.6"
 	for _, path := range []string{mixed.path, libc} {
-		ef, err := loadELF(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ef := openELF(t, path)
 		rows := readelfCFA(t, path)
 		checked := 0
 		for _, r := range rows {
-			rule, ok := ef.cfaAt(path, r.loc)
+			rule, ok := ef.cfaAt(r.loc)
 			want, wantOK := r.cfa, strings.HasPrefix(r.cfa, "rsp+") || strings.HasPrefix(r.cfa, "rbp+")
 			if ok != wantOK {
 				t.Errorf("%s at %#x: rule found %v (%+v), readelf's CFA %q", filepath.Base(path), r.loc, ok, rule, r.cfa)
@@ -673,5 +701,214 @@ func TestUnwindTableAgreesWithReadelf(t *testing.T) {
 			t.Errorf("%s: %d rows checked", path, checked)
 		}
 		t.Logf("%s: %d rows agree with readelf", filepath.Base(path), checked)
+	}
+}
+
+// startProg runs b with a pipe for its standard input: it waits in
+// read_the_file's read until the pipe closes.
+func startProg(t *testing.T, b *testBinary) (*exec.Cmd, func()) {
+	t.Helper()
+	cmd := exec.Command(b.path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Its maps hold the program once exec has loaded it.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if m, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid)); strings.Contains(string(m), b.path) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program never mapped itself")
+		}
+	}
+	return cmd, func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }
+}
+
+// The stall records of a process are read after it has stalled: by then
+// it may have exited, as a short program does right after its last
+// page fault. Its files were opened with its first stack, and the walk
+// of a later one reads them still: the fresh-host failure of
+// TestStacksOfRealStalls, where page-fault stacks of programs that had
+// exited were cut at their leaf ("it keeps no frame pointer"), because
+// the code was read again by a path through the dead process's root.
+func TestStackOfAnExitedProcessIsWhole(t *testing.T) {
+	b := buildC(t, "mixed", "-fno-omit-frame-pointer")
+	cmd, exit := startProg(t, b)
+	pid := uint32(cmd.Process.Pid)
+	u := NewUser("/proc")
+	defer u.Close()
+	// A stack while it runs: its maps and files are read.
+	frames, note, _ := u.Frames(pid, 0, []uint64{b.syscallIn(t, "leaf_read"), b.after(t, "main", "read_the_file")},
+		Regs{Stack: []uint64{b.after(t, "read_the_file", "leaf_read")}})
+	if got := names(frames); strings.Join(got, ",") != "leaf_read,read_the_file,main" || note != "" {
+		t.Fatalf("the live process's stack: %v, note %q", got, note)
+	}
+	exit()
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); !os.IsNotExist(err) {
+		t.Fatalf("pid %d is still there: %v", pid, err)
+	}
+	// Then one through functions the first did not pass, as a page fault
+	// in touch_the_heap after the reads in read_the_file.
+	frames, note, _ = u.Frames(pid, 0, []uint64{b.after(t, "read_locked", "leaf_read_locked"), b.after(t, "main", "read_locked")}, Regs{})
+	if got := names(frames); strings.Join(got, ",") != "read_locked,main" || note != "" {
+		t.Errorf("the exited process's stack: %v, note %q; want read_locked,main and no note", got, note)
+	}
+}
+
+// writeMaps makes the maps of fake pid 42 under root those of b.
+func writeMaps(t *testing.T, root string, b *testBinary, extra ...string) {
+	t.Helper()
+	var maps strings.Builder
+	for _, p := range b.loads {
+		perm := "r--p"
+		if p.Flags&elf.PF_X != 0 {
+			perm = "r-xp"
+		}
+		fmt.Fprintf(&maps, "%x-%x %s %08x %s %s\n", p.Vaddr&^0xfff, (p.Vaddr+p.Memsz+0xfff)&^0xfff, perm, p.Off&^0xfff, devIno(t, b.path), b.path)
+	}
+	for _, l := range extra {
+		maps.WriteString(l + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(root, "42", "maps"), []byte(maps.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A process that execs keeps its pid and changes every mapping: a stack
+// of the new exec is named from the new program, not from the maps
+// kept of the old one.
+func TestMapsAreReadAgainAfterExec(t *testing.T) {
+	before := buildC(t, "before", "-fno-omit-frame-pointer")
+	after := buildC(t, "after", "-fno-omit-frame-pointer")
+	root := fakeProc(t, before)
+	u := NewUser(root)
+	defer u.Close()
+	stack := func(b *testBinary, exec uint64) []stall.Frame {
+		frames, note, _ := u.Frames(42, exec, []uint64{b.after(t, "read_locked", "leaf_read_locked"), b.after(t, "main", "read_locked")}, Regs{})
+		if note != "" {
+			t.Errorf("note %q", note)
+		}
+		return frames
+	}
+	if f := stack(before, 7); len(f) != 2 || f[0].Module != before.path {
+		t.Fatalf("before the exec: %+v", f)
+	}
+	writeMaps(t, root, after)
+	for _, f := range stack(after, 8) {
+		if f.Module != after.path || f.BuildID != testBuildID {
+			t.Errorf("after the exec, frame %s is of %s, want %s", f.Name(), f.Module, after.path)
+		}
+	}
+}
+
+// Code made at run time (a JIT's) lies in no file however often the maps
+// are read: a process's maps are read again for it at most once a
+// second, not for every stack (60,000 mappings read for each stack cost
+// seconds of CPU a second).
+func TestMapsAreReadAgainAtMostOnceASecond(t *testing.T) {
+	b := buildC(t, "mixed", "-fno-omit-frame-pointer")
+	root := fakeProc(t, b)
+	u := NewUser(root)
+	defer u.Close()
+	now := time.Unix(1000, 0)
+	u.now = func() time.Time { return now }
+	const jit = 0x7f0000001000
+	leaf := func() string {
+		frames, _, _ := u.Frames(42, 0, []uint64{jit}, Regs{})
+		return frames[0].Module
+	}
+	if m := leaf(); m != "" {
+		t.Fatalf("run-time code named after %q", m)
+	}
+	// A file mapped there since: the next stack, at once, does not read
+	// the maps again; one a second later does.
+	writeMaps(t, root, b, fmt.Sprintf("7f0000000000-7f0000002000 r-xp 00000000 %s %s", devIno(t, b.path), b.path))
+	if m := leaf(); m != "" {
+		t.Errorf("the maps were read again at once")
+	}
+	now = now.Add(rereadEvery)
+	if m := leaf(); m != b.path {
+		t.Errorf("a second later, the leaf is in %q, want %s", m, b.path)
+	}
+}
+
+// A process of an unprivileged user maps its program; once numatrace has
+// read its maps, it puts a link to a root-only program at that path (a
+// library upgraded by rename changes the file at the path the same way):
+// the frames are named from the file it mapped, through map_files, never
+// from the file the path names now. Where map_files cannot be read (no
+// CAP_SYS_ADMIN, as in the DaemonSet), the file at the path is not the
+// one mapped: no names rather than its.
+func TestAPathSwappedAfterMappingIsNotRead(t *testing.T) {
+	testutil.RequireRoot(t)
+	theirs := buildC(t, "theirs", "-fno-omit-frame-pointer")
+	secret := buildC(t, "secret", "-fno-omit-frame-pointer", "-Dread_locked=root_only_secret")
+	if err := os.Chmod(secret.path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The program in a directory of nobody's, run as nobody.
+	home := filepath.Join(testutil.SharedTempDir(t), "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 65534, 65534)
+	prog := filepath.Join(home, "prog")
+	if b, err := os.ReadFile(theirs.path); err != nil || os.WriteFile(prog, b, 0o755) != nil {
+		t.Fatal(err)
+	}
+	os.Chown(prog, 65534, 65534)
+	cmd := exec.Command(prog)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	stdin, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	var maps []byte
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(string(maps), prog); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the program never mapped itself")
+		}
+		maps, _ = os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	}
+	// nobody swaps the path, after its maps were read.
+	swap := exec.Command("sh", "-c", `mv "$1" "$1.old" && ln -s "$2" "$1"`, "sh", prog, secret.path)
+	swap.SysProcAttr = cmd.SysProcAttr
+	if out, err := swap.CombinedOutput(); err != nil {
+		t.Fatalf("swap: %v\n%s", err, out)
+	}
+	addrs := []uint64{theirs.after(t, "read_locked", "leaf_read_locked"), theirs.after(t, "main", "read_locked")}
+	// A /proc that holds the maps as they were read, and the process's
+	// own root and map_files.
+	proc := func(withMapFiles bool) *User {
+		fake := t.TempDir()
+		dir := filepath.Join(fake, "42")
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "maps"), maps, 0o644)
+		os.Symlink(fmt.Sprintf("/proc/%d/root", pid), filepath.Join(dir, "root"))
+		if withMapFiles {
+			os.Symlink(fmt.Sprintf("/proc/%d/map_files", pid), filepath.Join(dir, "map_files"))
+		}
+		u := NewUser(fake)
+		t.Cleanup(u.Close)
+		return u
+	}
+
+	frames, note, _ := proc(true).Frames(42, 0, addrs, Regs{})
+	if got := strings.Join(names(frames), ","); got != "read_locked,main" || note != "" {
+		t.Errorf("with map_files: %s, note %q; want read_locked,main from the file mapped", got, note)
+	}
+	frames, note, _ = proc(false).Frames(42, 0, addrs, Regs{})
+	for _, f := range frames {
+		if f.Func != "" || f.BuildID != "" {
+			t.Errorf("without map_files, frame %q (build id %q) was read from the file the path names now", f.Func, f.BuildID)
+		}
+	}
+	if !strings.Contains(note, "not the file mapped") {
+		t.Errorf("note %q: want it to say the file at the path is not the one mapped", note)
 	}
 }

@@ -1,8 +1,10 @@
 package symbolize
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -27,6 +29,10 @@ type walk struct {
 	pid    uint32
 	proc   *process
 	reread bool // the maps were read again for this stack
+	// deadline: files not read by then leave their frames unnamed.
+	deadline time.Time
+	partial  bool              // a file was still being read
+	used     map[*elfFile]bool // the files of this stack, kept in the cache while it is walked
 }
 
 // located is an address with what is known of it.
@@ -34,6 +40,7 @@ type located struct {
 	frame stall.Frame
 	m     *mapping
 	ef    *elfFile
+	why   error   // why ef is nil where m is not
 	fn    *symbol // the function holding the address, nil if none is known
 	vaddr uint64  // the address looked up, in the ELF's own terms
 }
@@ -113,7 +120,7 @@ func (w *walk) cfa(l located) (cfaRule, bool) {
 	if !ok {
 		return cfaRule{}, false
 	}
-	return l.ef.cfaAt(l.m.openPath, vaddr)
+	return l.ef.cfaAt(vaddr)
 }
 
 // follow appends the frames of rest while each frame before keeps its
@@ -172,8 +179,14 @@ func (w *walk) cutNote(l located) string {
 	}
 	var why string
 	switch {
+	case errors.Is(l.why, errStillReading):
+		why = errStillReading.Error()
+	case l.ef == nil && l.why != nil:
+		why = "its file cannot be read as the one mapped (" + l.why.Error() + ")"
 	case l.ef == nil:
 		why = "its file cannot be read"
+	case l.fn == nil && l.ef.left != "":
+		why = "no symbol says where its function starts (" + l.ef.left + ")"
 	case l.fn == nil:
 		why = "no symbol says where its function starts"
 	default:
@@ -191,7 +204,7 @@ func (w *walk) keepsFramePointer(l located) bool {
 	if l.fn == nil {
 		return false
 	}
-	_, ok := l.ef.prologue(l.m.openPath, l.fn)
+	_, ok := l.ef.prologue(l.fn)
 	return ok
 }
 
@@ -201,7 +214,7 @@ func (w *walk) phase(l located) framePhase {
 	if l.fn == nil {
 		return phaseUnknown
 	}
-	p, ok := l.ef.prologue(l.m.openPath, l.fn)
+	p, ok := l.ef.prologue(l.fn)
 	if !ok {
 		return phaseUnknown
 	}
@@ -223,14 +236,15 @@ func (l located) goFunction() bool {
 // afterCall tells whether l is right after a call instruction, as a
 // return address is.
 func (l located) afterCall() bool {
-	return l.ef != nil && l.ef.callBefore(l.m.openPath, l.frame.Offset)
+	return l.ef != nil && l.ef.callBefore(l.frame.Offset)
 }
 
 // exeFile is the process's main executable, nil if it is not known.
 func (w *walk) exeFile() *elfFile {
 	for _, m := range w.proc.maps {
 		if m.path == w.proc.exe {
-			return w.u.file(w.pid, m)
+			ef, _ := w.file(m)
+			return ef
 		}
 	}
 	return nil
@@ -247,7 +261,7 @@ func (w *walk) locate(addr uint64, isReturn, mayReread bool) located {
 	l.m = m
 	l.frame.Module = m.path
 	l.frame.Offset = m.fileOffset(addr)
-	l.ef = w.u.file(w.pid, m)
+	l.ef, l.why = w.file(m)
 	if l.ef == nil {
 		return l
 	}
@@ -268,36 +282,25 @@ func (w *walk) locate(addr uint64, isReturn, mayReread bool) located {
 	return l
 }
 
-// mapping finds the mapping of addr, reading the maps again once per
-// stack when none holds it: the process may have mapped a new file.
+// mapping finds the mapping of addr, reading the maps again when none
+// holds it (the process may have mapped a new file), once per stack and
+// at most once every rereadEvery per process: code made at run time lies
+// outside every file however often they are read.
 func (w *walk) mapping(addr uint64, mayReread bool) *mapping {
-	if m := findMapping(w.proc.maps, addr); m != nil || !mayReread || w.reread || addr == 0 || addr >= userSpaceEnd {
+	m := findMapping(w.proc.maps, addr)
+	now := w.u.now()
+	if m != nil || !mayReread || w.reread || addr == 0 || addr >= userSpaceEnd ||
+		(!w.proc.rereadAt.IsZero() && now.Sub(w.proc.rereadAt) < rereadEvery) {
 		return m
 	}
 	w.reread = true
+	w.proc.rereadAt = now
 	p, err := w.u.readProcess(w.pid)
 	if err != nil {
 		return nil
 	}
-	keepResolved(w.proc.maps, p.maps)
+	p.exec, p.rereadAt = w.proc.exec, now
 	w.u.procs.put(w.pid, p)
 	w.proc = p
 	return findMapping(p.maps, addr)
-}
-
-// keepResolved carries the files already resolved over to the same
-// mappings in a fresh read of the maps.
-func keepResolved(old, fresh []*mapping) {
-	type span struct{ start, end, offset, inode uint64 }
-	resolved := make(map[span]*mapping, len(old))
-	for _, m := range old {
-		if m.resolved {
-			resolved[span{m.start, m.end, m.offset, m.inode}] = m
-		}
-	}
-	for _, m := range fresh {
-		if o, ok := resolved[span{m.start, m.end, m.offset, m.inode}]; ok && o.path == m.path {
-			m.resolved, m.openPath, m.file = true, o.openPath, o.file
-		}
-	}
 }

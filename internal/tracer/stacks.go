@@ -38,6 +38,7 @@ type rawStacks struct {
 	kernel, user       []uint64
 	kernelErr, userErr error
 	regs               symbolize.Regs
+	exec               uint64 // the process's exec, as the kernel counts them
 }
 
 // stacksOf reads the stacks of a record Decode accepted, if it carries
@@ -54,6 +55,7 @@ func stacksOf(raw []byte) (rawStacks, bool) {
 	s.kernel, s.kernelErr = stackAddrs(r.Kernel[:], r.KernelLen)
 	s.user, s.userErr = stackAddrs(r.User[:], r.UserLen)
 	s.regs = symbolize.Regs{BP: r.UserBp, Stack: r.UserSp[:]}
+	s.exec = r.ExecId
 	return s, true
 }
 
@@ -130,7 +132,10 @@ func (sr *stackReader) stack(ev *stall.Event, raw rawStacks) *stall.Stack {
 			return m.stack
 		}
 	}
-	s := sr.symbolize(ev.PID, raw)
+	s, pending := sr.symbolize(ev.PID, raw)
+	if pending {
+		return s // named better once its files are read: not kept
+	}
 	if sr.nMade >= maxMadeStacks {
 		clear(sr.made)
 		sr.nMade = 0
@@ -164,8 +169,9 @@ func (sr *stackReader) hash(pid uint32, kernel, user []uint64, spWord uint64) ui
 	return h.Sum64()
 }
 
-// symbolize names the frames of one stack, and interns the result.
-func (sr *stackReader) symbolize(pid uint32, raw rawStacks) *stall.Stack {
+// symbolize names the frames of one stack, and interns the result;
+// pending says a file's tables were still being read.
+func (sr *stackReader) symbolize(pid uint32, raw rawStacks) (s *stall.Stack, pending bool) {
 	var kernel, user []stall.Frame
 	var notes []string
 	switch {
@@ -180,8 +186,8 @@ func (sr *stackReader) symbolize(pid uint32, raw rawStacks) *stall.Stack {
 	if raw.userErr != nil {
 		notes = append(notes, "user stack "+raw.userErr.Error())
 	} else {
-		frames, note := sr.user.Frames(pid, raw.user, raw.regs)
-		user = frames
+		frames, note, p := sr.user.Frames(pid, raw.exec, raw.user, raw.regs)
+		user, pending = frames, p
 		if note != "" {
 			notes = append(notes, note)
 		}
@@ -193,16 +199,19 @@ func (sr *stackReader) symbolize(pid uint32, raw rawStacks) *stall.Stack {
 		}
 		note += n
 	}
-	s := stall.NewStack(kernel, user, note)
+	s = stall.NewStack(kernel, user, note)
 	if in, ok := sr.interned[s.Key()]; ok {
-		return in
+		return in, pending
 	}
 	if len(sr.interned) >= maxInternedStack {
 		clear(sr.interned)
 	}
 	sr.interned[s.Key()] = s
-	return s
+	return s, pending
 }
+
+// close lets go of the files the user stacks were read from.
+func (sr *stackReader) close() { sr.user.Close() }
 
 // forget drops what was kept for a process that exited.
 func (sr *stackReader) forget(pid uint32) {

@@ -749,6 +749,9 @@ func (t *Tracer) Close() error {
 		t.reader = nil
 	}
 	errs = append(errs, t.Detach())
+	if t.stacks != nil {
+		t.stacks.close()
+	}
 	if t.migrIter != nil {
 		errs = append(errs, t.migrIter.Close())
 		t.migrIter = nil

@@ -215,6 +215,7 @@ type typesStackEvent struct {
 	KernelLen int32
 	UserLen   int32
 	UserBp    uint64
+	ExecId    uint64
 	UserSp    [32]uint64
 	Kernel    [127]uint64
 	User      [127]uint64
