@@ -53,7 +53,7 @@ func foldedStack(s *aggregate.StackSample) string {
 		}
 	}
 	if user+kernel == 0 {
-		parts = append(parts, noStack)
+		parts = append(parts, foldedName(noStack))
 	}
 	return strings.Join(parts, ";")
 }

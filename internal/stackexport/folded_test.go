@@ -3,6 +3,8 @@ package stackexport
 import (
 	"bytes"
 	"errors"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -11,12 +13,29 @@ func TestWriteFolded(t *testing.T) {
 	if err := WriteFolded(&buf, testSamples()); err != nil {
 		t.Fatal(err)
 	}
-	want := "compaction;db;worker_2;[no stack] 1\n" +
+	want := "compaction;db;worker_2;[no_stack] 1\n" +
 		"compaction;db;worker_2;main;libc.so.6+0x9f00;compact_zone_[k];[ext4]+0xffffffffc0a01234_[k] 3\n" +
-		"memcg_reclaim;db;worker-1;[no stack] 1\n" +
+		"memcg_reclaim;db;worker-1;[no_stack] 1\n" +
 		"memcg_reclaim;db;worker-1;main;db::Cache<int,_long>::get(key__int);try_to_free_mem_cgroup_pages_[k];shrink_folio_list_[k] 2000\n"
 	if got := buf.String(); got != want {
 		t.Errorf("folded stacks:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Every folded line is its stack, one space and its value: a reader that
+// splits at the first space (not only flamegraph.pl's last) reads the
+// stack whole. The frame of a stall with no stack, "[no stack]", broke
+// it wherever a thread's stall time was not all under stacks (an
+// mmap_lock stall under --stacks-min, on an Intel host).
+func TestFoldedLinesHaveOneSpace(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteFolded(&buf, testSamples()); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		if !regexp.MustCompile(`^[^ ]+ [0-9]+$`).MatchString(line) {
+			t.Errorf("not a folded line: %q", line)
+		}
 	}
 }
 
