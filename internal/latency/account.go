@@ -136,7 +136,7 @@ func (a *Account) Problems() []Problem {
 func skipText(s Skip) string {
 	switch s.Kind {
 	case SkipMalformed:
-		return Count(s.N, "malformed line") + " of the latency file were skipped"
+		return Count(s.N, "malformed line") + " of the latency file " + were(s.N) + " skipped"
 	case SkipNoLatency:
 		return Count(s.N, "line") + " of the latency file carried no latency (requests that failed, were skipped or reached no upstream; or other messages of the log)"
 	case SkipScrapes:
@@ -295,6 +295,14 @@ func Count(n uint64, thing string) string {
 		return "1 " + thing
 	}
 	return group(n) + " " + thing + "s"
+}
+
+// were is the verb after Count(n, ...): "1 line was", "2 lines were".
+func were(n uint64) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }
 
 // group writes n with commas between thousands: 11976 → "11,976".

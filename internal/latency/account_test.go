@@ -130,3 +130,15 @@ func TestProblemsOfAnAccount(t *testing.T) {
 		t.Fatalf("nothing at all: %+v", got)
 	}
 }
+
+// One line skipped is said as one: "was", not "were".
+func TestOneMalformedLineIsSaidInTheSingular(t *testing.T) {
+	for n, want := range map[uint64]string{
+		1: "1 malformed line of the latency file was skipped",
+		2: "2 malformed lines of the latency file were skipped",
+	} {
+		if got := skipText(Skip{SkipMalformed, n}); got != want {
+			t.Errorf("%d: %q, want %q", n, got, want)
+		}
+	}
+}

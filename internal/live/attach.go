@@ -73,6 +73,7 @@ func (a *Attach) Run(stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "numatrace: %v\n", err)
 		}
 	}
+	tgt.Attached() // named as it is now: a launcher may have exec'd since the look-up
 	return a.trace(tr, tgt, topo, stdout, stderr)
 }
 

@@ -236,12 +236,12 @@ func (a *Attach) Check() error {
 
 // checkOverwrite refuses to replace a file at RecordTo that holds data,
 // unless --force: an earlier incident's recording is often the only copy.
-// An empty file (made by mktemp) and a device such as /dev/null are fine.
+// An empty file (made by mktemp) is fine.
 func (a *Attach) checkOverwrite() error {
 	if a.RecordTo == "" || a.Force {
 		return nil
 	}
-	st, err := os.Lstat(a.RecordTo) // a link planted at the path is outfile's to refuse
+	st, err := os.Lstat(a.RecordTo) // a link, a FIFO or a device at the path is outfile's to refuse
 	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
 		return nil
 	}

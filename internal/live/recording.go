@@ -116,17 +116,28 @@ func (r *recording) dumpOnSignal(opt *session.Options, fr *record.FlightRecorder
 		}
 	}()
 	opt.DumpRequests = dumps
-	opt.Dump = func(final record.Snapshot) error {
-		return fr.Dump(r.path, final, run.End{EndNs: final.MonoNs, DurationNs: final.MonoNs - startNs,
+	opt.Dump = func(final record.Snapshot) (func() error, error) {
+		d, err := fr.Take(final, run.End{EndNs: final.MonoNs, DurationNs: final.MonoNs - startNs,
 			Note: "flight recorder dump on SIGUSR1"})
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return d.WriteFile(r.path) }, nil
 	}
 	opt.OnDump = func(err error) {
-		if err != nil {
-			fmt.Fprintf(stderr, "numatrace: flight recorder: %s\n", sanitize.Text(err.Error()))
-			return
-		}
-		fmt.Fprintf(stderr, "numatrace: flight recorder wrote %s (%d bytes held)\n", sanitize.Text(r.path), fr.Held())
+		fmt.Fprintf(stderr, "numatrace: %s\n", sanitize.Text(r.dumpOutcome(err, fr.Held())))
 	}
+}
+
+// dumpOutcome says how a dump went, in one line that names the file.
+func (r *recording) dumpOutcome(err error, held int) string {
+	if err == nil {
+		return fmt.Sprintf("flight recorder wrote %s (%d bytes held)", r.path, held)
+	}
+	if msg := err.Error(); strings.Contains(msg, r.path) { // a refused path, a failed write
+		return "flight recorder: " + msg
+	}
+	return fmt.Sprintf("flight recorder: %s: %v", r.path, err)
 }
 
 // finish closes the recording with how the run ended.

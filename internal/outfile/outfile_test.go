@@ -1,10 +1,14 @@
 package outfile
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/numatrace/numatrace/internal/testutil"
 )
@@ -138,4 +142,131 @@ func TestCheckRefusesWhatCreateRefuses(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, "new")); err == nil {
 		t.Error("Check created the file")
 	}
+}
+
+// A FIFO at the path, with no reader: Create refuses it at once, in one
+// line naming the path, rather than waiting in open() for a reader that
+// may never come (a flight recorder's dump held the session up). Check
+// refuses it too.
+func TestCreateRefusesAFIFOWithoutBlocking(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "rec.ntr")
+	if err := syscall.Mkfifo(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	err := createWithin(t, p, 2*time.Second)
+	wantRefused(t, err, p, "named pipe")
+	if err := Check(p); err == nil || !strings.Contains(err.Error(), "named pipe") {
+		t.Errorf("Check(a FIFO) = %v, want it refused", err)
+	}
+}
+
+// A FIFO that nobody planted in a shared directory and reads from: Create
+// refuses it, and what would have been written never reaches the reader.
+func TestCreateRefusesAFIFOThatAnotherUserReads(t *testing.T) {
+	testutil.RequireRoot(t) // to be nobody
+	dir := sharedDir(t)
+	p := filepath.Join(dir, "rec.ntr")
+	// <> opens the FIFO at once (for reading and writing): nobody is its
+	// reader from then on, and cat prints what comes.
+	reader := exec.Command("sh", "-c", `mkfifo -m 666 "$1" && exec cat <>"$1"`, "sh", p)
+	reader.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	reader.Stdout = w
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer func() { reader.Process.Kill(); reader.Wait() }()
+	waitOpenBy(t, reader.Process.Pid, p)
+	f, err := Create(p)
+	if err == nil {
+		f.WriteString("root's recording\n")
+		f.Close()
+		out.SetReadDeadline(time.Now().Add(2 * time.Second))
+		got := make([]byte, 64)
+		n, _ := out.Read(got)
+		t.Errorf("nobody read %q", got[:n])
+	}
+	wantRefused(t, err, p, "named pipe")
+}
+
+// A device at the path is refused too: a recording is a regular file.
+func TestCreateRefusesADevice(t *testing.T) {
+	f, err := Create("/dev/null")
+	if err == nil {
+		f.Close()
+	}
+	wantRefused(t, err, "/dev/null", "character device")
+	if err := Check("/dev/null"); err == nil || !strings.Contains(err.Error(), "character device") {
+		t.Errorf("Check(/dev/null) = %v, want it refused", err)
+	}
+}
+
+// createWithin runs Create(path), failing the test if it has not returned
+// within d; a Create still blocked is let go by a reader opened then.
+func createWithin(t *testing.T, path string, d time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		f, err := Create(path)
+		if err == nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		if r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			<-done
+			r.Close()
+		}
+		t.Fatalf("Create(%s) still waited after %s", path, d)
+		return nil
+	}
+}
+
+// wantRefused fails unless err is one line that names path and says what.
+func wantRefused(t *testing.T, err error, path, what string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s (a %s) was opened for writing", path, what)
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, what) || strings.Contains(msg, "\n") {
+		t.Errorf("error %q: want one line naming %s and saying %q", msg, path, what)
+	}
+}
+
+// sharedDir is a directory any user may create files in, as /tmp is.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "outfile-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// waitOpenBy waits until process pid has path open.
+func waitOpenBy(t *testing.T, pid int, path string) {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ents, _ := os.ReadDir(fds)
+		for _, e := range ents {
+			if l, _ := os.Readlink(filepath.Join(fds, e.Name())); l == path {
+				return
+			}
+		}
+	}
+	t.Fatalf("process %d never opened %s", pid, path)
 }

@@ -474,7 +474,18 @@ func TestFlightRecorderKeepsTheNewest(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "fr.ntr")
 	snap := &stall.Snapshot{}
-	if err := fr.Dump(path, Snapshot{MonoNs: 1, Final: true, Data: snap}, run.End{Note: "SIGUSR1"}); err != nil {
+	d, err := fr.Take(Snapshot{MonoNs: 1, Final: true, Data: snap}, run.End{Note: "SIGUSR1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tracing goes on while the dump is written: what comes after it was
+	// taken is not in it.
+	for i := 0; i < 20000; i++ {
+		ev := randomEvent(rng, uint64(60000+i)*1000)
+		fr.Event(&ev)
+	}
+	fr.Flush()
+	if err := d.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
 	r, err := Open(path)
@@ -488,6 +499,9 @@ func TestFlightRecorderKeepsTheNewest(t *testing.T) {
 	}
 	if len(got) == 0 || len(got) >= len(evs) || !reflect.DeepEqual(got, evs[len(evs)-len(got):]) {
 		t.Fatalf("kept %d events: want the newest of %d", len(got), len(evs))
+	}
+	if end.Events != uint64(len(got)) {
+		t.Errorf("the end says %d events, the dump holds %d", end.Events, len(got))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -308,56 +309,80 @@ func (fr *FlightRecorder) Held() int {
 	return fr.bytes
 }
 
-// Dump writes the kept blocks, then final records (a snapshot, the end),
-// to path. Tracing goes on; the caller must not use the Writer meanwhile.
-func (fr *FlightRecorder) Dump(path string, final Snapshot, end run.End) error {
+// Dump is what a flight recorder held when a dump was asked for, with
+// the records that close it, as the bytes of a recording: writing it
+// touches no recorder, so it may go on while tracing does.
+type Dump struct {
+	header []byte
+	frames []frame
+	tail   []byte // the closing block: a snapshot and the end
+}
+
+// Take closes the open block and makes a dump of the blocks kept, closed
+// by final records (a snapshot, the end). It uses the Writer: call it
+// where the Writer's other methods are called.
+func (fr *FlightRecorder) Take(final Snapshot, end run.End) (*Dump, error) {
 	fr.Flush()
 	fr.mu.Lock()
-	frames := append([]frame(nil), fr.frames...)
+	frames := slices.Clone(fr.frames) // blocks' bytes are never changed: sharing them is safe
 	fr.mu.Unlock()
+	end.Dropped = fr.Dropped()
+	for _, fm := range frames {
+		end.Events += uint64(fm.events)
+	}
+	tail, err := fr.closing(final, end)
+	if err != nil {
+		return nil, err
+	}
+	return &Dump{header: fr.header, frames: frames, tail: tail}, nil
+}
+
+// closing encodes a dump's closing block. It goes to the dump alone, not
+// into the ring.
+func (fr *FlightRecorder) closing(final Snapshot, end run.End) ([]byte, error) {
+	var s bytesSink
+	w, err := newWriter(fr.h, &s)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Snapshot(final); err != nil {
+		return nil, err
+	}
+	if err := w.jsonRecord(recEnd, end); err != nil {
+		return nil, err
+	}
+	w.Flush()
+	return s.b, nil
+}
+
+// WriteFile writes the dump to path, created as outfile.Create does.
+func (d *Dump) WriteFile(path string) error {
 	f, err := outfile.Create(path)
 	if err != nil {
 		return fmt.Errorf("create recording: %w", err)
 	}
-	werr := func() error {
-		if _, err := f.Write(fr.header); err != nil {
-			return err
-		}
-		for _, fm := range frames {
-			if _, err := f.Write(fm.bytes); err != nil {
-				return err
-			}
-		}
-		// The closing block goes to the file alone, not into the ring.
-		tail, err := newWriter(fr.h, &fileSink{f: f})
-		if err != nil {
-			return err
-		}
-		if err := tail.Snapshot(final); err != nil {
-			return err
-		}
-		end.Dropped = fr.Dropped()
-		for _, fm := range frames {
-			end.Events += uint64(fm.events)
-		}
-		if err := tail.jsonRecord(recEnd, end); err != nil {
-			return err
-		}
-		tail.Flush()
-		return tail.sink.(*fileSink).err
-	}()
-	return errors.Join(werr, f.Sync(), f.Close())
+	err = d.write(f)
+	return errors.Join(err, f.Sync(), f.Close())
 }
 
-// fileSink writes blocks synchronously (for a flight recorder's dump).
-type fileSink struct {
-	f   io.Writer
-	err error
-}
-
-func (s *fileSink) put(fr frame) bool {
-	if s.err == nil {
-		_, s.err = s.f.Write(fr.bytes)
+func (d *Dump) write(w io.Writer) error {
+	blocks := make([][]byte, 0, len(d.frames)+2)
+	blocks = append(blocks, d.header)
+	for _, fm := range d.frames {
+		blocks = append(blocks, fm.bytes)
 	}
+	for _, b := range append(blocks, d.tail) {
+		if _, err := w.Write(b); err != nil {
+			return fmt.Errorf("write recording: %w", err)
+		}
+	}
+	return nil
+}
+
+// bytesSink keeps the blocks it is given (a dump's closing block).
+type bytesSink struct{ b []byte }
+
+func (s *bytesSink) put(fr frame) bool {
+	s.b = append(s.b, fr.bytes...)
 	return true
 }

@@ -8,6 +8,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -72,11 +73,16 @@ type Options struct {
 	ReadProcfs  func(monoNs uint64) (record.Procfs, error)
 	// Dump is called, in the session's goroutine, on each DumpRequests
 	// message, and with DumpOnSpike whenever a closing window is a
-	// latency spike: a flight recorder writes out what it holds.
+	// latency spike: a flight recorder takes what it holds, and returns
+	// the writing of it. That runs on a goroutine of its own while the
+	// session goes on, one dump at a time: one asked for meanwhile is not
+	// taken (OnDump hears ErrDumpBusy). The run's end waits DumpWait
+	// (DefaultDumpWait if 0) at most for a dump still being written.
 	DumpRequests <-chan struct{}
-	Dump         func(record.Snapshot) error
+	Dump         func(record.Snapshot) (write func() error, err error)
 	DumpOnSpike  bool
-	// OnDump reports each dump's outcome.
+	DumpWait     time.Duration
+	// OnDump reports each dump's outcome, in the session's goroutine.
 	OnDump func(error)
 
 	// OnSnapshot, if set, receives the kernel's aggregates every
@@ -131,6 +137,7 @@ func Run(ctx context.Context, k Kernel, eng *engine.Engine, opt Options) (*Resul
 	s.stopLatency(lat)
 	endNs := opt.Now()
 	s.close(endNs, true)
+	s.waitDump()
 	if streamErr != nil {
 		return nil, streamErr
 	}
@@ -183,6 +190,10 @@ type tracing struct {
 
 	latStop context.CancelFunc
 	latDone chan struct{}
+
+	// dumping is where the dump being written says how it went; nil
+	// when none is.
+	dumping chan error
 
 	// The latest memory PSI reading for the windows, and when the next
 	// is due.
@@ -275,6 +286,8 @@ func (s *tracing) loop(ctx context.Context, events <-chan stall.Event, lat <-cha
 			s.tick(now, events, lat)
 		case <-s.opt.DumpRequests:
 			s.dump()
+		case err := <-s.dumping:
+			s.dumped(err)
 		case <-s.opt.Gone:
 			s.gone = true
 			return
@@ -445,14 +458,73 @@ func (s *tracing) procfs(now uint64) {
 	}
 }
 
+// DefaultDumpWait is how long the run's end waits for a dump still being
+// written, when Options.DumpWait is 0.
+const DefaultDumpWait = 10 * time.Second
+
+// ErrDumpBusy is what OnDump hears of a dump asked for while the last one
+// is still being written: it is not taken, nor kept for later.
+var ErrDumpBusy = errors.New("the last dump is still being written: this one is not taken")
+
+// UnfinishedDumpError is what OnDump hears when the run ended with a dump
+// still being written, and stopped waiting for it.
+type UnfinishedDumpError struct{ Waited time.Duration }
+
+func (e *UnfinishedDumpError) Error() string {
+	return fmt.Sprintf("the dump was still being written %s after the run ended: not waited for further, it may be incomplete", e.Waited)
+}
+
+// dump takes what the flight recorder holds, on the loop, and writes it
+// on a goroutine of its own: a slow file cannot hold the session up.
 func (s *tracing) dump() {
 	if s.opt.Dump == nil {
 		return
 	}
-	snap, err := s.k.Snapshot()
-	if err == nil {
-		err = s.opt.Dump(record.Snapshot{MonoNs: s.opt.Now(), Final: true, Data: snap})
+	if s.dumping != nil {
+		s.onDump(ErrDumpBusy)
+		return
 	}
+	snap, err := s.k.Snapshot()
+	var write func() error
+	if err == nil {
+		write, err = s.opt.Dump(record.Snapshot{MonoNs: s.opt.Now(), Final: true, Data: snap})
+	}
+	if err != nil {
+		s.onDump(err)
+		return
+	}
+	done := make(chan error, 1) // the writer never waits for the session
+	s.dumping = done
+	go func() { done <- write() }()
+}
+
+// dumped takes the outcome of the dump that was being written.
+func (s *tracing) dumped(err error) {
+	s.dumping = nil
+	s.onDump(err)
+}
+
+// waitDump waits, as the run ends, for the dump being written, if any,
+// at most DumpWait.
+func (s *tracing) waitDump() {
+	if s.dumping == nil {
+		return
+	}
+	wait := s.opt.DumpWait
+	if wait <= 0 {
+		wait = DefaultDumpWait
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-s.dumping:
+		s.dumped(err)
+	case <-t.C:
+		s.dumped(&UnfinishedDumpError{Waited: wait})
+	}
+}
+
+func (s *tracing) onDump(err error) {
 	if s.opt.OnDump != nil {
 		s.opt.OnDump(err)
 	}

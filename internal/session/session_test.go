@@ -197,7 +197,7 @@ func TestRunCorrelatesLatency(t *testing.T) {
 	const win = uint64(40 * time.Millisecond)
 	ls := startLatencySession(t, time.Duration(win), correlate.Config{MinHist: 3}, Options{
 		DumpOnSpike: true,
-		Dump:        func(record.Snapshot) error { dumps.Add(1); return nil },
+		Dump:        func(record.Snapshot) (func() error, error) { dumps.Add(1); return func() error { return nil }, nil },
 	})
 	k, sink, start := ls.k, ls.sink, ls.start
 	for i := uint64(0); i < 10; i++ {
@@ -230,7 +230,7 @@ func TestRunCorrelatesLatency(t *testing.T) {
 }
 
 // A session that falls behind (here: a flight-recorder dump that takes
-// long) finds the tick ready beside the events and readings that came in
+// long to take what the recorder holds) finds the tick ready beside the events and readings that came in
 // meanwhile. Those reached it before their window's grace ran out, so
 // they are in the window, not counted late.
 func TestRunKeepsWhatArrivedBeforeTheWindowClosed(t *testing.T) {
@@ -239,7 +239,11 @@ func TestRunKeepsWhatArrivedBeforeTheWindowClosed(t *testing.T) {
 	const window = 40 * time.Millisecond
 	ls := startLatencySession(t, window, correlate.Config{}, Options{
 		DumpRequests: requests,
-		Dump:         func(record.Snapshot) error { inDump <- struct{}{}; <-release; return nil },
+		Dump: func(record.Snapshot) (func() error, error) {
+			inDump <- struct{}{}
+			<-release
+			return func() error { return nil }, nil
+		},
 	})
 	k, sink, start := ls.k, ls.sink, ls.start
 	requests <- struct{}{}
@@ -523,5 +527,94 @@ func TestRunSaysEachDiscardOnce(t *testing.T) {
 	}
 	if res.End.BadRecords != 10 {
 		t.Errorf("bad records %d in the end, want 10", res.End.BadRecords)
+	}
+}
+
+// A dump whose file takes forever to write (a FIFO nobody reads, a hung
+// disk) holds up nothing: the session keeps taking events and closing
+// windows while it is written, a dump asked for meanwhile is said not to
+// be taken, and the run's end waits for it only so long, and says so.
+func TestADumpThatBlocksHoldsNothingUp(t *testing.T) {
+	requests := make(chan struct{}, 1)
+	writing, never := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(never) })
+	var mu sync.Mutex
+	var outcomes []error
+	said := func() []error { mu.Lock(); defer mu.Unlock(); return slices.Clone(outcomes) }
+	const window = 40 * time.Millisecond
+	ls := startLatencySession(t, window, correlate.Config{}, Options{
+		DumpRequests: requests,
+		Dump: func(record.Snapshot) (func() error, error) {
+			return func() error { close(writing); <-never; return nil }, nil
+		},
+		DumpWait: 50 * time.Millisecond,
+		OnDump:   func(err error) { mu.Lock(); outcomes = append(outcomes, err); mu.Unlock() },
+	})
+	k, sink, start := ls.k, ls.sink, ls.start
+	requests <- struct{}{}
+	<-writing
+	k.Push(event(stall.KindStall, stall.MemcgReclaim, start+1000, 5000, 11))
+	ls.clk.ns.Store(start + uint64(window) + uint64(engine.Grace))
+	within(t, 10*time.Second, "window 0 to close while the dump is written", func() bool { return sink.closed() >= 1 })
+	sink.mu.Lock()
+	n := sink.windows[0].Causes[stall.MemcgReclaim].Count
+	sink.mu.Unlock()
+	if n != 1 {
+		t.Errorf("window 0 has %d memcg stalls, want the 1 pushed while the dump was written", n)
+	}
+	requests <- struct{}{}
+	within(t, 10*time.Second, "the second request to be said not taken", func() bool { return len(said()) == 1 })
+	if got := said()[0]; !errors.Is(got, ErrDumpBusy) {
+		t.Errorf("the second request: %v, want ErrDumpBusy", got)
+	}
+	ended := make(chan *Result, 1)
+	go func() { ended <- ls.stop() }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end while the dump was still being written")
+	}
+	var unfinished *UnfinishedDumpError
+	if got := said(); len(got) != 2 || !errors.As(got[1], &unfinished) || !strings.Contains(got[1].Error(), "may be incomplete") {
+		t.Errorf("dump outcomes %v: want the one not taken, then the one given up at the end", got)
+	}
+}
+
+// within waits up to d until cond holds.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", d, what)
+		}
+	}
+}
+
+// A dump written is said once it is, and the next one asked for is taken.
+func TestADumpWrittenIsSaidAndTheNextTaken(t *testing.T) {
+	requests := make(chan struct{}, 1)
+	outcomes := make(chan error, 4)
+	var writes atomic.Int32
+	ls := startLatencySession(t, 40*time.Millisecond, correlate.Config{}, Options{
+		DumpRequests: requests,
+		Dump: func(record.Snapshot) (func() error, error) {
+			return func() error { writes.Add(1); return nil }, nil
+		},
+		OnDump: func(err error) { outcomes <- err },
+	})
+	for i := 0; i < 2; i++ {
+		requests <- struct{}{}
+		select {
+		case err := <-outcomes:
+			if err != nil {
+				t.Fatalf("dump %d: %v", i+1, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("dump %d was never said", i+1)
+		}
+	}
+	ls.stop()
+	if n := writes.Load(); n != 2 || len(outcomes) != 0 {
+		t.Errorf("%d dumps written, %d more outcomes: want 2, and each said once", n, len(outcomes))
 	}
 }

@@ -99,6 +99,20 @@ func Resolve(procRoot, cgroupRoot string, pid, tid int, cgroup string) (*Target,
 	return t, nil
 }
 
+// Attached reads the name of a process or thread target again, once
+// tracing has started: the name it has at attach. Looked up a moment
+// before, a target started through a launcher that execs (setpriv, sudo,
+// env, nice) could still bear the launcher's name. A target gone since
+// keeps the name it had.
+func (t *Target) Attached() {
+	if t.Kind != Process && t.Kind != Thread {
+		return
+	}
+	if comm := readComm(filepath.Join(t.proc, strconv.Itoa(int(t.ID)), "comm")); comm != "?" {
+		t.Comm = comm
+	}
+}
+
 // String describes the target for reports.
 func (t *Target) String() string { return t.named(t.Comm) }
 

@@ -89,6 +89,27 @@ func TestResolveProcessWithoutComm(t *testing.T) {
 	}
 }
 
+// A launcher that execs after the look-up: the name at attach is the
+// program's, and a target gone since keeps the name it had.
+func TestAttachedReadsTheNameAgain(t *testing.T) {
+	proc := t.TempDir()
+	task(t, proc, fakePID, fakePID, "setpriv", 'S')
+	tg, err := Resolve(proc, "", fakePID, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(proc, strconv.Itoa(fakePID), "comm"), "cat\n")
+	tg.Attached()
+	if got, want := tg.Ended("cat"), "pid 4194305 (cat)"; got != want {
+		t.Errorf("Ended = %q, want %q", got, want)
+	}
+	os.RemoveAll(filepath.Join(proc, strconv.Itoa(fakePID)))
+	tg.Attached()
+	if tg.Comm != "cat" {
+		t.Errorf("comm %q once gone, want cat", tg.Comm)
+	}
+}
+
 func TestResolvePidThatIsAThread(t *testing.T) {
 	proc := t.TempDir()
 	task(t, proc, fakePID, fakePID, "java", 'S')

@@ -54,7 +54,7 @@ func Follow(ctx context.Context, path string, read LineReader, clk latency.Clock
 	fl := &follower{path: path, notice: notice}
 	if path == "-" {
 		fl.in, fl.stream = os.Stdin, true
-	} else if err := fl.open(); err != nil {
+	} else if err := fl.start(); err != nil {
 		return err
 	}
 	if fl.f != nil && !fl.regular {

@@ -17,7 +17,8 @@ import (
 // follower reads one latency file (or standard input) line by line, as
 // tail -F does: as it grows, and by name across rotation.
 type follower struct {
-	path   string
+	path   string // as the user named it, for what is said
+	name   string // the file's own name, its links resolved at the start
 	notice func(error)
 	in     io.Reader
 	f      *os.File // nil for standard input
@@ -31,6 +32,7 @@ type follower struct {
 	// draining: a new file has taken the name, and the old one is read
 	// to its end before the new one.
 	draining bool
+	refused  os.FileInfo // what was last refused at the name: said once
 
 	r        *bufio.Reader
 	out      chan<- fileLine
@@ -42,21 +44,89 @@ type follower struct {
 // pollEvery is how often the end of a file is looked at again.
 const pollEvery = 50 * time.Millisecond
 
-// open opens path without waiting for a FIFO's writer (reads then find
+// start opens the file the user named. Links in its path are theirs,
+// resolved once, here: from then on the file is followed by its own name,
+// and at rotation what takes that name is opened without following links.
+// A FIFO is read as it is given, a device never.
+func (fl *follower) start() error {
+	name, err := filepath.EvalSymlinks(fl.path)
+	if err != nil {
+		return fmt.Errorf("latency file: %w", err)
+	}
+	fl.name = name
+	return fl.open(true)
+}
+
+// open opens fl.name, refusing, before it is opened, what is not a
+// regular file (or a FIFO, with fifo) and a link: a device is never
+// opened. A FIFO opens without waiting for its writer (reads then find
 // nothing until one comes).
-func (fl *follower) open() error {
-	f, err := os.OpenFile(fl.path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func (fl *follower) open(fifo bool) error {
+	st, err := os.Lstat(fl.name)
+	if err != nil {
+		return fmt.Errorf("latency file: %w", err)
+	}
+	if r := fl.refusalOf(st, fifo); r != nil {
+		return r
+	}
+	f, err := os.OpenFile(fl.name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	if errors.Is(err, syscall.ELOOP) { // a link put there since the look
+		info, _ := os.Lstat(fl.name)
+		return &refusal{path: fl.path, what: "a symbolic link", info: info}
+	}
 	if err != nil {
 		return fmt.Errorf("latency file: %w", err)
 	}
 	info, err := f.Stat()
+	if err == nil && !os.SameFile(st, info) {
+		err = fmt.Errorf("latency file %s was replaced while being opened", fl.path)
+	}
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("latency file: %w", err)
+		return err
 	}
 	fl.f, fl.in, fl.info, fl.off, fl.regular = f, f, info, 0, info.Mode().IsRegular()
 	fl.last = fl.last[:0]
 	return nil
+}
+
+// refusalOf refuses a file that is not read: anything but a regular
+// file, or a FIFO when fifo. nil when it is read.
+func (fl *follower) refusalOf(st os.FileInfo, fifo bool) *refusal {
+	m := st.Mode()
+	if m.IsRegular() || (fifo && m&os.ModeNamedPipe != 0) {
+		return nil
+	}
+	return &refusal{path: fl.path, what: fileKind(m), info: st}
+}
+
+// refusal is a file at the latency file's name that is not read.
+type refusal struct {
+	path, what string      // what: "a character device"
+	info       os.FileInfo // nil when not known
+}
+
+func (r *refusal) Error() string {
+	return "latency file " + r.path + " is " + r.what + ": not read; give a regular file, a FIFO or - (standard input)"
+}
+
+// fileKind names a type of file that is not a regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "of type " + m.Type().String()
 }
 
 // readLines sends whole lines until ctx ends; at the end of a growing file
@@ -148,32 +218,61 @@ func (fl *follower) atEnd() (again bool, err error) {
 	}
 	if fl.draining { // the old file is read to its end: on to the new one
 		old := fl.f
-		if err := fl.open(); err != nil {
-			return false, nil // gone again: read on in the old one
+		if err := fl.open(false); err != nil {
+			var r *refusal
+			if errors.As(err, &r) { // not read: back to looking at the name
+				fl.draining = false
+				fl.refuse(r)
+			}
+			return false, nil // read on in the old one
 		}
 		old.Close()
 		fl.draining = false
 		fl.restart()
 		return true, nil
 	}
-	st, err := os.Stat(fl.path)
+	st, err := os.Lstat(fl.name)
 	switch {
 	case err != nil:
 		return false, nil // moved away, the new one not yet there: read on in the old one
-	case !os.SameFile(fl.info, st):
+	case os.SameFile(fl.info, st):
+		if st.Size() < fl.off || !fl.unchanged() {
+			return true, fl.rewind()
+		}
+	case !st.Mode().IsRegular():
+		fl.refuse(fl.refusalOf(st, false))
+	default:
 		fl.say("rotated", "a new file took its name: reading the old one to its end, then the new one from its start")
 		fl.draining = true
 		return true, nil
-	case st.Size() < fl.off || !fl.unchanged():
-		fl.truncated()
-		if _, err := fl.f.Seek(0, io.SeekStart); err != nil {
-			return false, fmt.Errorf("latency file: %w", err)
-		}
-		fl.off, fl.last = 0, fl.last[:0]
-		fl.restart()
-		return true, nil
 	}
 	return false, nil
+}
+
+// rewind reads the file again from its start: it was truncated.
+func (fl *follower) rewind() error {
+	fl.truncated()
+	if _, err := fl.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("latency file: %w", err)
+	}
+	fl.off, fl.last = 0, fl.last[:0]
+	fl.restart()
+	return nil
+}
+
+// refuse says, once for each file, that what took the name at rotation is
+// not read (a link to a file only root may read, to /dev/zero; a FIFO):
+// reading goes on in the old file, and the name is looked at again.
+func (fl *follower) refuse(r *refusal) {
+	if r.info != nil && fl.refused != nil && os.SameFile(r.info, fl.refused) {
+		return
+	}
+	fl.refused = r.info
+	how, reading := "not read", "reading goes on in the old file until a regular file takes the name"
+	if r.what == "a symbolic link" {
+		how = "not followed"
+	}
+	fl.say("replaced by "+r.what, how+"; "+reading)
 }
 
 // unchanged reports whether the file still holds what was read last
@@ -221,7 +320,7 @@ const maxUnread = 16 << 20
 // at the same offset) and returns its name and what it holds past what
 // was read. "" when there is no such copy.
 func (fl *follower) fromCopy() (string, []byte) {
-	dir, base := filepath.Dir(fl.path), filepath.Base(fl.path)
+	dir, base := filepath.Dir(fl.name), filepath.Base(fl.name)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return "", nil
@@ -242,11 +341,15 @@ func (fl *follower) fromCopy() (string, []byte) {
 // unreadIn returns what path holds past off, if the bytes just before off
 // are seen.
 func unreadIn(path string, off int64, seen []byte) ([]byte, bool) {
-	f, err := os.Open(path)
+	// Not through a link, nor from a FIFO put there since the listing.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, false
+	}
 	at := make([]byte, len(seen))
 	if _, err := f.ReadAt(at, off-int64(len(seen))); err != nil || !bytes.Equal(at, seen) {
 		return nil, false
@@ -256,10 +359,10 @@ func unreadIn(path string, off int64, seen []byte) ([]byte, bool) {
 }
 
 // Moved is what Follow notices of a file it follows: it was rotated or
-// truncated.
+// truncated, or what took its name is not read.
 type Moved struct {
 	Path    string
-	How     string // "rotated" or "truncated"
+	How     string // "rotated", "truncated", "replaced by a symbolic link"...
 	Reading string // how reading goes on
 }
 

@@ -155,6 +155,9 @@ func (c Config) Check() error {
 		if st.IsDir() {
 			return fmt.Errorf("--latency-file: %s is a directory", c.File)
 		}
+		if m := st.Mode(); !m.IsRegular() && m&os.ModeNamedPipe == 0 { // /dev/zero would be read for ever
+			return fmt.Errorf("--latency-file: %s is %s: not read; give a regular file, a FIFO or - (standard input)", c.File, fileKind(m))
+		}
 	}
 	if c.PromURL != "" {
 		u, err := url.Parse(c.PromURL)
