@@ -13,16 +13,26 @@
  *
  *   tcp_probe (a segment with data reaches an established socket): stamps
  *     the arrival of an idle or answered connection's request.
- *   sock_send_length (6.3+; before, sys_exit of the read/write family,
- *     the fd mapped to its socket): learns a connection (if its local port
- *     is one of the target's listening ports), notes the thread serving
- *     it, and emits the exchange so far as each write of the response
- *     returns. The server's reads need no hook: whether it has read what
- *     arrived is the socket's own copied_seq against rcv_nxt, read as the
- *     next bytes arrive. Not hooking sock_recv_length saves two program
+ *   sock_send_length (6.3+; before, sys_exit of the read/write family
+ *     and accept, the fd mapped to its socket): makes a connection the
+ *     target's (if its local port is one of the target's listening
+ *     ports), notes the thread serving it, and emits the exchange so far
+ *     as each write of the response returns. The server's reads need no
+ *     hook: whether it has read what arrived is the socket's own
+ *     copied_seq against rcv_nxt, read as the next bytes arrive. Not hooking sock_recv_length saves two program
  *     runs a request on loopback (the server's read and the client's),
  *     measured at 2% of a saturated redis with empty programs.
  *   inet_sock_set_state: a connection leaving ESTABLISHED is forgotten.
+ *
+ * The port is no owner: another user's server may listen on the same
+ * port number at another address, and a process the target does not
+ * follow may serve a connection it accepted. So a connection is the
+ * target's only once one of the target's own threads has accepted, read
+ * or written it (conn_own). Until then its requests are stamped as they
+ * arrive, so that a first request that came before the accept is timed,
+ * but nothing of it is emitted: an exchange that the next request's
+ * arrival ends meanwhile is held, and goes out as the connection becomes
+ * the target's (a stranger's never does).
  *
  * Each write of a response emits the exchange up to it, named by its
  * connection and start: user space keeps a connection's latest one and
@@ -64,6 +74,7 @@ enum sockreq_flag {
 	CONN_PIPELINED = 2, /* bytes arrived after the server read the request, before a write */
 	CONN_STALLS = 4,    /* stall_start is tid's totals at the arrival */
 	CONN_TAIL = 8,      /* a write of the last exchange's response has yet to return */
+	CONN_HELD_PIPELINED = 16, /* the held exchange carried pipelined bytes */
 };
 
 /* One connection's exchange in progress. */
@@ -71,7 +82,7 @@ struct sockreq_conn {
 	__u64 start_ns; /* arrival of the request's first byte; 0: idle, or begun before we knew */
 	__u64 end_ns;   /* return of the response's last write so far; 0: none yet */
 	__u32 tid;      /* the thread that last read or wrote the socket */
-	__u32 pid;
+	__u32 pid;      /* its process; 0: not the target's (yet), nothing is emitted */
 	__u32 flags;    /* enum sockreq_flag */
 	__u32 seq_start; /* the server's write_seq at the arrival */
 	__u64 stall_start[CAUSE_MAX + 1]; /* tid's stall totals at the arrival */
@@ -80,6 +91,10 @@ struct sockreq_conn {
 	__u64 emitted_sum; /* the sum of the totals in the connection's last record: LAT_PLAIN */
 	__u32 stall_flags;                /* LAT_STALLS when stall_ns holds them */
 	__u32 start_tid;                  /* whose totals stall_start are */
+	/* An exchange the next request's arrival ended while pid was 0:
+	 * emitted as the connection becomes the target's. held_end 0: none. */
+	__u64 held_start;
+	__u64 held_end;
 };
 
 /* The target's inbound connections, by socket. An LRU: a connection
@@ -181,12 +196,13 @@ static __always_inline struct lat_sample *lat_reserve(bool plain)
 }
 
 /* Emits c's exchange from start to end, the return of tid's write of its
- * response. start and end are the caller's own reads: the softirq may
- * begin the next exchange meanwhile (zeroing c->end_ns, moving
- * c->start_ns), and a record read from c then had time 0 and a latency
- * of minus the next start (1 to 28 records in 10 s of redis-benchmark
- * with one connection). */
-static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *c, __u64 start, __u64 end, __u32 tid)
+ * response; pipelined: it carried pipelined requests. start and end are
+ * the caller's own reads: the softirq may begin the next exchange
+ * meanwhile (zeroing c->end_ns, moving c->start_ns), and a record read
+ * from c then had time 0 and a latency of minus the next start (1 to 28
+ * records in 10 s of redis-benchmark with one connection). */
+static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *c, __u64 start, __u64 end, __u32 tid,
+					  bool pipelined)
 {
 	__u64 lat = end - start, stalled = 0, sum = 0;
 
@@ -204,7 +220,7 @@ static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *
 	s->lat_ns = lat;
 	s->pid = c->pid;
 	s->tid = tid;
-	s->flags = c->stall_flags | (c->flags & CONN_PIPELINED ? LAT_PIPELINED : 0) | (plain ? LAT_PLAIN : 0);
+	s->flags = c->stall_flags | (pipelined ? LAT_PIPELINED : 0) | (plain ? LAT_PLAIN : 0);
 	s->_pad = 0;
 	s->conn = (__u64)sk;
 	if (!plain) {
@@ -282,7 +298,21 @@ static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c
 	c->stall_flags = 0;
 	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
 		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns, c->stall_totals);
-	exchange_emit(sk, c, start, end, tid);
+	exchange_emit(sk, c, start, end, tid, c->flags & CONN_PIPELINED);
+}
+
+/* As exchange_end, at the next request's arrival, for a connection that
+ * is not yet the target's (pid 0): its exchange is held, not emitted.
+ * Returns CONN_HELD_PIPELINED if it carried pipelined bytes, for the
+ * flags of the exchange that begins. No serving thread has touched it:
+ * the softirq alone writes it, and it has no stalls to read. */
+static __always_inline __u32 exchange_hold(struct sock *sk, struct sockreq_conn *c, __u64 now, bool btf)
+{
+	__u64 start = c->start_ns;
+
+	c->held_start = start;
+	c->held_end = sent_at(sk, start, now, btf);
+	return c->flags & CONN_PIPELINED ? CONN_HELD_PIPELINED : 0;
 }
 
 /*
@@ -324,23 +354,30 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 	__u32 seq = TCP_FIELD(btf, tp, write_seq);
 
 	if (!c) {
-		/* Accepted before we attached, and its server has not read or
-		 * written it since: frozen, as likely as not, in the incident
-		 * the user attached for. Its request is timed from now; the
-		 * connection is its server's (pid, tid) from its first read or
-		 * write by one of the target's threads. */
+		/* New, or accepted before we attached and its server has not
+		 * read or written it since: frozen, as likely as not, in the
+		 * incident the user attached for. Its request is timed from
+		 * now; the connection is the target's (pid, tid) from its
+		 * first accept, read or write by one of the target's threads. */
 		c = conn_make(sk);
 		if (!c)
 			return;
 	}
 	if (c->end_ns) {
 		exchange_begin(c, now, seq); /* the next request: the last one's response was whole */
-	} else if (c->pid && c->start_ns && seq != c->seq_start && now > c->start_ns) {
+	} else if (c->start_ns && seq != c->seq_start && now > c->start_ns && (c->pid || !c->held_end)) {
 		/* The response is on its way and its write has not returned:
-		 * the client has it, or this would not be its next request. */
-		exchange_end(sk, c, c->tid, now, btf);
+		 * the client has it, or this would not be its next request.
+		 * Held if the connection is not the target's yet (its first
+		 * write is returning): one such exchange at most. */
+		__u32 held = 0;
+
+		if (c->pid)
+			exchange_end(sk, c, c->tid, now, btf);
+		else
+			held = exchange_hold(sk, c, now, btf);
 		exchange_begin(c, now, seq);
-		c->flags |= CONN_TAIL;
+		c->flags |= CONN_TAIL | held;
 	} else if (c->start_ns) {
 		/* More of the request, unless the server has read all that
 		 * came before this segment (tcp_probe runs before it is queued):
@@ -386,7 +423,7 @@ static __always_inline struct sock *fd_sock(__u64 fd)
 }
 
 /* c for sk, made if sk is an inbound connection of a timed port. */
-static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pid, __u32 tid)
+static __always_inline struct sockreq_conn *conn_learn(struct sock *sk)
 {
 	struct sockreq_conn *c = conn_get(sk);
 
@@ -399,24 +436,36 @@ static __always_inline struct sockreq_conn *conn_learn(struct sock *sk, __u32 pi
 		return NULL;
 	/* An exchange already under way began before we knew of it: it is
 	 * not timed (its start_ns stays 0 until the next request). */
-	struct sockreq_conn *made = conn_make(sk);
+	return conn_make(sk);
+}
 
-	if (made && !made->pid) { /* ours, unless another CPU's made it first */
-		made->tid = tid;
-		made->pid = pid;
-	}
-	return made;
+/*
+ * c is the target's: tid, a thread of the target's process tgid, has
+ * accepted, read or written it. The exchange held while it was nobody's
+ * goes out now, as the writer's (the write returning is most likely its
+ * tail: CONN_TAIL).
+ */
+static __always_inline void conn_own(struct sock *sk, struct sockreq_conn *c, __u32 tgid, __u32 tid)
+{
+	c->tid = tid;
+	c->pid = tgid;
+	__u64 end = c->held_end;
+
+	if (!end)
+		return;
+	c->held_end = 0;
+	exchange_emit(sk, c, c->held_start, end, tid, c->flags & CONN_HELD_PIPELINED);
+	c->flags &= ~CONN_HELD_PIPELINED;
 }
 
 /* The serving thread (the current one) read (or wrote, write) sk at now. */
 static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bool write, __u64 now, bool btf)
 {
-	struct sockreq_conn *c = conn_learn(sk, tgid, tid);
+	struct sockreq_conn *c = conn_learn(sk);
 
 	if (!c)
 		return;
-	c->tid = tid;
-	c->pid = tgid; /* learnt at birth, it had none when following forks */
+	conn_own(sk, c, tgid, tid);
 	if (!c->start_ns || !write)
 		return;
 	if (c->flags & CONN_TAIL) {
@@ -456,12 +505,12 @@ int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
 	bool write;
 
 	switch (nr) {
-	case NR_ACCEPT: case NR_ACCEPT4: { /* learnt as it is born: its first request is timed too */
+	case NR_ACCEPT: case NR_ACCEPT4: { /* the target's from its accept */
 		struct sock *born = fd_sock(ret);
-		struct sockreq_conn *c = born ? conn_learn(born, tgid, tid) : NULL;
+		struct sockreq_conn *c = born ? conn_learn(born) : NULL;
 
 		if (c)
-			c->tid = tid;
+			conn_own(born, c, tgid, tid);
 		return 0;
 	}
 	case NR_READ: case NR_READV: case NR_RECVFROM: case NR_RECVMSG:
@@ -482,17 +531,11 @@ int BPF_PROG(sockreq_syscall, struct pt_regs *regs, long ret)
 }
 
 #define TCP_ESTABLISHED 1
-#define TCP_SYN_RECV 3
 
+/* Not a connection's birth: whose it is cannot be told there, in the
+ * softirq, and its first request's arrival makes its state anyway. */
 static __always_inline void state_change(struct sock *sk, int oldstate, int newstate)
 {
-	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
-		/* Born, in the softirq, before the server has even accepted it:
-		 * a first request that arrives before the accept is timed too.
-		 * Its serving thread is not known yet, nor its stalls. */
-		conn_learn(sk, cfg_filter_tgid, 0);
-		return;
-	}
 	if (oldstate == TCP_ESTABLISHED && conn_get(sk))
 		conn_forget(sk); /* its last exchange went out with its last write */
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -48,15 +49,33 @@ func TestKernelTimesGoHTTPRequestsWithNoLatencyFlag(t *testing.T) {
 	compareWithClient(t, windowLines(t, nt.stdout.String()), client)
 }
 
-// startGoHTTPServer builds and starts testdata/httpserver; it returns the
-// process and its port.
-func startGoHTTPServer(t *testing.T) (*exec.Cmd, int) {
+// startGoHTTPServer builds and starts testdata/httpserver with args; it
+// returns the process and its port.
+func startGoHTTPServer(t *testing.T, args ...string) (*exec.Cmd, int) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "httpserver")
+	return startGoHTTPServerAs(t, nil, args...)
+}
+
+// startGoHTTPServerAs is startGoHTTPServer run as the user of cred (nil:
+// as the test). The binary's directory is open to every user.
+func startGoHTTPServerAs(t *testing.T, cred *syscall.Credential, args ...string) (*exec.Cmd, int) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "numatrace-httpserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "httpserver")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/httpserver").CombinedOutput(); err != nil {
 		t.Fatalf("build the Go HTTP server: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, args...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

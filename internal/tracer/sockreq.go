@@ -22,12 +22,12 @@ var (
 	SockreqViaSock = []SockreqHook{
 		{"tcp_probe", sockreqProgSockreqArrivalBtf, "a request's first byte arrives at the socket"},
 		{"sock_send_length", sockreqProgSockreqSend, "the server's write of the response returns"},
-		{"inet_sock_set_state", sockreqProgSockreqStateBtf, "a connection is born, or closes (its last exchange)"},
+		{"inet_sock_set_state", sockreqProgSockreqStateBtf, "a connection closes (its last exchange)"},
 	}
 	SockreqViaSyscalls = []SockreqHook{
 		{"tcp_probe", sockreqProgSockreqArrival, "a request's first byte arrives at the socket"},
 		{"sys_exit", sockreqProgSockreqSyscall, "the server's read/write family returns (no sock_*_length before 6.3)"},
-		{"inet_sock_set_state", sockreqProgSockreqState, "a connection is born, or closes (its last exchange)"},
+		{"inet_sock_set_state", sockreqProgSockreqState, "a connection closes (its last exchange)"},
 	}
 )
 

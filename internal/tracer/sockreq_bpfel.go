@@ -71,6 +71,8 @@ type sockreqSockreqConn struct {
 	EmittedSum  uint64
 	StallFlags  uint32
 	StartTid    uint32
+	HeldStart   uint64
+	HeldEnd     uint64
 }
 
 type sockreqTaskPendings struct {
