@@ -53,7 +53,11 @@ func foldedStack(s *aggregate.StackSample) string {
 		}
 	}
 	if user+kernel == 0 {
-		parts = append(parts, noStack)
+		name := framelessName(s.Stack)
+		if name != noStack { // a note, whose spaces would end the stack
+			name = foldedName(name)
+		}
+		parts = append(parts, name)
 	}
 	return strings.Join(parts, ";")
 }
