@@ -104,6 +104,15 @@ func (t *StackTable) Reset() {
 	t.bytes = 0
 }
 
+// AppendRows appends every row to dst, in no order and unnamed: a copy
+// to work on once the table may change again.
+func (t *StackTable) AppendRows(dst []StackSample) []StackSample {
+	for _, r := range t.rows {
+		dst = append(dst, *r)
+	}
+	return dst
+}
+
 // Samples is every row, the most stall time first (ties in a fixed
 // order), each process named by name (nil: left empty).
 func (t *StackTable) Samples(name func(pid uint32) string) []StackSample {

@@ -47,8 +47,10 @@ type Exporter struct {
 	lost     prometheus.Counter
 	probes   *prometheus.GaugeVec
 	findings *prometheus.GaugeVec
-	// recent is the last minutes' stall profile (/debug/pprof/stalls).
-	recent *recentStacks
+	// recent is the last minutes' stall profile (/debug/pprof/stalls),
+	// profiling a token for each being built.
+	recent    *recentStacks
+	profiling chan struct{}
 }
 
 // StallBuckets are the classic buckets: 1 µs to 16 s by fours. Native
@@ -64,7 +66,7 @@ func New(cfg Config) *Exporter {
 		cfg.Now = func() uint64 { return uint64(time.Now().UnixNano()) }
 	}
 	e := &Exporter{Registry: prometheus.NewRegistry(), cfg: cfg, labels: NewLabeller(cfg.ProcRoot, cfg.CgroupRoot, cfg.CgroupLimit),
-		recent: newRecentStacks(cfg.Now)}
+		recent: newRecentStacks(cfg.Now), profiling: make(chan struct{}, maxProfiles)}
 	e.stalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "numatrace_stall_seconds",
 		Help:                            "Time threads were frozen by memory management, by cause and the cgroup (and container) of the stalled thread; comm is set for allow-listed process names.",
