@@ -10,6 +10,7 @@
 package exporter
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 type Config struct {
 	ProcRoot    string          // "/proc"
 	CgroupRoot  string          // "/sys/fs/cgroup": resolves the cgroup ids stalls carry; "" for none
-	CgroupLimit int             // cgroup label values at once before folding into "overflow"
+	CgroupLimit int             // cgroup label values at once before folding into Overflow
 	Comms       map[string]bool // process names that get their own comm label
 	Version     string
 	// Now reads CLOCK_MONOTONIC in ns, the clock of the stalls' times:
@@ -86,11 +87,11 @@ func New(cfg Config) *Exporter {
 	counts := func(f func(Counts) float64) func() float64 { return func() float64 { return f(e.labels.Counts()) } }
 	folded := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_folded_total",
-		Help: "Observations labelled cgroup=\"overflow\" because --cgroup-limit cgroups held a label value already.",
+		Help: fmt.Sprintf("Observations labelled cgroup=%q because --cgroup-limit cgroups held a label value already.", Overflow),
 	}, counts(func(c Counts) float64 { return float64(c.Folded) }))
 	foldedCgroups := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_folded_cgroups_total",
-		Help: "Distinct cgroups whose observations were labelled cgroup=\"overflow\" (each counted once).",
+		Help: fmt.Sprintf("Distinct cgroups whose observations were labelled cgroup=%q (each counted once).", Overflow),
 	}, counts(func(c Counts) float64 { return float64(c.FoldedCgroups) }))
 	released := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_released_total",
@@ -98,7 +99,7 @@ func New(cfg Config) *Exporter {
 	}, counts(func(c Counts) float64 { return float64(c.Released) }))
 	values := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "numatrace_cgroup_label_values",
-		Help: "Cgroups holding a label value now (at most --cgroup-limit; \"overflow\" and \"unknown\" not counted).",
+		Help: fmt.Sprintf("Cgroups holding a label value now (at most --cgroup-limit; %q and %q not counted).", Overflow, Unknown),
 	}, counts(func(c Counts) float64 { return float64(c.Values) }))
 	e.probes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "numatrace_probe_attached",
