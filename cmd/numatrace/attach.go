@@ -4,9 +4,11 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/exporter"
 	"github.com/numatrace/numatrace/internal/live"
 )
 
@@ -87,7 +89,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	s := live.Serve{Version: version}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&s.Listen, "listen", "127.0.0.1:9464", "address for /metrics and /healthz (loopback by default: put a proxy or the pod network in front on purpose)")
-	fs.IntVar(&s.CgroupLimit, "cgroup-limit", 200, "distinct cgroup label values; later cgroups fold into \"other\" (counted)")
+	fs.IntVar(&s.CgroupLimit, "cgroup-limit", 200, fmt.Sprintf("distinct cgroup label values; later cgroups fold into %q (counted)", exporter.Overflow))
 	fs.StringVar(&s.Comms, "comm", "", "comma-separated process names that also get a comm label (bounded by you)")
 	traceFlags(fs, &s.Trace, "how often lost events are read",
 		"stalls shorter than this are counted by the kernel but not exported: DUR or cause=DUR,...")

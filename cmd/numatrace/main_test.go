@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/numatrace/numatrace/internal/exporter"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -381,6 +382,15 @@ func TestCommandHelp(t *testing.T) {
 				t.Errorf("help %s: %q is not spelled --flag or -x, --flag", name, line)
 			}
 		}
+	}
+}
+
+// serve's help names the label value cgroups past --cgroup-limit fold
+// into as the metrics and their help do.
+func TestServeHelpNamesTheOverflowLabel(t *testing.T) {
+	_, help, _ := runCLI("serve", "--help")
+	if !strings.Contains(help, strconv.Quote(exporter.Overflow)) || strings.Contains(help, `"other"`) {
+		t.Errorf("serve --help does not name the label value %q:\n%s", exporter.Overflow, help)
 	}
 }
 

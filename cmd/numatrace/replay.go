@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/perfetto"
@@ -218,7 +220,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	case "perfetto":
 		_, err = perfetto.Export(r, bw, perfetto.Options{})
 	default:
-		err = exportStacks(r, *format, bw)
+		err = exportStacks(r, *format, bw, stderr)
 	}
 	warnDamage(r, path, stderr)
 	err = errors.Join(err, bw.Flush())
@@ -231,16 +233,26 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 // exportStacks writes a recording's stall profile: every stall that
 // carried its stacks, and the rest of each thread's stall time without
 // one, as the report counts them.
-func exportStacks(r *record.Reader, format string, w io.Writer) error {
+func exportStacks(r *record.Reader, format string, w, stderr io.Writer) error {
 	rep, err := replay.Run(context.Background(), r, replay.Options{})
 	if err != nil {
 		return err
 	}
 	samples := stackexport.RunSamples(&rep.Summary)
+	var comments []string
+	if l := r.StacksLeftOut(); l.Stacks > 0 {
+		comments = append(comments, l.String()) // on stderr with the reader's warnings
+	}
+	if n := aggregate.StacksLeftOut(samples); n.Count > 0 {
+		line := fmt.Sprintf("the stacks of %s (%s) left out: their time is counted under a stack that says why",
+			latency.Count(n.Count, "stall"), output.Dur(n.TotalNs))
+		fmt.Fprintf(stderr, "numatrace: warning: %s\n", line)
+		comments = append(comments, line)
+	}
 	if format == "folded" {
 		return stackexport.WriteFolded(w, samples)
 	}
-	return stackexport.WritePprof(w, samples, r.Header().Started, time.Duration(rep.DurationNs))
+	return stackexport.WritePprof(w, samples, r.Header().Started, time.Duration(rep.DurationNs), comments...)
 }
 
 // topHelp is --top's help: it bounds each of the text report's lists.

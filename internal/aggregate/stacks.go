@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -23,12 +24,28 @@ type StackSample struct {
 // StackTable counts the stalls that carry a stack, and their time, per
 // cause, thread and stack. The report, the view and the exports all
 // count with it. Not safe for concurrent use.
+//
+// Its rows' stacks come to MaxStackTableBytes at most, each row's counted
+// (every output writes a row's stack whole): past that, a stall that
+// would make a new row is counted in its thread's row for the cause under
+// a stack that says it was left out.
 type StackTable struct {
 	// Unstacked counts the stalls without a stack too, in a row with a
 	// nil Stack per cause and thread: a profile of every streamed stall.
 	Unstacked bool
 	rows      map[stackRowKey]*StackSample
+	bytes     int // the Size of the rows' stacks
 }
+
+// MaxStackTableBytes bounds the Size of a table's rows' stacks: some
+// thousands of rows of real stacks, and what a recording crafted with a
+// stack of megabytes in each of a thousand threads makes the report's
+// JSON and the folded stacks write.
+const MaxStackTableBytes = 32 << 20
+
+// tableLeftOut is the stack of the stalls whose own a full table left out.
+var tableLeftOut = stall.LeftOutStack(fmt.Sprintf("stack left out: past the %d MiB of stacks numatrace counts stalls by",
+	MaxStackTableBytes>>20))
 
 type stackRowKey struct {
 	cause stall.Cause
@@ -45,12 +62,7 @@ func (t *StackTable) Add(ev *stall.Event) {
 	if t.rows == nil {
 		t.rows = map[stackRowKey]*StackSample{}
 	}
-	k := stackRowKey{cause: ev.Cause, tid: ev.TID, stack: ev.Stack.Key()}
-	r := t.rows[k]
-	if r == nil {
-		r = &StackSample{Cause: ev.Cause, PID: ev.PID, TID: ev.TID, Stack: ev.Stack}
-		t.rows[k] = r
-	}
+	r := t.row(ev)
 	if ev.Comm != "" {
 		r.Comm = ev.Comm
 	}
@@ -60,11 +72,46 @@ func (t *StackTable) Add(ev *stall.Event) {
 	r.Ns += ev.DurNs
 }
 
+// row is ev's row, made if there is room for its stack, else its
+// thread's for the cause under tableLeftOut.
+func (t *StackTable) row(ev *stall.Event) *StackSample {
+	k := stackRowKey{cause: ev.Cause, tid: ev.TID, stack: ev.Stack.Key()}
+	if r := t.rows[k]; r != nil {
+		return r
+	}
+	s := ev.Stack
+	if size := s.Size(); !s.LeftOut() && size > 0 {
+		if t.bytes+size > MaxStackTableBytes {
+			s, k.stack = tableLeftOut, tableLeftOut.Key()
+			if r := t.rows[k]; r != nil {
+				return r
+			}
+		} else {
+			t.bytes += size
+		}
+	}
+	r := &StackSample{Cause: ev.Cause, PID: ev.PID, TID: ev.TID, Stack: s}
+	t.rows[k] = r
+	return r
+}
+
 // Len is the number of rows.
 func (t *StackTable) Len() int { return len(t.rows) }
 
 // Reset forgets every row.
-func (t *StackTable) Reset() { clear(t.rows) }
+func (t *StackTable) Reset() {
+	clear(t.rows)
+	t.bytes = 0
+}
+
+// AppendRows appends every row to dst, in no order and unnamed: a copy
+// to work on once the table may change again.
+func (t *StackTable) AppendRows(dst []StackSample) []StackSample {
+	for _, r := range t.rows {
+		dst = append(dst, *r)
+	}
+	return dst
+}
 
 // Samples is every row, the most stall time first (ties in a fixed
 // order), each process named by name (nil: left empty).
@@ -88,6 +135,19 @@ func SortStackSamples(out []StackSample) {
 		return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Cause, b.Cause),
 			cmp.Compare(a.TID, b.TID), cmp.Compare(a.Stack.Key(), b.Stack.Key()))
 	})
+}
+
+// StacksLeftOut counts the stalls of samples counted under a stack that
+// a bound left out (a table's, or a recording reader's), and their time.
+func StacksLeftOut(samples []StackSample) StallCount {
+	var n StallCount
+	for _, s := range samples {
+		if s.Stack.LeftOut() {
+			n.Count += s.Count
+			n.TotalNs += s.Ns
+		}
+	}
+	return n
 }
 
 // TopStacks are the stacks of thread tid's stalls of cause c, the most

@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
@@ -63,6 +64,50 @@ func TestStackTableCountsPerCauseThreadAndStack(t *testing.T) {
 	tab.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.TaskMigration, TID: 1, PID: 1})
 	if n := tab.Len(); n != 5 {
 		t.Errorf("%d rows after an unstacked stall and a migration, want 5 (the stall only)", n)
+	}
+}
+
+// A table's rows' stacks come to MaxStackTableBytes at most, each row's
+// counted: every output writes a row's stack whole, and one stack of
+// megabytes in a thousand threads would be written a thousand times.
+// Past that, a thread's stalls are counted for their cause under one
+// stack that says so, and none is lost.
+func TestStackTableBoundsItsRows(t *testing.T) {
+	var frames []stall.Frame
+	for range 256 {
+		frames = append(frames, stall.Frame{Func: strings.Repeat("f", stall.MaxNameBytes), Module: stall.KernelModule})
+	}
+	big := stall.NewStack(frames, nil, "")
+	var tab StackTable
+	threads := 2*MaxStackTableBytes/big.Size() + 1
+	for tid := range uint32(threads) {
+		for _, s := range []*stall.Stack{big, stackOf("read"), big} {
+			tab.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: tid, PID: 1, DurNs: 10, Stack: s})
+		}
+	}
+	var bytes int
+	var stalls, leftOut uint64
+	for _, r := range tab.Samples(nil) {
+		bytes += r.Stack.Size()
+		stalls += r.Count
+		if r.Stack.LeftOut() {
+			leftOut += r.Count
+			if r.Count != 2 && r.Count != 3 || !strings.Contains(r.Stack.Note, "left out") {
+				t.Errorf("tid %d: %d stalls under %q, want its 2 or 3 of those left out", r.TID, r.Count, r.Stack.Note)
+			}
+		}
+	}
+	if bytes > MaxStackTableBytes+stall.LeftOutStack("").Size()*threads || stalls != uint64(3*threads) {
+		t.Errorf("%d bytes of stacks in %d rows for %d stalls; want %d at most for %d", bytes, tab.Len(), stalls,
+			MaxStackTableBytes, 3*threads)
+	}
+	if n := StacksLeftOut(tab.Samples(nil)); n.Count != leftOut || n.Count < uint64(threads) || n.TotalNs != 10*n.Count {
+		t.Errorf("StacksLeftOut %+v, want the %d stalls left out", n, leftOut)
+	}
+	tab.Reset()
+	tab.Add(&stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TID: 1, PID: 1, DurNs: 10, Stack: big})
+	if s := tab.Samples(nil); len(s) != 1 || s[0].Stack != big {
+		t.Errorf("after Reset: %+v, want the stack itself", s)
 	}
 }
 

@@ -10,6 +10,7 @@
 package exporter
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 type Config struct {
 	ProcRoot    string          // "/proc"
 	CgroupRoot  string          // "/sys/fs/cgroup": resolves the cgroup ids stalls carry; "" for none
-	CgroupLimit int             // cgroup label values at once before folding into "overflow"
+	CgroupLimit int             // cgroup label values at once before folding into Overflow
 	Comms       map[string]bool // process names that get their own comm label
 	Version     string
 	// Now reads CLOCK_MONOTONIC in ns, the clock of the stalls' times:
@@ -47,8 +48,10 @@ type Exporter struct {
 	lost     prometheus.Counter
 	probes   *prometheus.GaugeVec
 	findings *prometheus.GaugeVec
-	// recent is the last minutes' stall profile (/debug/pprof/stalls).
-	recent *recentStacks
+	// recent is the last minutes' stall profile (/debug/pprof/stalls),
+	// profiling a token for each being built.
+	recent    *recentStacks
+	profiling chan struct{}
 }
 
 // StallBuckets are the classic buckets: 1 µs to 16 s by fours. Native
@@ -64,7 +67,7 @@ func New(cfg Config) *Exporter {
 		cfg.Now = func() uint64 { return uint64(time.Now().UnixNano()) }
 	}
 	e := &Exporter{Registry: prometheus.NewRegistry(), cfg: cfg, labels: NewLabeller(cfg.ProcRoot, cfg.CgroupRoot, cfg.CgroupLimit),
-		recent: newRecentStacks(cfg.Now)}
+		recent: newRecentStacks(cfg.Now), profiling: make(chan struct{}, maxProfiles)}
 	e.stalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "numatrace_stall_seconds",
 		Help:                            "Time threads were frozen by memory management, by cause and the cgroup (and container) of the stalled thread; comm is set for allow-listed process names.",
@@ -84,11 +87,11 @@ func New(cfg Config) *Exporter {
 	counts := func(f func(Counts) float64) func() float64 { return func() float64 { return f(e.labels.Counts()) } }
 	folded := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_folded_total",
-		Help: "Observations labelled cgroup=\"overflow\" because --cgroup-limit cgroups held a label value already.",
+		Help: fmt.Sprintf("Observations labelled cgroup=%q because --cgroup-limit cgroups held a label value already.", Overflow),
 	}, counts(func(c Counts) float64 { return float64(c.Folded) }))
 	foldedCgroups := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_folded_cgroups_total",
-		Help: "Distinct cgroups whose observations were labelled cgroup=\"overflow\" (each counted once).",
+		Help: fmt.Sprintf("Distinct cgroups whose observations were labelled cgroup=%q (each counted once).", Overflow),
 	}, counts(func(c Counts) float64 { return float64(c.FoldedCgroups) }))
 	released := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "numatrace_cgroup_label_released_total",
@@ -96,7 +99,7 @@ func New(cfg Config) *Exporter {
 	}, counts(func(c Counts) float64 { return float64(c.Released) }))
 	values := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "numatrace_cgroup_label_values",
-		Help: "Cgroups holding a label value now (at most --cgroup-limit; \"overflow\" and \"unknown\" not counted).",
+		Help: fmt.Sprintf("Cgroups holding a label value now (at most --cgroup-limit; %q and %q not counted).", Overflow, Unknown),
 	}, counts(func(c Counts) float64 { return float64(c.Values) }))
 	e.probes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "numatrace_probe_attached",

@@ -13,20 +13,28 @@ import (
 )
 
 // The stall profile serve keeps: one table a second, for the last
-// ProfileSeconds, each of at most profileRows rows.
+// ProfileSeconds, each of at most profileRows rows. maxProfiles are built
+// at once at most: one of the whole span copies and merges 600 tables,
+// some hundreds of MB and seconds of CPU at the most.
 const (
 	ProfileSeconds        = 600
 	DefaultProfileSeconds = 30
 	profileRows           = 1 << 14
+	maxProfiles           = 2
 )
 
 // recentStacks keeps the last ProfileSeconds of streamed stalls by
 // cause, thread and stack, a table per second of CLOCK_MONOTONIC, for
 // GET /debug/pprof/stalls?seconds=N.
 type recentStacks struct {
+	// mu is taken for every streamed stall: a profile holds it only to
+	// copy one second's rows, and merges, sorts and encodes them without.
 	mu   sync.Mutex
 	secs [ProfileSeconds]stackSecond // a ring, by second
 	now  func() uint64               // CLOCK_MONOTONIC in ns
+	// copied, if set, is called after each second a profile copies, the
+	// lock given back: tests hold a profile there.
+	copied func()
 }
 
 type stackSecond struct {
@@ -69,58 +77,85 @@ func (r *recentStacks) add(ev *stall.Event) {
 // full tables left out.
 func (r *recentStacks) profile(seconds int) ([]aggregate.StackSample, uint64) {
 	nowSec := r.now() / 1e9
-	var merged aggregate.StackTable
-	merged.Unstacked = true
+	m := newProfileMerge()
 	var rows []aggregate.StackSample
 	var dropped uint64
-	r.mu.Lock()
 	for i := range seconds {
 		if uint64(i) > nowSec {
 			break
 		}
-		sec := nowSec - uint64(i)
-		b := &r.secs[sec%ProfileSeconds]
-		if b.sec != sec+1 {
-			continue
+		var d uint64
+		rows, d = r.second(nowSec-uint64(i), rows[:0])
+		dropped += d
+		if r.copied != nil {
+			r.copied()
 		}
-		rows = append(rows, b.table.Samples(nil)...)
-		dropped += b.dropped
+		m.add(rows)
 	}
-	r.mu.Unlock()
-	names := map[uint32]*aggregate.ProcessName{}
-	type rowKey struct {
-		cause stall.Cause
-		tid   uint32
-		stack string
+	return m.samples(), dropped
+}
+
+// second appends the rows of second sec to dst, and how many stalls its
+// full table left out: all a profile does under the lock.
+func (r *recentStacks) second(sec uint64, dst []aggregate.StackSample) ([]aggregate.StackSample, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := &r.secs[sec%ProfileSeconds]
+	if b.sec != sec+1 {
+		return dst, 0
 	}
-	at := map[rowKey]int{}
-	var out []aggregate.StackSample
+	return b.table.AppendRows(dst), b.dropped
+}
+
+// profileMerge adds the seconds' rows of one cause, thread and stack up.
+type profileMerge struct {
+	names map[uint32]*aggregate.ProcessName
+	at    map[profileRowKey]int // in out
+	out   []aggregate.StackSample
+}
+
+type profileRowKey struct {
+	cause stall.Cause
+	tid   uint32
+	stack string
+}
+
+func newProfileMerge() *profileMerge {
+	return &profileMerge{names: map[uint32]*aggregate.ProcessName{}, at: map[profileRowKey]int{}}
+}
+
+func (m *profileMerge) add(rows []aggregate.StackSample) {
 	for _, s := range rows {
-		n := names[s.PID]
+		n := m.names[s.PID]
 		if n == nil {
 			n = &aggregate.ProcessName{}
-			names[s.PID] = n
+			m.names[s.PID] = n
 		}
 		n.Offer(s.PID, s.TID, s.Comm)
-		k := rowKey{s.Cause, s.TID, s.Stack.Key()}
-		if i, ok := at[k]; ok {
-			out[i].Count += s.Count
-			out[i].Ns += s.Ns
+		k := profileRowKey{s.Cause, s.TID, s.Stack.Key()}
+		if i, ok := m.at[k]; ok {
+			m.out[i].Count += s.Count
+			m.out[i].Ns += s.Ns
 			continue
 		}
-		at[k] = len(out)
-		out = append(out, s)
+		m.at[k] = len(m.out)
+		m.out = append(m.out, s)
 	}
-	for i := range out {
-		out[i].Process = names[out[i].PID].String()
+}
+
+// samples are the merged rows, named and sorted as a table's Samples are.
+func (m *profileMerge) samples() []aggregate.StackSample {
+	for i := range m.out {
+		m.out[i].Process = m.names[m.out[i].PID].String()
 	}
-	aggregate.SortStackSamples(out)
-	return out, dropped
+	aggregate.SortStackSamples(m.out)
+	return m.out
 }
 
 // serveStallProfile answers GET /debug/pprof/stalls?seconds=N with the
 // stall profile of the last N seconds (30 by default), gzipped
-// profile.proto as Go's /debug/pprof/profile serves a CPU profile.
+// profile.proto as Go's /debug/pprof/profile serves a CPU profile. Past
+// maxProfiles being built, a request is turned away at once.
 func (e *Exporter) serveStallProfile(w http.ResponseWriter, req *http.Request) {
 	seconds := DefaultProfileSeconds
 	if v := req.URL.Query().Get("seconds"); v != "" {
@@ -130,6 +165,15 @@ func (e *Exporter) serveStallProfile(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		seconds = n
+	}
+	select {
+	case e.profiling <- struct{}{}:
+		defer func() { <-e.profiling }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("%d stall profiles are being built, the most at once: try again shortly", maxProfiles),
+			http.StatusTooManyRequests)
+		return
 	}
 	samples, dropped := e.recent.profile(seconds)
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -1,9 +1,13 @@
 package exporter
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -66,5 +70,139 @@ func TestStallProfileOfTheLastSeconds(t *testing.T) {
 		if r.StatusCode != http.StatusBadRequest {
 			t.Errorf("seconds=%s: status %d, want 400", bad, r.StatusCode)
 		}
+	}
+}
+
+// heldWriter is a ResponseWriter whose first Write says so on writing and
+// waits for release: a profile held as it is encoded.
+type heldWriter struct {
+	*httptest.ResponseRecorder
+	writing chan<- struct{}
+	release <-chan struct{}
+	once    sync.Once
+}
+
+func (w *heldWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() {
+		w.writing <- struct{}{}
+		<-w.release
+	})
+	return w.ResponseRecorder.Write(p)
+}
+
+// within fails the test if f does not return in 10 s: what must not wait
+// for a profile, checked without timing it.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s waited for the profiles being built", what)
+	}
+}
+
+// receive fails the test unless n values come on c within 10 s.
+func receive(t *testing.T, c <-chan struct{}, n int, what string) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d profiles %s", i, n, what)
+		}
+	}
+}
+
+// Every streamed stall takes the profile's lock. A profile holds it only
+// to copy a second's rows, and merges, sorts and encodes them without:
+// profiles of the whole span held as they copy, and as they are encoded,
+// do not hold the stream up. Past maxProfiles being built, a request is
+// turned away at once, in one line.
+func TestProfilesDoNotHoldUpTheStream(t *testing.T) {
+	now := uint64(1000e9)
+	e := New(Config{ProcRoot: t.TempDir(), Now: func() uint64 { return now }})
+	defer e.Close()
+	stacks := make([]*stall.Stack, 50)
+	for i := range stacks {
+		stacks[i] = stall.NewStack(nil, []stall.Frame{{Func: fmt.Sprintf("f%d", i), Module: "/bin/x"}}, "")
+	}
+	stallAt := func(ago uint64, i int) {
+		ev := stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: now - ago*1e9, PID: 7, TID: uint32(7 + i),
+			Comm: "w", DurNs: 1000, Stack: stacks[i]}
+		if err := e.Stall(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ago := range uint64(ProfileSeconds) {
+		for i := range stacks {
+			stallAt(ago, i)
+		}
+	}
+
+	// Each profile is held after its first second's copy: a stall must
+	// be streamed meanwhile.
+	copying, releaseCopy := make(chan struct{}, maxProfiles), make(chan struct{})
+	e.recent.copied = func() {
+		select {
+		case <-releaseCopy:
+		default:
+			copying <- struct{}{}
+			<-releaseCopy
+		}
+	}
+	writing, releaseWrite := make(chan struct{}, maxProfiles), make(chan struct{})
+	held := make([]*heldWriter, maxProfiles)
+	var served sync.WaitGroup
+	for i := range held {
+		held[i] = &heldWriter{ResponseRecorder: httptest.NewRecorder(), writing: writing, release: releaseWrite}
+		served.Add(1)
+		go func() {
+			defer served.Done()
+			e.serveStallProfile(held[i], httptest.NewRequest("GET", "/debug/pprof/stalls?seconds=600", nil))
+		}()
+	}
+	turnedAway := func() {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		within(t, "a request over the bound", func() {
+			e.serveStallProfile(rec, httptest.NewRequest("GET", "/debug/pprof/stalls?seconds=600", nil))
+		})
+		if body := rec.Body.String(); rec.Code != http.StatusTooManyRequests || strings.Count(body, "\n") != 1 {
+			t.Errorf("a request past %d profiles: %d %q, want 429 in one line", maxProfiles, rec.Code, body)
+		}
+	}
+
+	receive(t, copying, maxProfiles, "began copying")
+	within(t, "a stall streamed while profiles copy", func() { stallAt(0, 0) })
+	turnedAway()
+	close(releaseCopy)
+	receive(t, writing, maxProfiles, "were encoded")
+	within(t, "a stall streamed while profiles are encoded", func() { stallAt(0, 1) })
+	turnedAway()
+	close(releaseWrite)
+	served.Wait()
+
+	for i, w := range held {
+		p, err := profile.Parse(w.Body)
+		if err != nil {
+			t.Fatalf("profile %d: %d, %v", i, w.Code, err)
+		}
+		var ns int64
+		for _, s := range p.Sample {
+			ns += s.Value[1]
+		}
+		if min, max := int64(ProfileSeconds*len(stacks)*1000), int64(ProfileSeconds*len(stacks)*1000+2000); ns < min || ns > max {
+			t.Errorf("profile %d: %d ns of stalls, want %d (and the 2 µs streamed as it was built, or not)", i, ns, min)
+		}
+	}
+	rec := httptest.NewRecorder()
+	e.serveStallProfile(rec, httptest.NewRequest("GET", "/debug/pprof/stalls?seconds=1", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("a profile once the others were built: %d %q", rec.Code, rec.Body.String())
 	}
 }

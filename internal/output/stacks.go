@@ -61,6 +61,9 @@ func (r *Report) stacksTaken() string {
 	if sys.KernelStacksLost > 0 || sys.UserStacksLost > 0 {
 		fmt.Fprintf(&b, "; not taken: %d kernel, %d user", sys.KernelStacksLost, sys.UserStacksLost)
 	}
+	if n := aggregate.StacksLeftOut(r.Summary.Stacks).Count; n > 0 {
+		fmt.Fprintf(&b, "; left out: the stacks of %s", latency.Count(n, "stall"))
+	}
 	return b.String()
 }
 

@@ -110,6 +110,29 @@ func TestStacksTextWhenThereAreNone(t *testing.T) {
 	}
 }
 
+// Stalls counted under a stack a bound left out are said in the
+// section's heading, and under the note that says which bound.
+func TestStacksTextSaysWhatWasLeftOut(t *testing.T) {
+	r := stackReport()
+	left := stall.LeftOutStack("stack left out: past 1 MiB")
+	r.Summary.Stacks = append(r.Summary.Stacks, aggregate.StackSample{Cause: stall.MemcgReclaim, PID: 10, TID: 10,
+		Comm: "redis-server", Count: 2, Ns: 300_000, Stack: left})
+	aggregate.SortStackSamples(r.Summary.Stacks)
+	var buf bytes.Buffer
+	if err := r.Text(&buf); err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Join(strings.Fields(buf.String()), " ") // the heading wraps
+	for _, want := range []string{
+		"STACKS (9 stalls of 1ms or more took their stacks; not taken: 0 kernel, 1 user; left out: the stacks of 2 stalls)",
+		"(stack left out: past 1 MiB)",
+	} {
+		if !strings.Contains(words, want) {
+			t.Errorf("the report lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
 func TestStacksJSON(t *testing.T) {
 	r := stackReport()
 	b, err := json.Marshal(r.summaryLine())

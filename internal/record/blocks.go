@@ -32,9 +32,10 @@ type decodedBlock struct {
 // blockNote is damage inside a block, said once the block's number is
 // known: "block N" + msg.
 type blockNote struct {
-	msg   string
-	kind  noteKind
-	count int // of the records skipped, for a counted kind
+	msg    string
+	kind   noteKind
+	count  int // of the records skipped, for a counted kind
+	frames int // noteStacks: the stacks' frames
 }
 
 // noteKind says whether a note is said every time, or said the first
@@ -45,6 +46,7 @@ const (
 	noteDamage noteKind = iota
 	noteNewer           // events of a newer version
 	noteLate            // records timed past any recording's span
+	noteStacks          // stacks past what a reader makes of a block
 )
 
 // blockScratch is what decoding one block after another reuses.
@@ -99,13 +101,13 @@ func (it *blockIter) next(item *Item) bool {
 			if it.got != it.want {
 				it.note(fmt.Sprintf(" holds %d records, its header says %d", it.got, it.want))
 			}
-			it.live = false
+			it.stop()
 			return false
 		}
 		it.got++
 		if err != nil {
 			it.note(fmt.Sprintf(": %v; rest of the block skipped", err))
-			it.live = false
+			it.stop()
 			return false
 		}
 		ok, err := it.d.decode(typ, body, item)
@@ -120,7 +122,7 @@ func (it *blockIter) next(item *Item) bool {
 		}
 		if err != nil {
 			it.note(fmt.Sprintf(": %v; rest of the block skipped", err))
-			it.live = false
+			it.stop()
 			return false
 		}
 		if ok && item.timeNs() > it.maxTs {
@@ -159,6 +161,14 @@ func (it *Item) timeNs() uint64 {
 }
 
 func (it *blockIter) note(msg string) { it.notes = append(it.notes, blockNote{msg: msg}) }
+
+// stop ends the block, noting the stacks it did not make.
+func (it *blockIter) stop() {
+	it.live = false
+	if l := it.d.leftOut; l.Stacks > 0 {
+		it.notes = append(it.notes, blockNote{kind: noteStacks, count: l.Stacks, frames: l.Frames})
+	}
+}
 
 // decodeBlock decompresses j and decodes its records into items,
 // appending to the slice given: a block decoded ahead on another core.

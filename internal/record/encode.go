@@ -236,14 +236,23 @@ type blockDecoder struct {
 	// threads holds every thread declared in this decoder's blocks; only
 	// those of block gen are declared in the current one. Entries outlive
 	// their block so a name declared again is not allocated again.
-	threads   tidmap.Map[declared]
-	gen       uint32
-	declared  int // thread records in this block
-	strings   map[uint64]string
-	stacks    map[uint64]*stall.Stack
-	frames    int          // stack frames read in this block
-	nextStack *stall.Stack // the stack of the next event (recEventStack)
-	lastTs    [2]uint64    // per timestamp chain: recEvent, recLaterEvent
+	threads    tidmap.Map[declared]
+	gen        uint32
+	declared   int // thread records in this block
+	strings    map[uint64]string
+	stacks     map[uint64]*stall.Stack
+	frames     int           // stack frames read in this block
+	stackBytes int           // the Size of the stacks made of this block
+	leftOut    StacksLeftOut // the stacks past maxBlockStackBytes, not made
+	rawFrames  [2][]rawFrame // a stack's kernel and user frames, before they are made
+	nextStack  *stall.Stack  // the stack of the next event (recEventStack)
+	lastTs     [2]uint64     // per timestamp chain: recEvent, recLaterEvent
+}
+
+// rawFrame is a frame as its record holds it.
+type rawFrame struct {
+	fn, mod, bid []byte
+	off, addr    uint64
 }
 
 type declared struct {
@@ -275,7 +284,7 @@ func (d *blockDecoder) reset(raw []byte) {
 	}
 	clear(d.strings)
 	clear(d.stacks)
-	d.frames = 0
+	d.frames, d.stackBytes, d.leftOut = 0, 0, StacksLeftOut{}
 	d.nextStack = nil
 }
 
@@ -354,12 +363,14 @@ func (d *blockDecoder) thread(body []byte) error {
 	return nil
 }
 
-// stack reads a recStack body.
+// stack reads a recStack body. A stack past what a reader makes of a
+// block is read but not made: its events get leftOutStack.
 func (d *blockDecoder) stack(body []byte) error {
 	u := uvarints{b: body}
 	id, note := u.next(), u.bytes()
-	var lists [2][]stall.Frame // kernel, user
-	for i := range lists {
+	text := stall.NameSize(note)
+	for i := range d.rawFrames {
+		d.rawFrames[i] = d.rawFrames[i][:0]
 		n := u.next()
 		if n > maxStackFrames {
 			return fmt.Errorf("%w: a stack of %d frames", errCorrupt, n)
@@ -378,8 +389,8 @@ func (d *blockDecoder) stack(body []byte) error {
 			if len(fn) > maxFrameBytes || len(mod) > maxFrameBytes || len(bid) > maxFrameBytes {
 				return fmt.Errorf("%w: a frame name over %d bytes", errCorrupt, maxFrameBytes)
 			}
-			lists[i] = append(lists[i], stall.Frame{Func: string(fn), Module: string(mod), Offset: off,
-				BuildID: string(bid), Addr: addr})
+			text += stall.NameSize(fn) + stall.NameSize(mod) + stall.NameSize(bid)
+			d.rawFrames[i] = append(d.rawFrames[i], rawFrame{fn: fn, mod: mod, off: off, bid: bid, addr: addr})
 		}
 	}
 	if u.err != nil {
@@ -391,8 +402,28 @@ func (d *blockDecoder) stack(body []byte) error {
 	if len(d.stacks) >= maxBlockStacks {
 		return fmt.Errorf("%w: over %d stacks in a block", errCorrupt, maxBlockStacks)
 	}
-	d.stacks[id] = stall.NewStack(lists[0], lists[1], string(note))
+	frames := len(d.rawFrames[0]) + len(d.rawFrames[1])
+	size := stall.StackSize(frames, text)
+	if d.stackBytes+size > maxBlockStackBytes {
+		d.stacks[id] = leftOutStack
+		d.leftOut.add(frames)
+		return nil
+	}
+	d.stackBytes += size
+	d.stacks[id] = stall.NewStack(makeFrames(d.rawFrames[0]), makeFrames(d.rawFrames[1]), string(note))
 	return nil
+}
+
+// makeFrames makes frames of raw; none is nil, as a stack without them has.
+func makeFrames(raw []rawFrame) []stall.Frame {
+	if len(raw) == 0 {
+		return nil
+	}
+	frames := make([]stall.Frame, len(raw))
+	for i, f := range raw {
+		frames[i] = stall.Frame{Func: string(f.fn), Module: string(f.mod), Offset: f.off, BuildID: string(f.bid), Addr: f.addr}
+	}
+	return frames
 }
 
 // eventStack reads a recEventStack body: the next event's stack.

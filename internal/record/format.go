@@ -55,6 +55,13 @@ const (
 	maxBlockFrames = 1 << 18
 	maxStackFrames = 256
 	maxFrameBytes  = stall.MaxNameBytes
+	// The stacks a reader makes of a block (decoded ahead on other cores,
+	// a few blocks at once) and keeps of a file (each once, however many
+	// blocks declare it), by their Size: a stack of 4096-byte names
+	// compresses a thousandfold. A writer's block (256 KiB and one stack)
+	// makes 11 MiB at most of names that need no escaping.
+	maxBlockStackBytes = 16 << 20
+	maxFileStackBytes  = 32 << 20
 	// MinWindowNs is the shortest window a recording may have (--window
 	// takes 10 ms at least; tests write 1 ms ones).
 	MinWindowNs = 1_000_000

@@ -25,14 +25,25 @@ func smallRecording(t testing.TB) []byte {
 	return b
 }
 
+// stackRecording is a valid recording with stack records for seeds.
+func stackRecording(t testing.TB) []byte {
+	path, _ := writeStackRecording(t, 300)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // FuzzReader feeds arbitrary files to the reader: it must never panic,
 // never loop, and never allocate past its limits (a block's raw bytes,
-// its threads and strings, §11.6), whatever the file says.
+// its threads, strings and stacks, §11.6), whatever the file says.
 func FuzzReader(f *testing.F) {
 	valid := smallRecording(f)
 	f.Add(valid)
 	f.Add(valid[:len(valid)/2])
 	f.Add(valid[:40])
+	f.Add(stackRecording(f))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -79,6 +90,13 @@ func FuzzBlock(f *testing.F) {
 	e.lost(Lost{MonoNs: 1, LostEvents: 2})
 	f.Add(append([]byte(nil), e.buf...))
 	f.Add([]byte{recEvent, 3, 0x13, 0, 0})
+	e.reset() // stacks, and events that name them
+	for i, s := range testStacks() {
+		ev := randomEvent(rng, uint64(i)*100)
+		ev.Kind, ev.Stack = stall.KindStall, s
+		e.event(&ev)
+	}
+	f.Add(append([]byte(nil), e.buf...))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		d := newBlockDecoder(raw)
 		for i := 0; i <= len(raw); i++ {
@@ -100,7 +118,8 @@ func TestWriteSeedCorpus(t *testing.T) {
 		t.Skip("set NUMATRACE_WRITE_CORPUS=1 to rewrite the seed corpus")
 	}
 	valid := smallRecording(t)
-	for name, b := range map[string][]byte{"valid": valid, "cut-half": valid[:len(valid)/2], "header-only": valid[:60]} {
+	for name, b := range map[string][]byte{"valid": valid, "cut-half": valid[:len(valid)/2], "header-only": valid[:60],
+		"stacks": stackRecording(t)} {
 		dir := filepath.Join("testdata", "fuzz", "FuzzReader")
 		os.MkdirAll(dir, 0o755)
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))

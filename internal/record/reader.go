@@ -63,6 +63,10 @@ type Reader struct {
 	late     int    // records timed past any recording's span, skipped
 	reread   int64  // bytes read again to look past failed blocks
 	pending  []byte // bytes read ahead by a resync, served before r.r
+	stacks   stackKeeper
+	// stacksFrom is the block stacks were first left out in (0: none
+	// were): Warnings says how many, once all are counted.
+	stacksFrom int
 
 	// The items of the block being served, decoded whole (Parallel)...
 	items []Item
@@ -172,7 +176,23 @@ func decoder() (*zstd.Decoder, error) {
 func (r *Reader) Header() Header { return r.header }
 
 // Warnings lists the damage found so far, one line each.
-func (r *Reader) Warnings() []string { return r.warnings }
+func (r *Reader) Warnings() []string {
+	if r.stacksFrom == 0 {
+		return r.warnings
+	}
+	// Before the cut, which is said last; not among the others, which a
+	// reader decoding ahead says at another time than one that does not.
+	at := len(r.warnings)
+	if r.Truncated() {
+		at--
+	}
+	line := fmt.Sprintf("stacks left out from block %d on%s", r.stacksFrom, r.stacks.left.detail())
+	return slices.Insert(slices.Clone(r.warnings), max(at, 0), line)
+}
+
+// StacksLeftOut is what the bounds on the stacks a reader keeps left out
+// so far (FORMAT.md §11.6).
+func (r *Reader) StacksLeftOut() StacksLeftOut { return r.stacks.left }
 
 // NewerSkipped is the number of events skipped because a newer version
 // wrote a kind or cause this one does not know.
@@ -228,10 +248,10 @@ func (r *Reader) NextRef() (*Item, error) {
 		switch {
 		case r.pos < len(r.items):
 			r.pos++
-			return &r.items[r.pos-1], nil
+			return r.keepStack(&r.items[r.pos-1]), nil
 		case r.iter.live:
 			if r.iter.next(&r.cur) {
-				return &r.cur, nil
+				return r.keepStack(&r.cur), nil
 			}
 			r.noteDamage(r.iter.notes)
 		case r.done:
@@ -250,8 +270,31 @@ func (r *Reader) NextRef() (*Item, error) {
 	}
 }
 
+// keepStack gives an event the stack the reader keeps for it.
+func (r *Reader) keepStack(it *Item) *Item {
+	if it.Kind != ItemEvent || it.Event.Stack == nil {
+		return it
+	}
+	s := r.stacks.keep(it.Event.Stack)
+	if s == leftOutStack {
+		r.stacksLeftOut()
+	}
+	if it.Event.Stack != s {
+		it.Event.Stack = s
+	}
+	return it
+}
+
+// stacksLeftOut notes the block stacks were first left out in.
+func (r *Reader) stacksLeftOut() {
+	if r.stacksFrom == 0 {
+		r.stacksFrom = max(r.blocks, 1) // 0 is none
+	}
+}
+
 // serve takes a decoded block's warnings, in file order, and its items.
 func (r *Reader) serve(db *decodedBlock) {
+	r.stacks.newBlock()
 	for _, w := range db.job.warns {
 		r.warn("%s", w)
 	}
@@ -288,6 +331,10 @@ func (r *Reader) noteDamage(notes []blockNote) {
 				r.warn("block %d%s", r.blocks, n.msg)
 			}
 			r.late += n.count
+		case noteStacks:
+			r.stacksLeftOut()
+			r.stacks.left.Stacks += n.count
+			r.stacks.left.Frames += n.frames
 		default:
 			r.warn("block %d%s", r.blocks, n.msg)
 		}

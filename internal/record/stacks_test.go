@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func testStacks() []*stall.Stack {
 	}
 }
 
-func writeStackRecording(t *testing.T, n int) (string, []stall.Event) {
+func writeStackRecording(t testing.TB, n int) (string, []stall.Event) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "s.ntr")
 	w, err := Create(path, testHeader())
@@ -180,5 +181,184 @@ func TestManyStacksSpanBlocks(t *testing.T) {
 	}
 	if r.Blocks() < 2 {
 		t.Errorf("%d blocks: the writer never closed one for its stacks", r.Blocks())
+	}
+}
+
+// Each block declares its stacks anew; the reader hands out one stack
+// for each, however many blocks declare it, so what keeps a replay's
+// stacks holds each once.
+func TestReaderKeepsAStackOnce(t *testing.T) {
+	path, _ := writeStackRecording(t, 1000)
+	for _, workers := range []int{1, 4} {
+		r, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Parallel(workers)
+		evs, _, _ := readAll(t, r)
+		r.Close()
+		byKey := map[string]map[*stall.Stack]bool{}
+		for _, ev := range evs {
+			if ev.Stack == nil {
+				continue
+			}
+			if byKey[ev.Stack.Key()] == nil {
+				byKey[ev.Stack.Key()] = map[*stall.Stack]bool{}
+			}
+			byKey[ev.Stack.Key()][ev.Stack] = true
+		}
+		for _, made := range byKey {
+			if len(made) != 1 {
+				t.Errorf("%d workers: %d blocks' stacks are read as %d", workers, r.Blocks(), len(made))
+				break
+			}
+		}
+	}
+}
+
+// bigStack is a kernel stack of 256 frames, each name 4096 bytes, the
+// first saying i: about 1 MiB.
+func bigStack(i int) *stall.Stack {
+	frames := make([]stall.Frame, maxStackFrames)
+	for j := range frames {
+		frames[j] = stall.Frame{Func: fmt.Sprintf("%d-%s", i, strings.Repeat("f", maxFrameBytes-10)), Module: stall.KernelModule}
+	}
+	return stall.NewStack(frames, nil, "")
+}
+
+func stackEvent(ts uint64, s *stall.Stack) stall.Event {
+	return stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: ts, DurNs: 1, PID: 1, TID: 1,
+		Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1, Stack: s}
+}
+
+// A file's stacks past maxFileStackBytes are left out: their stalls read
+// with leftOutStack, counted and warned about, while those kept before go
+// on being read with theirs. In parallel as in sequence.
+func TestReaderBoundsTheStacksItKeeps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 2*maxFileStackBytes/bigStack(0).Size() + 1
+	stacks := make([]*stall.Stack, n)
+	for i := range stacks {
+		stacks[i] = bigStack(i)
+		ev := stackEvent(uint64(1e6+i), stacks[i])
+		w.Event(&ev)
+	}
+	again := stackEvent(2e6, stacks[0]) // kept: read with its own
+	w.Event(&again)
+	if err := w.Close(run.End{}); err != nil {
+		t.Fatal(err)
+	}
+	kept := maxFileStackBytes / stacks[0].Size()
+	type outcome struct {
+		Keys     []string
+		Left     StacksLeftOut
+		Warnings []string
+	}
+	var results []outcome
+	for _, workers := range []int{1, 4} {
+		r, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Parallel(workers)
+		evs, _, _ := readAll(t, r)
+		r.Close()
+		var o outcome
+		for i, ev := range evs {
+			want := stacks[min(i, n)%n]
+			if i < kept || i == n {
+				if ev.Stack.Key() != want.Key() {
+					t.Fatalf("%d workers: stall %d lost its stack", workers, i)
+				}
+			} else if !ev.Stack.LeftOut() || !strings.Contains(ev.Stack.Note, "stack left out") {
+				t.Fatalf("%d workers: stall %d has stack %q, want one left out", workers, i, ev.Stack.Note)
+			}
+			o.Keys = append(o.Keys, ev.Stack.Key())
+		}
+		o.Left, o.Warnings = r.StacksLeftOut(), r.Warnings()
+		results = append(results, o)
+	}
+	want := StacksLeftOut{Stacks: n - kept, Frames: (n - kept) * maxStackFrames, Stalls: n - kept}
+	if got := results[0].Left; got != want {
+		t.Errorf("left out %+v, want %+v", got, want)
+	}
+	if ws := results[0].Warnings; len(ws) != 1 || !strings.Contains(ws[0], want.String()[len("stacks left out"):]) {
+		t.Errorf("warnings %q, want one saying %q", ws, want)
+	}
+	if !reflect.DeepEqual(results[0], results[1]) {
+		t.Errorf("in parallel %+v %q, in sequence %+v %q", results[1].Left, results[1].Warnings, results[0].Left, results[0].Warnings)
+	}
+}
+
+// A block's stacks past maxBlockStackBytes are read but not made: a
+// writer never makes such a block (it closes one at 256 KiB and a
+// stack), but a crafted one would make a reader hold them all, a few
+// blocks at once when it decodes ahead.
+func TestBlockStacksPastTheirBound(t *testing.T) {
+	e := newBlockEncoder()
+	n := maxBlockStackBytes/bigStack(0).Size() + 3
+	for i := range n {
+		ev := stackEvent(uint64(1e6+i), bigStack(i))
+		e.event(&ev)
+	}
+	d := newBlockDecoder(nil)
+	d.reset(e.buf)
+	it := blockIter{d: d, want: e.records, newer: -1, late: -1, maxTs: ^uint64(0), live: true}
+	var made int
+	var item Item
+	for i := 0; it.next(&item); i++ {
+		switch s := item.Event.Stack; {
+		case s == leftOutStack:
+		case s.Key() == bigStack(i).Key():
+			made++
+		default:
+			t.Fatalf("stall %d: stack %+v", i, s)
+		}
+	}
+	kept := maxBlockStackBytes / bigStack(0).Size()
+	want := []blockNote{{kind: noteStacks, count: n - kept, frames: (n - kept) * maxStackFrames}}
+	if made != kept || !reflect.DeepEqual(it.notes, want) {
+		t.Errorf("%d stacks made, notes %+v; want %d, %+v", made, it.notes, kept, want)
+	}
+}
+
+// The fullest block a writer makes (256 KiB of the smallest stacks,
+// then the largest stack of names that need no escaping) is within what
+// a reader makes of one: a recording gives back every stack it has.
+func TestWriterBlocksStayWithinTheReadersBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "full.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []stall.Frame
+	for range maxStackFrames {
+		frames = append(frames, stall.Frame{Func: strings.Repeat("f", maxFrameBytes), Module: strings.Repeat("m", maxFrameBytes),
+			BuildID: strings.Repeat("b", maxFrameBytes)})
+	}
+	largest := stall.NewStack(frames, append([]stall.Frame(nil), frames...), strings.Repeat("n", maxFrameBytes))
+	small := make([]stall.Frame, maxStackFrames)
+	n := 0
+	for ; (n+1)*(maxStackFrames*5+50) < targetBlockRaw; n++ { // each small one is 1.3 KB with its stall
+		ev := stackEvent(uint64(1e6+n), stall.NewStack(small, nil, strconv.Itoa(n)))
+		w.Event(&ev)
+	}
+	ev := stackEvent(2e6, largest)
+	w.Event(&ev)
+	if err := w.Close(run.End{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	evs, _, _ := readAll(t, r)
+	if l := r.StacksLeftOut(); l.Stacks > 0 || len(evs) != n+1 || evs[n].Stack.Key() != largest.Key() || r.Blocks() != 2 { // theirs and the end's
+		t.Errorf("%d stalls of %d in %d blocks, the last stack left out: %v; %+v", len(evs), n+1, r.Blocks(), evs[len(evs)-1].Stack.LeftOut(), l)
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // maxReplayHeap bounds the heap one fuzz input may hold at once while it
@@ -33,6 +35,7 @@ func FuzzReplay(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add(stackSeed(f))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		peak := watchHeap()
 		defer func() {
@@ -56,6 +59,37 @@ func FuzzReplay(f *testing.F) {
 			t.Fatalf("JSON report: %v", err)
 		}
 	})
+}
+
+// stackSeed is a recording whose stalls carry stacks (format 1.4): the
+// shipped ones have none.
+func stackSeed(f *testing.F) []byte {
+	path := filepath.Join(f.TempDir(), "stacks.ntr")
+	w, err := record.Create(path, record.Header{StartNs: 1e9, WindowNs: 1e9, StacksMinNs: 1000})
+	if err != nil {
+		f.Fatal(err)
+	}
+	stacks := []*stall.Stack{
+		stall.NewStack([]stall.Frame{{Func: "try_to_free_mem_cgroup_pages", Module: stall.KernelModule, Addr: 0xffffffff81000000}},
+			[]stall.Frame{{Func: "main", Module: "/bin/db", BuildID: "ab", Offset: 0x10, Addr: 0x401010}}, ""),
+		stall.NewStack(nil, nil, "user stack not taken"),
+	}
+	snap := &stall.Snapshot{}
+	for i := range 200 {
+		ev := stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: 1e9 + uint64(i)*1e7, DurNs: 2000, PID: 7,
+			TID: uint32(7 + i%3), Comm: "db", Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1, Stack: stacks[i%len(stacks)]}
+		w.Event(&ev)
+		snap.Thread(7, ev.TID, "db").Hists[stall.MemcgReclaim] = &stall.Hist{Count: uint64(i/3 + 1), TotalNs: 2000 * uint64(i/3+1)}
+	}
+	w.Snapshot(record.Snapshot{MonoNs: 3e9, Final: true, Data: snap})
+	if err := w.Close(run.End{EndNs: 3e9, DurationNs: 2e9, Events: 200}); err != nil {
+		f.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
 }
 
 // watchHeap samples the heap every millisecond until the returned

@@ -53,7 +53,8 @@ func foldedStack(s *aggregate.StackSample) string {
 		}
 	}
 	if user+kernel == 0 {
-		parts = append(parts, foldedName(noStack))
+		// A note or "[no stack]": its spaces would end the stack.
+		parts = append(parts, foldedName(framelessName(s.Stack)))
 	}
 	return strings.Join(parts, ";")
 }

@@ -3,9 +3,15 @@ package stackexport
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 func TestWriteFolded(t *testing.T) {
@@ -72,5 +78,35 @@ var errFull = errors.New("disk full")
 func TestWriteFoldedError(t *testing.T) {
 	if err := WriteFolded(failWriter{}, testSamples()); !errors.Is(err, errFull) {
 		t.Errorf("WriteFolded to a failing writer = %v, want %v", err, errFull)
+	}
+}
+
+// A stall whose stack a bound left out is shown under the note that says
+// which, not as one without a stack.
+func TestLeftOutStacksAreNamed(t *testing.T) {
+	samples := []aggregate.StackSample{
+		{Cause: stall.MemcgReclaim, PID: 1, TID: 1, Comm: "db", Process: "db", Count: 2, Ns: 2000,
+			Stack: stall.LeftOutStack("stack left out: past 1 MiB")},
+		{Cause: stall.MemcgReclaim, PID: 1, TID: 1, Comm: "db", Process: "db", Count: 1, Ns: 1000,
+			Stack: stall.NewStack(nil, nil, "kernel stack not taken")},
+	}
+	var folded bytes.Buffer
+	if err := WriteFolded(&folded, samples); err != nil {
+		t.Fatal(err)
+	}
+	want := "memcg_reclaim;db;db;[no_stack] 1\nmemcg_reclaim;db;db;[stack_left_out:_past_1_MiB] 2\n"
+	if folded.String() != want {
+		t.Errorf("folded:\n%s\nwant:\n%s", folded.String(), want)
+	}
+	var pp bytes.Buffer
+	if err := WritePprof(&pp, samples, testStart, testDur, "2 stalls' stacks left out"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&pp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frameNames(p.Sample[0]); !reflect.DeepEqual(got, []string{"[stack left out: past 1 MiB]"}) || len(p.Comments) != 1 {
+		t.Errorf("pprof: frames %q, comments %q", got, p.Comments)
 	}
 }

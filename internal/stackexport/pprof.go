@@ -23,6 +23,15 @@ import (
 // still shows in the profile.
 const noStack = "[no stack]"
 
+// framelessName names the one frame of a sample whose stack has none: a
+// stack left out by a bound by its note, saying which, others noStack.
+func framelessName(s *stall.Stack) string {
+	if s.LeftOut() {
+		return "[" + s.Note + "]"
+	}
+	return noStack
+}
+
 // WritePprof writes samples as a gzipped pprof profile covering dur from
 // start, with two values per sample: its stalls and their time. comments
 // go in the profile as they are (what it leaves out).
@@ -96,7 +105,7 @@ func (b *pprofBuilder) add(s *aggregate.StackSample) {
 		locs = append(locs, user...)
 	}
 	if len(locs) == 0 {
-		locs = append(locs, b.location(stall.Frame{Func: noStack}, false))
+		locs = append(locs, b.location(stall.Frame{Func: framelessName(s.Stack)}, false))
 	}
 	b.samples = append(b.samples, &profile.Sample{
 		Location: locs,

@@ -1,9 +1,13 @@
 package stall
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"hash"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // KernelModule is the Module of a frame in the kernel image itself.
@@ -64,7 +68,9 @@ type Stack struct {
 	// its mappings were read.
 	Note string
 
-	key string
+	key     string
+	size    int
+	leftOut bool
 }
 
 // MaxNameBytes bounds a frame's names and a stack's note (demangled C++
@@ -83,8 +89,21 @@ func NewStack(kernel, user []Frame, note string) *Stack {
 	}
 	s := &Stack{Kernel: kernel, User: user, Note: cutName(note)}
 	s.key = s.makeKey()
+	s.size = s.makeSize()
 	return s
 }
+
+// LeftOutStack is a stack without frames that stands for the stacks a
+// bound left out, note saying which: the stalls that had them are
+// counted under it, so their time still shows.
+func LeftOutStack(note string) *Stack {
+	s := NewStack(nil, nil, note)
+	s.leftOut = true
+	return s
+}
+
+// LeftOut says whether s stands for stacks a bound left out.
+func (s *Stack) LeftOut() bool { return s != nil && s.leftOut }
 
 // cutName keeps at most MaxNameBytes of s, whole runes only.
 func cutName(s string) string {
@@ -103,7 +122,8 @@ func cutName(s string) string {
 
 // Key names the stack for counting and deduplication: the same frames
 // (by name and module) and note give the same key, wherever and whenever
-// they were read. A nil stack's is "".
+// they were read. It is a digest, not the names: a table of stacks holds
+// its keys, and a stack's names can run to megabytes. A nil stack's is "".
 func (s *Stack) Key() string {
 	if s == nil {
 		return ""
@@ -115,21 +135,103 @@ func (s *Stack) Key() string {
 }
 
 func (s *Stack) makeKey() string {
-	var b strings.Builder
+	k := keyHash{h: sha256.New()}
 	for _, f := range s.Kernel {
-		b.WriteString(f.Name())
-		b.WriteByte(0)
+		k.field(f.Name())
 	}
-	b.WriteByte(1)
+	k.field("") // where the kernel frames end: a name is never empty
 	for _, f := range s.User {
-		b.WriteString(f.Name())
-		b.WriteByte(0)
-		b.WriteString(f.Module)
-		b.WriteByte(0)
+		k.field(f.Name())
+		k.field(f.Module)
 	}
-	b.WriteByte(1)
-	b.WriteString(s.Note)
-	return b.String()
+	k.field("")
+	k.field(s.Note)
+	return string(k.sum())
+}
+
+// keyHash hashes a stack's fields through a buffer, each after its
+// length, so that no two lists of fields hash the same bytes.
+type keyHash struct {
+	h   hash.Hash
+	buf [4096]byte
+	n   int
+}
+
+func (k *keyHash) field(s string) {
+	k.length(len(s))
+	k.write(s)
+}
+
+func (k *keyHash) length(n int) {
+	if len(k.buf)-k.n < binary.MaxVarintLen64 {
+		k.flush()
+	}
+	k.n += len(binary.AppendUvarint(k.buf[k.n:k.n], uint64(n)))
+}
+
+func (k *keyHash) write(s string) {
+	for len(s) > 0 {
+		c := copy(k.buf[k.n:], s)
+		k.n += c
+		s = s[c:]
+		if k.n == len(k.buf) {
+			k.flush()
+		}
+	}
+}
+
+func (k *keyHash) flush() {
+	k.h.Write(k.buf[:k.n])
+	k.n = 0
+}
+
+func (k *keyHash) sum() []byte {
+	k.flush()
+	return k.h.Sum(nil)
+}
+
+// Size is about the most bytes the stack takes, held or written: its
+// frames, their names (NameSize), its note and its key. What keeps stacks
+// (a recording's reader, a table of them) is bounded by it, not by their
+// number, and so is what the outputs write of them.
+func (s *Stack) Size() int {
+	if s == nil {
+		return 0
+	}
+	if s.size != 0 {
+		return s.size
+	}
+	return s.makeSize()
+}
+
+func (s *Stack) makeSize() int {
+	text := NameSize(s.Note)
+	for _, frames := range [][]Frame{s.Kernel, s.User} {
+		for _, f := range frames {
+			text += NameSize(f.Func) + NameSize(f.Module) + NameSize(f.BuildID)
+		}
+	}
+	return StackSize(len(s.Kernel)+len(s.User), text)
+}
+
+// StackSize is the Size of a stack of frames whose names and note come
+// to text by NameSize: for weighing a stack before making it.
+func StackSize(frames, text int) int {
+	return int(unsafe.Sizeof(Stack{})) + frames*int(unsafe.Sizeof(Frame{})) + text + sha256.Size
+}
+
+// NameSize is what a name weighs in a stack's Size: a byte for each of
+// its bytes, but six for one an output may escape (a control character,
+// <, >, &, a quote, a backslash, any byte past ASCII), as JSON's \u00XX
+// does: a name of them is written six times its length.
+func NameSize[T string | []byte](name T) int {
+	n := len(name)
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' || c == '"' || c == '\\' {
+			n += 5
+		}
+	}
+	return n
 }
 
 // Empty says whether the stack has no frame at all.
