@@ -38,7 +38,7 @@ func TestCraftedRecordingsStayBounded(t *testing.T) {
 			ev := plainEvent(2e9)
 			w.Event(&ev)
 		}, runpkg.End{EndNs: 1 << 63, DurationNs: 1 << 62}): "timed past any recording's span",
-		threadBomb(t, dir, 3_000_000): "over 131072 threads in a block",
+		threadBomb(t, dir, 3_000_000): "over 65536 records in a block",
 		// Just inside the span: replay closes 4 million empty windows,
 		// in batches.
 		craft(t, dir, "event-at-the-span-end", record.Header{StartNs: 1e9, WindowNs: 1e9}, func(w *record.FileWriter) {
@@ -46,6 +46,9 @@ func TestCraftedRecordingsStayBounded(t *testing.T) {
 			w.Event(&ev)
 		}, runpkg.End{EndNs: 1e9 + (1<<22-1)*1e9}): "",
 		headerStorm(t, dir, 2<<20): "past the end of the file",
+		// 28 KB: each block's millions of records were decoded ahead,
+		// an item each, and report took 15 GB.
+		eventBlocks(t, dir, 4): "over 65536 records in a block",
 	}
 	// Stacks (1.4): files of 14 to 110 KB whose stacks, kept whole, took
 	// report or export to 0.6-4 GiB. Their stalls still report and
@@ -221,6 +224,22 @@ func handMade(t *testing.T, path string, minor byte, blocks func(block func(raw 
 		t.Fatal(err)
 	}
 	return path
+}
+
+// eventBlocks writes n blocks of 63 MiB of the smallest stall records
+// (a writer closes a block at 256 KiB).
+func eventBlocks(t *testing.T, dir string, n int) string {
+	return handMade(t, filepath.Join(dir, "event-blocks.ntr"), 3, func(block func([]byte, int)) {
+		for range n {
+			raw := appendThread(nil, 7, "x")
+			records := 1
+			for dts := uint64(2e9); len(raw) < 63<<20; dts = 1 {
+				raw = appendRecord(raw, 3, appendEvent(nil, dts, 7))
+				records++
+			}
+			block(raw, records)
+		}
+	})
 }
 
 // appendRecord appends one record: type, length, body.

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -105,6 +106,9 @@ func (it *blockIter) next(item *Item) bool {
 			return false
 		}
 		it.got++
+		if err == nil && it.got > maxBlockRecords {
+			err = fmt.Errorf("%w: over %d records in a block", errCorrupt, maxBlockRecords)
+		}
 		if err != nil {
 			it.note(fmt.Sprintf(": %v; rest of the block skipped", err))
 			it.stop()
@@ -215,10 +219,70 @@ type pipeline struct {
 	quit  chan struct{}
 	wg    sync.WaitGroup
 	free  sync.Pool // item slices the reader is done with
+	ahead *aheadBudget
 }
 
+// aheadBytes bounds what the blocks read and decoded ahead of the caller
+// hold together, by their raw bytes and their items: four 64 MiB blocks
+// of the smallest records took 15 GB. A block larger than it is still
+// read, alone.
+const aheadBytes = 64 << 20
+
+// itemBytes is what one decoded item takes.
+const itemBytes = int64(unsafe.Sizeof(Item{}))
+
+// aheadCost is what a block decoded ahead holds until the caller takes it.
+func aheadCost(j *blockJob) int64 {
+	return int64(j.h.Raw) + int64(len(j.payload)) + int64(min(j.h.Records, maxBlockRecords))*itemBytes
+}
+
+// aheadBudget is the bytes of blocks in flight, waited on by the reading
+// goroutine.
+type aheadBudget struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	used    int64
+	stopped bool
+}
+
+func newAheadBudget() *aheadBudget {
+	b := &aheadBudget{}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// take waits until n fits (or nothing else is in flight); false if the
+// pipeline stopped meanwhile.
+func (b *aheadBudget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.stopped && b.used > 0 && b.used+n > aheadBytes {
+		b.cond.Wait()
+	}
+	b.used += n
+	return !b.stopped
+}
+
+func (b *aheadBudget) give(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+func (b *aheadBudget) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// bigScratch is the largest block a worker decompresses into a buffer of
+// its own.
+const bigScratch = 4 << 20
+
 func startPipeline(r *Reader, workers int) *pipeline {
-	p := &pipeline{order: make(chan chan *decodedBlock, workers), quit: make(chan struct{})}
+	p := &pipeline{order: make(chan chan *decodedBlock, workers), quit: make(chan struct{}), ahead: newAheadBudget()}
 	type task struct {
 		job *blockJob
 		out chan *decodedBlock
@@ -236,6 +300,9 @@ func startPipeline(r *Reader, workers int) *pipeline {
 			default:
 			}
 			j := r.readBlockNew() // the end too: decoding it is a no-op
+			if !p.ahead.take(aheadCost(j)) {
+				return
+			}
 			out := make(chan *decodedBlock, 1)
 			select {
 			case tasks <- task{j, out}:
@@ -252,13 +319,29 @@ func startPipeline(r *Reader, workers int) *pipeline {
 			}
 		}
 	}()
+	// Blocks larger than bigScratch (a snapshot's 12 MB, or what no
+	// writer makes) are decompressed one at a time into one buffer, kept:
+	// a buffer each, let go after each block, had the heap hold several.
+	var big struct {
+		sync.Mutex
+		raw []byte
+	}
 	for i := 0; i < workers; i++ {
 		go func() {
 			defer p.wg.Done()
 			sc := blockScratch{maxTs: r.scratch.maxTs}
 			for t := range tasks {
 				db := &decodedBlock{}
-				sc.decodeBlock(r.zdec, t.job, p.items(), db)
+				if t.job.h.Raw <= bigScratch {
+					sc.decodeBlock(r.zdec, t.job, p.items(), db)
+				} else {
+					big.Lock()
+					own := sc.raw
+					sc.raw = big.raw
+					sc.decodeBlock(r.zdec, t.job, p.items(), db)
+					big.raw, sc.raw = sc.raw, own
+					big.Unlock()
+				}
 				t.out <- db
 			}
 		}()
@@ -278,13 +361,16 @@ func (p *pipeline) recycle(items []Item) {
 	p.free.Put(&items)
 }
 
-// next returns the next block in file order.
+// next returns the next block in file order; what it held of the budget
+// is the caller's now.
 func (p *pipeline) next() *decodedBlock {
 	out, ok := <-p.order
 	if !ok { // stopped
 		return &decodedBlock{job: &blockJob{end: true}}
 	}
-	return <-out
+	db := <-out
+	p.ahead.give(aheadCost(db.job))
+	return db
 }
 
 // stop ends the goroutines and waits for them. closeInput, if set, runs
@@ -292,6 +378,7 @@ func (p *pipeline) next() *decodedBlock {
 // closing its input ends that read.
 func (p *pipeline) stop(closeInput func() error) error {
 	close(p.quit)
+	p.ahead.stop()
 	var err error
 	if closeInput != nil {
 		err = closeInput()

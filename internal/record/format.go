@@ -48,6 +48,11 @@ const (
 	// names are 16 bytes.
 	maxBlockThreads = 1 << 17
 	maxBlockStrings = 1 << 16
+	// A block's records, each decoded into an Item of some 260 bytes and
+	// held until the caller reaches it (blocks are decoded ahead): a
+	// writer's 256 KiB block holds 16,000 at most (17 bytes a record in
+	// the shipped recordings), where 64 MiB of the smallest took 4 GB.
+	maxBlockRecords = 1 << 16
 	maxNameBytes    = 256
 	// A block's stacks and their frames, a stack's frames, and a frame's
 	// names (demangled C++ templates run long).
