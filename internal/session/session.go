@@ -286,8 +286,6 @@ func (s *tracing) loop(ctx context.Context, events <-chan stall.Event, lat <-cha
 			s.tick(now, events, lat)
 		case <-s.opt.DumpRequests:
 			s.dump()
-		case err := <-s.dumping:
-			s.dumped(err)
 		case <-s.opt.Gone:
 			s.gone = true
 			return
@@ -310,6 +308,7 @@ func (s *tracing) every(d time.Duration, wanted bool, f func()) {
 // the tick ready beside a queue of events and readings, and select would
 // take the tick first as often as not.
 func (s *tracing) tick(now time.Time, events <-chan stall.Event, lat <-chan latency.Reading) {
+	s.dumpWritten()
 	if mono, grace := s.opt.Now(), uint64(engine.Grace); mono > grace {
 		s.arrived(events, lat)
 		s.close(mono-grace, false)
@@ -496,6 +495,16 @@ func (s *tracing) dump() {
 	done := make(chan error, 1) // the writer never waits for the session
 	s.dumping = done
 	go func() { done <- write() }()
+}
+
+// dumpWritten takes the outcome of the dump being written, if it is
+// done: asked on each tick, so said at most a tick after.
+func (s *tracing) dumpWritten() {
+	select {
+	case err := <-s.dumping: // nil when no dump is being written: never ready
+		s.dumped(err)
+	default:
+	}
 }
 
 // dumped takes the outcome of the dump that was being written.
