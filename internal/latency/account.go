@@ -43,12 +43,55 @@ type Account struct {
 
 // Skip is one kind of input a source skipped, and how much of it.
 type Skip struct {
-	Kind string // "malformed lines", "failed scrapes", ...
+	Kind SkipKind
 	N    uint64
+	// Name is a SkipUnknown kind's name, as the newer recording that
+	// carried it wrote it.
+	Name string
 }
 
-// Key is the kind as a JSON key: "malformed_lines".
-func (s Skip) Key() string { return strings.ReplaceAll(s.Kind, " ", "_") }
+// SkipKind is a kind of input a source skipped. The formats write it by
+// a key of their own (internal/wire); people read its phrase (String).
+type SkipKind uint8
+
+// The kinds of input the sources skip: internal/latency/source counts
+// them, skipText words them.
+const (
+	// SkipUnknown is a kind this numatrace does not know: a newer
+	// recording's, kept by its name (Skip.Name).
+	SkipUnknown SkipKind = iota
+	SkipMalformed
+	SkipNoLatency
+	SkipScrapes
+	SkipResets
+	SkipLayouts
+	SkipPipelined
+	SkipLateWrites
+	SkipDueWaits
+	NumSkipKinds
+)
+
+// skipPhrases say the kinds in a sentence: "more malformed lines are
+// counted in the report".
+var skipPhrases = [NumSkipKinds]string{
+	SkipUnknown:    "readings of an unknown kind",
+	SkipMalformed:  "malformed lines",
+	SkipNoLatency:  "lines without a latency",
+	SkipScrapes:    "failed scrapes",
+	SkipResets:     "counter resets",
+	SkipLayouts:    "bucket layout changes",
+	SkipPipelined:  "pipelined exchanges",
+	SkipLateWrites: "late writes of a response",
+	SkipDueWaits:   "requests counted from when they were due",
+}
+
+// String is the kind in a sentence, for people: "malformed lines".
+func (k SkipKind) String() string {
+	if k < NumSkipKinds {
+		return skipPhrases[k]
+	}
+	return skipPhrases[SkipUnknown]
+}
 
 // Outside is how many samples lay outside the trace.
 func (a *Account) Outside() uint64 { return a.Before + a.After }
@@ -80,20 +123,21 @@ func (a *Account) window(s Stats) {
 
 // Problem is one thing to tell about a source's input.
 type Problem struct {
-	// Kind is what it is about: ProblemUnusable, ProblemOutside,
-	// ProblemLate, ProblemLateWindows, ProblemSkippedWindows, or a
-	// source's own Skip.Kind.
-	Kind string
+	Kind ProblemKind
 	Text string
 }
 
-// The kinds of Problem that are not a source's own skips.
+// ProblemKind is what a Problem is about.
+type ProblemKind uint8
+
+// The kinds of Problem.
 const (
-	ProblemUnusable       = "unusable"
-	ProblemOutside        = "outside"
-	ProblemLate           = "late"
-	ProblemLateWindows    = "late windows"
-	ProblemSkippedWindows = "skipped windows"
+	ProblemUnusable ProblemKind = iota
+	ProblemOutside
+	ProblemLate
+	ProblemLateWindows
+	ProblemSkippedWindows
+	ProblemSkipped // what the source itself skipped, one Problem for each kind
 )
 
 // Problems says what went wrong with the source's input, most important
@@ -120,7 +164,7 @@ func (a *Account) Problems() []Problem {
 			Count(a.SkippedWindows, "window"))})
 	}
 	for _, s := range a.Skipped {
-		out = append(out, Problem{s.Kind, skipText(s)})
+		out = append(out, Problem{ProblemSkipped, skipText(s)})
 	}
 	if !a.Usable() {
 		why := "no latency arrived"
@@ -152,21 +196,12 @@ func skipText(s Skip) string {
 	case SkipDueWaits:
 		return Count(s.N, "request") + " on paced connections reached the socket late, held up by a frozen exchange before them or by the server's freeze: each was counted from when its connection's schedule had it due, as the client counts it (an estimate)"
 	}
-	return "the latency source skipped " + group(s.N) + " " + s.Kind
+	name := s.Name
+	if name == "" {
+		name = s.Kind.String()
+	}
+	return "the latency source skipped " + group(s.N) + " " + name
 }
-
-// The kinds of input the sources skip (Skip.Kind): internal/latency/source
-// counts them, skipText words them.
-const (
-	SkipMalformed  = "malformed lines"
-	SkipNoLatency  = "lines without a latency"
-	SkipScrapes    = "failed scrapes"
-	SkipResets     = "counter resets"
-	SkipLayouts    = "bucket layout changes"
-	SkipPipelined  = "pipelined exchanges"
-	SkipLateWrites = "late writes of a response"
-	SkipDueWaits   = "requests counted from when they were due"
-)
 
 func (a *Account) outsideText() string {
 	n := a.Outside()

@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -106,15 +107,15 @@ func TestWindowsDoNotHoldSamplesFarAhead(t *testing.T) {
 // came too late are each said; a source that gave nothing says so first.
 func TestProblemsOfAnAccount(t *testing.T) {
 	a := Account{StartNs: traceStart, EndNs: traceEnd, Windows: 20, Late: 3, LateWindows: 1, SkippedWindows: 2,
-		Skipped: []Skip{{"failed scrapes", 1}, {"counter resets", 1}, {"malformed lines", 1200}, {"odd things", 2}}}
+		Skipped: []Skip{{SkipScrapes, 1, ""}, {SkipResets, 1, ""}, {SkipMalformed, 1200, ""}, {SkipUnknown, 2, "odd things"}}}
 	want := []Problem{
 		{ProblemLate, "3 latency samples came after their window had closed and were left out: the writer lags (does it buffer its output?)"},
 		{ProblemLateWindows, "the latency statistics of 1 window came after the window had closed and were left out (a slow scrape)"},
 		{ProblemSkippedWindows, "2 windows left out of the analysis rather than misread: the source could not tell their latency (a failed scrape, a counter reset, a change of buckets)"},
-		{"failed scrapes", "1 scrape of the latency endpoint failed"},
-		{"counter resets", "1 counter reset of the latency histogram (the service restarted?)"},
-		{"malformed lines", "1,200 malformed lines of the latency file were skipped"},
-		{"odd things", "the latency source skipped 2 odd things"},
+		{ProblemSkipped, "1 scrape of the latency endpoint failed"},
+		{ProblemSkipped, "1 counter reset of the latency histogram (the service restarted?)"},
+		{ProblemSkipped, "1,200 malformed lines of the latency file were skipped"},
+		{ProblemSkipped, "the latency source skipped 2 odd things"},
 	}
 	got := a.Problems()
 	if len(got) != len(want) {
@@ -137,8 +138,25 @@ func TestOneMalformedLineIsSaidInTheSingular(t *testing.T) {
 		1: "1 malformed line of the latency file was skipped",
 		2: "2 malformed lines of the latency file were skipped",
 	} {
-		if got := skipText(Skip{SkipMalformed, n}); got != want {
+		if got := skipText(Skip{Kind: SkipMalformed, N: n}); got != want {
 			t.Errorf("%d: %q, want %q", n, got, want)
+		}
+	}
+}
+
+// Every kind a source skips is said in words of its own, in a warning
+// and in the report.
+func TestEverySkipKindIsWorded(t *testing.T) {
+	fallback := skipText(Skip{Kind: SkipUnknown, N: 2, Name: "x"})
+	seen := map[string]bool{}
+	for k := SkipMalformed; k < NumSkipKinds; k++ {
+		phrase, text := k.String(), skipText(Skip{Kind: k, N: 2})
+		if phrase == "" || phrase == SkipUnknown.String() || seen[phrase] {
+			t.Errorf("kind %d: phrase %q", k, phrase)
+		}
+		seen[phrase] = true
+		if strings.HasPrefix(text, strings.TrimSuffix(fallback, "x")) {
+			t.Errorf("%s: no words of its own: %q", phrase, text)
 		}
 	}
 }

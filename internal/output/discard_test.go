@@ -18,7 +18,7 @@ func discardReport() *Report {
 		Probes: []stall.ProbeStatus{{Name: "reclaim", Attached: true}},
 		Latency: &latency.Account{StartNs: 1856e9, EndNs: 1881e9, Before: 11976, OutsideMinNs: 2147483647, OutsideMaxNs: 2147483647,
 			Likely:  "every sample says 2147483647, the largest 32-bit integer: the writer's integer overflowed (awk's printf %d stops there)",
-			Skipped: []latency.Skip{{Kind: "malformed lines", N: 2}}},
+			Skipped: []latency.Skip{{Kind: latency.SkipMalformed, N: 2}}},
 		BadRecords: 3}
 }
 
@@ -80,5 +80,20 @@ func TestSummaryCarriesWhatWasLeftOut(t *testing.T) {
 	NewNDJSON(&buf).Summary(&Report{})
 	if strings.Contains(buf.String(), "latency_input") {
 		t.Errorf("latency_input without a source: %s", buf.String())
+	}
+}
+
+// The JSON summary keys what a source skipped by each kind's key, not
+// by its words for people, which the warnings keep.
+func TestSummaryKeysSkipsByKind(t *testing.T) {
+	a := &latency.Account{Samples: 1, Skipped: []latency.Skip{{Kind: latency.SkipLateWrites, N: 7},
+		{Kind: latency.SkipDueWaits, N: 8}, {Kind: latency.SkipUnknown, N: 9, Name: "newer_kind"}}}
+	j := latencyInput(a)
+	want := map[string]uint64{"late_writes": 7, "counted_from_due": 8, "newer_kind": 9}
+	if !reflect.DeepEqual(j.Skipped, want) {
+		t.Errorf("skipped %v, want %v", j.Skipped, want)
+	}
+	if len(j.Warnings) != 3 || !strings.HasPrefix(j.Warnings[0], "7 writes of a response came more than 20 ms after") {
+		t.Errorf("warnings %q", j.Warnings)
 	}
 }

@@ -163,7 +163,7 @@ func latencyInput(a *latency.Account) *latencyInputJSON {
 		j.OutsideMinNs, j.OutsideMaxNs = &lo, &hi
 	}
 	for _, s := range a.Skipped {
-		j.Skipped[s.Key()] += s.N
+		j.Skipped[wire.SkipKey(s)] += s.N
 	}
 	for _, p := range a.Problems() {
 		j.Warnings = append(j.Warnings, p.Text)

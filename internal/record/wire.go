@@ -3,6 +3,7 @@ package record
 import (
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/run"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // The recording's JSON records as they are on disk (docs/FORMAT.md),
@@ -50,8 +51,28 @@ type accountJSON struct {
 }
 
 type skipJSON struct {
-	Kind string `json:"kind"`
+	Kind string `json:"kind"` // wire.SkipKey; before, a phrase (phraseSkips)
 	N    uint64 `json:"n"`
+}
+
+// phraseSkips are the kinds as recordings wrote them before they had
+// keys (format 1.3 to early 1.5): the phrases the report said them in.
+var phraseSkips = map[string]latency.SkipKind{
+	"malformed lines":                          latency.SkipMalformed,
+	"lines without a latency":                  latency.SkipNoLatency,
+	"failed scrapes":                           latency.SkipScrapes,
+	"counter resets":                           latency.SkipResets,
+	"bucket layout changes":                    latency.SkipLayouts,
+	"pipelined exchanges":                      latency.SkipPipelined,
+	"late writes of a response":                latency.SkipLateWrites,
+	"requests counted from when they were due": latency.SkipDueWaits,
+}
+
+func (j skipJSON) skip() latency.Skip {
+	if k, ok := phraseSkips[j.Kind]; ok {
+		return latency.Skip{Kind: k, N: j.N}
+	}
+	return wire.NewSkip(j.Kind, j.N)
 }
 
 // NewEndRecord is e in the format's shape.
@@ -95,7 +116,7 @@ func toAccountJSON(a *latency.Account) *accountJSON {
 		After: a.After, OutsideMinNs: a.OutsideMinNs, OutsideMaxNs: a.OutsideMaxNs, Likely: a.Likely, Late: a.Late,
 		LateWindows: a.LateWindows, SkippedWindows: a.SkippedWindows}
 	for _, s := range a.Skipped {
-		j.Skipped = append(j.Skipped, skipJSON(s))
+		j.Skipped = append(j.Skipped, skipJSON{Kind: wire.SkipKey(s), N: s.N})
 	}
 	return j
 }
@@ -108,7 +129,7 @@ func (j *accountJSON) account() *latency.Account {
 		After: j.After, OutsideMinNs: j.OutsideMinNs, OutsideMaxNs: j.OutsideMaxNs, Likely: j.Likely, Late: j.Late,
 		LateWindows: j.LateWindows, SkippedWindows: j.SkippedWindows}
 	for _, s := range j.Skipped {
-		a.Skipped = append(a.Skipped, latency.Skip(s))
+		a.Skipped = append(a.Skipped, s.skip())
 	}
 	return a
 }

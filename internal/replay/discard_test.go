@@ -42,7 +42,7 @@ func TestReplayCarriesWhatTheRunLeftOut(t *testing.T) {
 	}
 	w.Snapshot(record.Snapshot{MonoNs: start + 10*sec, Final: true, Data: &stall.Snapshot{}})
 	acct := &latency.Account{StartNs: start, EndNs: start + 10*sec, Windows: 9, SkippedWindows: 1, Late: 4,
-		Skipped: []latency.Skip{{Kind: "counter resets", N: 1}}}
+		Skipped: []latency.Skip{{Kind: latency.SkipResets, N: 1}}}
 	if err := w.Close(run.End{EndNs: start + 10*sec, DurationNs: 10 * sec, Windows: 10, Latency: acct, BadRecords: 2}); err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,8 @@ type tracing struct {
 
 	warnMu   sync.Mutex // warn is called from the reading goroutines too
 	lastWarn string
-	said     map[string]bool // the kinds of discarded input said so far
+	saidBad  bool                         // bad records were said
+	said     map[latency.ProblemKind]bool // the kinds of discarded input said so far
 }
 
 // job is periodic work done on the loop's tick.
@@ -398,10 +399,10 @@ func (s *tracing) pressure(upTo uint64) (uint64, bool) {
 // malformed lines, as it meets them.)
 func (s *tracing) discards(nowNs uint64) {
 	if s.said == nil {
-		s.said = map[string]bool{}
+		s.said = map[latency.ProblemKind]bool{}
 	}
-	if n := s.k.BadRecords(); n > 0 && !s.said["bad records"] {
-		s.said["bad records"] = true
+	if n := s.k.BadRecords(); n > 0 && !s.saidBad {
+		s.saidBad = true
 		s.warn(errors.New(output.BadRecords(n) + " (more are counted in the report)"))
 	}
 	a := s.eng.LatencyAccount(nowNs)

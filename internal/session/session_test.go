@@ -459,7 +459,7 @@ func TestRunFailsWhenTheStreamCannotBeRead(t *testing.T) {
 type skippingSource struct{ chanSource }
 
 func (skippingSource) Skipped() []latency.Skip {
-	return []latency.Skip{{Kind: "malformed lines", N: 7}}
+	return []latency.Skip{{Kind: latency.SkipMalformed, N: 7}}
 }
 
 // What the run leaves out is said the first time each kind comes up,

@@ -150,7 +150,7 @@ func TestFileSourceCountsSkippedLines(t *testing.T) {
 	run.cancel()
 	<-run.done
 	warned := run.warnings()
-	if len(warned) != 1 || !strings.Contains(warned[0], "latency file") || !reflect.DeepEqual(src.Skipped(), []latency.Skip{{Kind: "malformed lines", N: 3}}) {
+	if len(warned) != 1 || !strings.Contains(warned[0], "latency file") || !reflect.DeepEqual(src.Skipped(), []latency.Skip{{Kind: latency.SkipMalformed, N: 3}}) {
 		t.Fatalf("warned %v, skipped %v: want one warning and 3 malformed lines counted", warned, src.Skipped())
 	}
 }

@@ -195,7 +195,7 @@ const (
 // so that it counts neither as normal nor as one in which nothing
 // completed; skip hears why, by kind.
 func ScrapeWindows(ctx context.Context, url, metric string, start time.Time, window time.Duration,
-	out chan<- latency.Stats, skip func(kind string, err error)) {
+	out chan<- latency.Stats, skip func(kind latency.SkipKind, err error)) {
 	client := &http.Client{Timeout: window / 2}
 	prev, err := Scrape(ctx, client, url, metric)
 	if err != nil && skip != nil {

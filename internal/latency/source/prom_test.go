@@ -68,7 +68,7 @@ func TestScrapeWindowsFromAServer(t *testing.T) {
 	out := make(chan latency.Stats, 8)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go ScrapeWindows(ctx, srv.URL, "http_request_duration_seconds", time.Now(), 100*time.Millisecond, out, func(_ string, err error) { t.Error(err) })
+	go ScrapeWindows(ctx, srv.URL, "http_request_duration_seconds", time.Now(), 100*time.Millisecond, out, func(_ latency.SkipKind, err error) { t.Error(err) })
 	time.Sleep(30 * time.Millisecond)
 	mu.Lock()
 	counts["0.001"] += 200 // window 0: 200 fast requests
@@ -135,7 +135,7 @@ func TestDeadEndpointIsSaidOnce(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	var n uint64
-	if sk := src.Skipped(); len(sk) == 1 && sk[0].Kind == "failed scrapes" {
+	if sk := src.Skipped(); len(sk) == 1 && sk[0].Kind == latency.SkipScrapes {
 		n = sk[0].N
 	}
 	if len(warned) != 1 || n < 3 {

@@ -51,18 +51,18 @@ var bounds3 = []string{"0.001", "0.01", "0.1"}
 
 // scrapeN runs ScrapeWindows for n windows of 200 ms and returns them with
 // what it skipped, by kind.
-func scrapeN(t *testing.T, url string, n int) ([]latency.Stats, map[string][]string) {
+func scrapeN(t *testing.T, url string, n int) ([]latency.Stats, map[latency.SkipKind][]string) {
 	t.Helper()
 	out := make(chan latency.Stats, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
-	skipped := map[string][]string{}
+	skipped := map[latency.SkipKind][]string{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		ScrapeWindows(ctx, url, "req_seconds", time.Now(), 200*time.Millisecond, out,
-			func(kind string, err error) {
+			func(kind latency.SkipKind, err error) {
 				mu.Lock()
 				skipped[kind] = append(skipped[kind], err.Error())
 				mu.Unlock()
@@ -101,7 +101,7 @@ func TestScrapeWindowsSkipsACounterReset(t *testing.T) {
 			t.Errorf("window %d: %+v, want %+v", i, got[i], want)
 		}
 	}
-	if len(skipped) != 1 || len(skipped["counter resets"]) != 1 || !strings.Contains(skipped["counter resets"][0], "window 2: the histogram's counters went back") {
+	if len(skipped) != 1 || len(skipped[latency.SkipResets]) != 1 || !strings.Contains(skipped[latency.SkipResets][0], "window 2: the histogram's counters went back") {
 		t.Fatalf("skipped %v", skipped)
 	}
 }
@@ -120,7 +120,7 @@ func TestScrapeWindowsSkipsABucketLayoutChange(t *testing.T) {
 	if got[0].Count != 100 || got[1].Skipped != "bucket layout change" || got[1].Count != 0 || got[2].Count != 100 || got[2].Skipped != "" {
 		t.Fatalf("windows %+v", got)
 	}
-	if len(skipped) != 1 || len(skipped["bucket layout changes"]) != 1 {
+	if len(skipped) != 1 || len(skipped[latency.SkipLayouts]) != 1 {
 		t.Fatalf("skipped %v", skipped)
 	}
 }
@@ -141,7 +141,7 @@ func TestScrapeWindowsSkipsAFailedScrapeAndTheNext(t *testing.T) {
 			t.Errorf("window %d: %+v, want %+v", i, got[i], want)
 		}
 	}
-	if len(skipped) != 1 || len(skipped["failed scrapes"]) != 1 || !strings.Contains(skipped["failed scrapes"][0], "500 Internal Server Error") {
+	if len(skipped) != 1 || len(skipped[latency.SkipScrapes]) != 1 || !strings.Contains(skipped[latency.SkipScrapes][0], "500 Internal Server Error") {
 		t.Fatalf("skipped %v", skipped)
 	}
 }
@@ -213,7 +213,7 @@ func TestPromFaultsAreBoundedWithOneWarning(t *testing.T) {
 				t.Fatalf("warnings %q: want one saying %q", warned, c.says)
 			}
 			sk := src.Skipped()
-			if len(sk) != 1 || sk[0].Kind != "failed scrapes" || sk[0].N < 4 {
+			if len(sk) != 1 || sk[0].Kind != latency.SkipScrapes || sk[0].N < 4 {
 				t.Fatalf("skipped %v: want the base and every window's scrape counted as failed", sk)
 			}
 			for _, w := range windows {

@@ -205,14 +205,14 @@ func (c Config) Open(env Env) (Source, error) {
 // log full of bad lines says so once and not once per window or line.
 type skips struct {
 	mu    sync.Mutex
-	n     map[string]uint64
-	kinds []string // in the order first seen
+	n     map[latency.SkipKind]uint64
+	kinds []latency.SkipKind // in the order first seen
 }
 
-func (k *skips) add(kind, source string, err error, warn func(error)) {
+func (k *skips) add(kind latency.SkipKind, source string, err error, warn func(error)) {
 	k.mu.Lock()
 	if k.n == nil {
-		k.n = map[string]uint64{}
+		k.n = map[latency.SkipKind]uint64{}
 	}
 	first := k.n[kind] == 0
 	k.n[kind]++
@@ -303,7 +303,7 @@ func (s *promSource) Run(ctx context.Context, out chan<- latency.Reading, warn f
 	stats := make(chan latency.Stats)
 	go func() {
 		ScrapeWindows(ctx, s.url, s.metric, s.start, s.window, stats,
-			func(kind string, err error) { s.skips.add(kind, "latency endpoint", err, warn) })
+			func(kind latency.SkipKind, err error) { s.skips.add(kind, "latency endpoint", err, warn) })
 		close(stats)
 	}()
 	for st := range stats {
