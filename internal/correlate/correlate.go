@@ -12,11 +12,11 @@
 package correlate
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -36,7 +36,7 @@ type Config struct {
 	History int
 	MinHist int
 	// On is the latency a window is judged by: p99 (default), p999 or max.
-	On Percentile
+	On run.Percentile
 	// WindowNs is the window's length: a window in which no request
 	// completed, while requests completed before and after it, made
 	// every request wait at least this long.
@@ -63,53 +63,32 @@ func (c *Config) defaults() {
 	if c.MinHist <= 0 {
 		c.MinHist = 5
 	}
-	if c.On == "" {
-		c.On = P99
-	}
 	if c.WindowNs == 0 {
 		c.WindowNs = uint64(time.Second)
 	}
 }
 
-// Percentile is which latency of a window spikes are judged by.
-type Percentile string
-
-const (
-	P99  Percentile = "p99"
-	P999 Percentile = "p999"
-	Max  Percentile = "max"
-)
-
-// ParsePercentile reads --spike-on.
-func ParsePercentile(s string) (Percentile, error) {
-	switch p := Percentile(s); p {
-	case P99, P999, Max:
-		return p, nil
-	}
-	return "", fmt.Errorf("--spike-on takes p99, p999 or max, not %q", s)
-}
-
-// of is l's latency by p. A recording from before p999 was kept falls
-// back on the maximum, the nearest figure it has.
-func (p Percentile) of(l *Latency) uint64 {
+// latencyOn is l's latency by p. A recording from before p999 was kept
+// falls back on the maximum, the nearest figure it has.
+func latencyOn(p run.Percentile, l *Latency) uint64 {
 	switch p {
-	case P999:
+	case run.P999:
 		if l.P999Ns > 0 || l.Count == 0 {
 			return l.P999Ns
 		}
 		return l.MaxNs
-	case Max:
+	case run.Max:
 		return l.MaxNs
 	}
 	return l.P99Ns
 }
 
-// label is the percentile as verdicts print it.
-func (p Percentile) label() string {
+// percentileLabel is p as verdicts print it.
+func percentileLabel(p run.Percentile) string {
 	switch p {
-	case P999:
+	case run.P999:
 		return "P99.9"
-	case Max:
+	case run.Max:
 		return "Max"
 	}
 	return "P99"
@@ -271,7 +250,7 @@ type Spike struct {
 	// LatencyNs is the window's latency by the percentile spikes are
 	// judged by; the window's length when no request completed in it.
 	LatencyNs  uint64
-	Percentile string
+	Percentile run.Percentile
 	P99Ns      uint64
 	// BaselineNs is what the window was judged against: the SLO, or the
 	// median of the recent normal windows.
@@ -393,7 +372,7 @@ func Analyze(ws []Window, cfg Config) *Result {
 			continue
 		}
 		if is, base := det.Observe(*w.Latency); is {
-			res.Spikes = append(res.Spikes, attribute(w, prev, next, cfg.On.of(w.Latency), base, false, cfg))
+			res.Spikes = append(res.Spikes, attribute(w, prev, next, latencyOn(cfg.On, w.Latency), base, false, cfg))
 		}
 	}
 	res.Windows = len(seen)

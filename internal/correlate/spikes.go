@@ -64,7 +64,7 @@ func (d *Detector) observe(l Latency) (spike bool, baseline uint64, gap bool) {
 		d.counts = d.counts[1:]
 	}
 	gap, d.gap = d.gap, false
-	v := d.cfg.On.of(&l)
+	v := latencyOn(d.cfg.On, &l)
 	baseline = d.baseline()
 	switch {
 	case d.cfg.SLONs > 0:
@@ -140,7 +140,7 @@ func coverage(ci *CauseInSpike, excess, slow uint64) float64 {
 }
 
 func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config) Spike {
-	sp := Spike{Index: w.Index, StartNs: w.StartNs, LatencyNs: value, Percentile: string(cfg.On), BaselineNs: base,
+	sp := Spike{Index: w.Index, StartNs: w.StartNs, LatencyNs: value, Percentile: cfg.On, BaselineNs: base,
 		SLO: cfg.SLONs > 0, NoCompletion: empty, PressureNs: w.PressureNs, HasPressure: w.HasPressure}
 	if value > base {
 		sp.ExcessNs = value - base
@@ -231,7 +231,7 @@ func verdict(sp Spike, cfg Config) string {
 	if sp.SLO {
 		ref = "SLO " + fmtDur(sp.BaselineNs)
 	}
-	head := fmt.Sprintf("%s %s at %s (%s, %s over)", cfg.On.label(), fmtDur(sp.LatencyNs), when, ref, fmtDur(sp.ExcessNs))
+	head := fmt.Sprintf("%s %s at %s (%s, %s over)", percentileLabel(cfg.On), fmtDur(sp.LatencyNs), when, ref, fmtDur(sp.ExcessNs))
 	if sp.NoCompletion {
 		head = fmt.Sprintf("No request completed for %s at %s (%s)", time.Duration(cfg.WindowNs), when, ref)
 	}

@@ -119,7 +119,7 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 		}
 		y := float64(cfg.WindowNs) // no request completed: all waited at least that long
 		if w.Latency != nil && w.Latency.Count > 0 {
-			y = float64(cfg.On.of(w.Latency))
+			y = float64(latencyOn(cfg.On, w.Latency))
 			if rq := w.Latency.Requests; rq != nil {
 				slowNs += rq.SlowNs
 				slowStallNs += rq.SlowStallNs[c]

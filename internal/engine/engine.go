@@ -131,8 +131,8 @@ func spikeConfig(d run.Description, cfg correlate.Config) correlate.Config {
 	if cfg.SLONs == 0 {
 		cfg.SLONs = d.Spikes.SLONs
 	}
-	if cfg.On == "" {
-		cfg.On = correlate.Percentile(d.Spikes.On)
+	if cfg.On == run.P99 {
+		cfg.On = d.Spikes.On
 	}
 	if cfg.Function == "" {
 		cfg.Function = d.LatencyFunction

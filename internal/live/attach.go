@@ -19,7 +19,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/kubecg"
@@ -377,9 +376,7 @@ func (a *Attach) describe(probes []stall.ProbeStatus, tgt *target.Target, starte
 		StacksMinNs: a.Trace.stacksMinNs()}
 	if a.Latency.Set() {
 		d.Spikes = run.Spikes{K: a.SpikeK, FloorNs: uint64(a.SpikeFloor), SLONs: uint64(a.SLO)}
-		if a.SpikeOn != string(correlate.P99) {
-			d.Spikes.On = a.SpikeOn
-		}
+		d.Spikes.On = a.spikeOn
 		if _, sym, err := source.ParseUprobeTarget(a.Latency.Uprobe); err == nil {
 			d.LatencyFunction = sym
 		}

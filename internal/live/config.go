@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/latency/source"
 	"github.com/numatrace/numatrace/internal/outfile"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/tracer"
 )
@@ -150,8 +150,9 @@ type Attach struct {
 	Latency    source.Config
 	SpikeK     float64
 	SpikeFloor time.Duration
-	SLO        time.Duration // a window over it is a spike; 0: judged against the recent normal windows
-	SpikeOn    string        // p99, p999 or max
+	SLO        time.Duration  // a window over it is a spike; 0: judged against the recent normal windows
+	SpikeOn    string         // p99, p999 or max
+	spikeOn    run.Percentile // SpikeOn, as Check reads it
 	// RequestStalls breaks each request timed in the kernel down by the
 	// stalls inside it (--latency-uprobe).
 	RequestStalls bool
@@ -202,11 +203,13 @@ func (a *Attach) Check() error {
 		return badInput("%s: --slo must not be negative", a.Command)
 	}
 	if a.SpikeOn == "" {
-		a.SpikeOn = string(correlate.P99)
+		a.SpikeOn = run.P99.String()
 	}
-	if _, err := correlate.ParsePercentile(a.SpikeOn); err != nil {
-		return badInput("%s: %v", a.Command, err)
+	on, ok := run.ParsePercentile(a.SpikeOn)
+	if !ok {
+		return badInput("%s: --spike-on takes p99, p999 or max, not %q", a.Command, a.SpikeOn)
 	}
+	a.spikeOn = on
 	if a.PID != 0 {
 		// One process (and with --children its descendants, which serve
 		// what it accepts or listens on: PostgreSQL's backends, nginx's
@@ -216,7 +219,7 @@ func (a *Attach) Check() error {
 	if a.Latency.Mode == source.ModeKernel && a.PID == 0 {
 		return badInput("%s: --latency kernel times the sockets of one process (and its children, with --children): give --pid", a.Command)
 	}
-	if (a.SLO > 0 || a.SpikeOn != string(correlate.P99)) && !a.Latency.Set() {
+	if (a.SLO > 0 || a.spikeOn != run.P99) && !a.Latency.Set() {
 		return badInput("%s: --slo and --spike-on need a latency source (--latency-file, --latency-prom or --latency-uprobe)", a.Command)
 	}
 	if err := a.Latency.Check(); err != nil {

@@ -51,6 +51,8 @@ func TestChecks(t *testing.T) {
 		{func(a *Attach) { a.DumpOnSpike = true }, "--dump-on-spike needs --flight-recorder and a latency source"},
 		{func(a *Attach) { a.Command, a.RecordTo, a.Flight = "record", "x.ntr", "12KiB" }, "record: --flight-recorder: \"12KiB\" is under 1 MiB"},
 		{func(a *Attach) { a.Command = "record" }, "record: -o FILE is required"},
+		{func(a *Attach) { a.SpikeOn = "p95" }, `attach: --spike-on takes p99, p999 or max, not "p95"`},
+		{func(a *Attach) { a.SpikeOn = "max" }, "attach: --slo and --spike-on need a latency source"},
 	}
 	for _, c := range cases {
 		a := Attach{Command: "attach", Trace: validTrace(), SpikeK: 2}

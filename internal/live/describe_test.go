@@ -29,3 +29,17 @@ func TestDescriptionSaysTheLatencySource(t *testing.T) {
 		}
 	}
 }
+
+// --spike-on reaches the run's description as the percentile it names.
+func TestDescriptionSaysWhatSpikesAreJudgedOn(t *testing.T) {
+	tgt := &target.Target{Kind: target.Process, ID: 7, Comm: "db"}
+	for flag, want := range map[string]run.Percentile{"": run.P99, "p99": run.P99, "p999": run.P999, "max": run.Max} {
+		a := &Attach{Command: "attach", Trace: validTrace(), SpikeK: 2, SpikeOn: flag, Latency: source.Config{File: "-"}}
+		if err := a.Check(); err != nil {
+			t.Fatalf("--spike-on %q: %v", flag, err)
+		}
+		if got := a.describe(nil, tgt, time.Now(), 1).Spikes.On; got != want {
+			t.Errorf("--spike-on %q: described as %v, want %v", flag, got, want)
+		}
+	}
+}

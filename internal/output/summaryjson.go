@@ -150,7 +150,7 @@ func spikesJSON(sps []correlate.Spike) []spikeJSON {
 	out := make([]spikeJSON, len(sps))
 	for i := range sps {
 		sp := &sps[i]
-		j := spikeJSON{Index: sp.Index, StartNs: sp.StartNs, LatencyNs: sp.LatencyNs, Percentile: sp.Percentile,
+		j := spikeJSON{Index: sp.Index, StartNs: sp.StartNs, LatencyNs: sp.LatencyNs, Percentile: sp.Percentile.String(),
 			P99Ns: sp.P99Ns, BaselineNs: sp.BaselineNs, SLO: sp.SLO, ExcessNs: sp.ExcessNs, NoCompletion: sp.NoCompletion,
 			Requests: sp.Requests, Causes: make([]causeInSpikeJSON, len(sp.Causes)), Verdict: sp.Verdict}
 		if sp.HasPressure {

@@ -84,7 +84,7 @@ type Host struct {
 func NewHeader(d run.Description, host Host, version string, doctor json.RawMessage) Header {
 	h := Header{Numatrace: version, Started: d.Started, StartNs: d.StartNs, WindowNs: d.WindowNs, Target: d.Target,
 		Probes: wire.NewProbes(d.Probes), MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
-		StacksMinNs: d.StacksMinNs, Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: d.Spikes.On,
+		StacksMinNs: d.StacksMinNs, Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: spikeOnName(d.Spikes.On),
 		LatencyFunction: d.LatencyFunction, LatencySource: newLatencySource(d.Latency), FlightRecorder: d.FlightRecorder, Doctor: doctor}
 	h.Host.Kernel = d.Kernel
 	return h
@@ -94,8 +94,24 @@ func NewHeader(d run.Description, host Host, version string, doctor json.RawMess
 func (h Header) Run() run.Description {
 	return run.Description{Target: h.Target, Kernel: h.Host.Kernel, Started: h.Started, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Probes: wire.ProbeStatuses(h.Probes), MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
-		StacksMinNs: h.StacksMinNs, Spikes: run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: h.SpikeOn},
+		StacksMinNs: h.StacksMinNs, Spikes: run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: spikeOn(h.SpikeOn)},
 		LatencyFunction: h.LatencyFunction, Latency: h.LatencySource.run(), FlightRecorder: h.FlightRecorder}
+}
+
+// spikeOnName is p as the header writes it: "" for p99, the default,
+// as files have had it since 1.3.
+func spikeOnName(p run.Percentile) string {
+	if p == run.P99 {
+		return ""
+	}
+	return p.String()
+}
+
+// spikeOn is the percentile the header names. A name this version does
+// not know is judged on p99, as it always was.
+func spikeOn(name string) run.Percentile {
+	p, _ := run.ParsePercentile(name)
+	return p
 }
 
 // ClosesAtLost reports whether the recording's lost records mark where the

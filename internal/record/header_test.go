@@ -16,7 +16,7 @@ import (
 func TestHeaderCarriesTheRunDescription(t *testing.T) {
 	d := run.Description{Target: "pid 7 (db)", Kernel: "6.18.0", Started: time.Unix(1_764_590_000, 0).UTC(),
 		StartNs: 5e9, WindowNs: 5e8, Probes: []stall.ProbeStatus{{Name: "mmap_lock", Attached: true}},
-		Spikes:          run.Spikes{K: 3, FloorNs: 2e6, SLONs: 4e6, On: "p50"},
+		Spikes:          run.Spikes{K: 3, FloorNs: 2e6, SLONs: 4e6, On: run.P999},
 		LatencyFunction: "handle", FlightRecorder: true, Latency: run.LatencySource{Kind: run.LatencyUprobe, Detail: "calls of /bin/db:handle"}}
 	d.MinEventNs[stall.MmapLock] = 10_000
 	d.MinStallNs[stall.MemcgReclaim] = 1_000
@@ -69,5 +69,31 @@ func TestHeaderCarriesTheLatencySource(t *testing.T) {
 	}
 	if got := old.Run(); got.Latency != (run.LatencySource{}) || got.LatencyFunction != "handle" {
 		t.Errorf("an old header reads as %+v", got)
+	}
+}
+
+// --spike-on is in the header by its name, p99 (the default) by none, as
+// since 1.3; a name this version does not know is judged on p99.
+func TestHeaderSpikeOn(t *testing.T) {
+	for _, tc := range []struct {
+		on   run.Percentile
+		json string // the header's key, "" for none
+	}{
+		{run.P99, ""}, {run.P999, `"spike_on":"p999"`}, {run.Max, `"spike_on":"max"`},
+	} {
+		h := NewHeader(run.Description{WindowNs: 1e9, Spikes: run.Spikes{K: 2, On: tc.on}}, Host{}, "v1", nil)
+		b, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := bytes.Contains(b, []byte(`"spike_on"`)); (tc.json == "") == has || !bytes.Contains(b, []byte(tc.json)) {
+			t.Errorf("%v: header %s, want %q", tc.on, b, tc.json)
+		}
+		if got := h.Run().Spikes.On; got != tc.on {
+			t.Errorf("%v: read back as %v", tc.on, got)
+		}
+	}
+	if got := (Header{SpikeOn: "p50"}).Run().Spikes.On; got != run.P99 {
+		t.Errorf("an unknown spike_on reads as %v, want p99", got)
 	}
 }

@@ -78,10 +78,43 @@ func (l LatencySource) String() string {
 
 // Spikes are the spike detection settings of a run with a latency source.
 type Spikes struct {
-	K       float64 // a spike is over the baseline by K of its spread
-	FloorNs uint64  // and by at least this much
-	SLONs   uint64  // --slo: a fixed bound instead of a baseline
-	On      string  // the percentile compared: "" is p99
+	K       float64    // a spike is over the baseline by K of its spread
+	FloorNs uint64     // and by at least this much
+	SLONs   uint64     // --slo: a fixed bound instead of a baseline
+	On      Percentile // the latency of a window compared
+}
+
+// Percentile is which latency of a window spikes are judged on.
+type Percentile uint8
+
+// The percentiles --spike-on takes; the zero value is the default.
+const (
+	P99 Percentile = iota
+	P999
+	Max
+	numPercentiles
+)
+
+// percentileNames are the names --spike-on, the recording's header and
+// the JSON summary give them.
+var percentileNames = [numPercentiles]string{P99: "p99", P999: "p999", Max: "max"}
+
+// String is p's name: "p999".
+func (p Percentile) String() string {
+	if p < numPercentiles {
+		return percentileNames[p]
+	}
+	return percentileNames[P99]
+}
+
+// ParsePercentile is the percentile named s; false when none is.
+func ParsePercentile(s string) (Percentile, bool) {
+	for p, name := range percentileNames {
+		if name == s {
+			return Percentile(p), true
+		}
+	}
+	return P99, false
 }
 
 // Windows are the run's windows.

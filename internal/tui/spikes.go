@@ -10,6 +10,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
@@ -128,10 +129,10 @@ func (s *spikesScreen) View() []string {
 
 // sp0 is the percentile the run's spikes are judged on.
 func sp0(c *correlate.Result) string {
-	if len(c.Spikes) > 0 && c.Spikes[0].Percentile != "" {
-		return c.Spikes[0].Percentile
+	if len(c.Spikes) > 0 {
+		return c.Spikes[0].Percentile.String()
 	}
-	return "p99"
+	return run.P99.String()
 }
 
 // coverForms are the ways to name what covers most of a spike, longest
