@@ -57,7 +57,7 @@ var commandHelps = map[string]commandHelp{
 		{"output", []string{"no-tui", "json", "top"}}}},
 	"report": {"report FILE [--json] [--top N]", []flagGroup{
 		{"output", []string{"json", "top"}}}},
-	"export": {"export --format perfetto|pprof|folded FILE [-o OUT]", []flagGroup{
+	"export": {"export --format " + strings.Join(exportFormatNames(), "|") + " FILE [-o OUT]", []flagGroup{
 		{"output", []string{"format", "output"}}}},
 	"doctor": {"doctor [-p PID] [--interval D | --root DIR [--root-later DIR]] [--json]", []flagGroup{
 		{"target", []string{"pid"}},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -10,18 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/engine"
-	"github.com/numatrace/numatrace/internal/latency"
-	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/output"
-	"github.com/numatrace/numatrace/internal/perfetto"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/sanitize"
-	"github.com/numatrace/numatrace/internal/stackexport"
 	"github.com/numatrace/numatrace/internal/tui"
 )
 
@@ -185,74 +178,6 @@ func replayTo(path string, speed float64, asJSON bool, top int, summaryOnly bool
 	}
 	warnDamage(r, path, stderr)
 	return output.Print(rep, nd, stdout)
-}
-
-func runExport(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	format := fs.String("format", "perfetto",
-		"output format: perfetto (Chrome trace-event JSON), pprof (a stall profile for go tool pprof, Pyroscope, Parca) or folded (folded stacks for flamegraph.pl, speedscope)")
-	out := fs.String("output", "", "output file (default: stdout)")
-	alias(fs, "o", "output")
-	path, err := oneFile(fs, args, stdout)
-	if err != nil {
-		return err
-	}
-	switch *format {
-	case "perfetto", "pprof", "folded":
-	default:
-		return usageErr("export: unknown format %q (perfetto, pprof or folded)", *format)
-	}
-	r, err := openRecording(path)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	w := stdout
-	var f *os.File
-	if *out != "" && *out != "-" {
-		if f, err = outfile.Create(*out); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		w = f
-	}
-	bw := bufio.NewWriterSize(w, 1<<16)
-	switch *format {
-	case "perfetto":
-		_, err = perfetto.Export(r, bw, perfetto.Options{})
-	default:
-		err = exportStacks(r, *format, bw, stderr)
-	}
-	warnDamage(r, path, stderr)
-	err = errors.Join(err, bw.Flush())
-	if f != nil {
-		err = errors.Join(err, f.Close())
-	}
-	return err
-}
-
-// exportStacks writes a recording's stall profile: every stall that
-// carried its stacks, and the rest of each thread's stall time without
-// one, as the report counts them.
-func exportStacks(r *record.Reader, format string, w, stderr io.Writer) error {
-	rep, err := replay.Run(context.Background(), r, replay.Options{})
-	if err != nil {
-		return err
-	}
-	samples := stackexport.RunSamples(&rep.Summary)
-	var comments []string
-	if l := r.StacksLeftOut(); l.Stacks > 0 {
-		comments = append(comments, l.String()) // on stderr with the reader's warnings
-	}
-	if n := aggregate.StacksLeftOut(samples); n.Count > 0 {
-		line := fmt.Sprintf("the stacks of %s (%s) left out: their time is counted under a stack that says why",
-			latency.Count(n.Count, "stall"), output.Dur(n.TotalNs))
-		fmt.Fprintf(stderr, "numatrace: warning: %s\n", line)
-		comments = append(comments, line)
-	}
-	if format == "folded" {
-		return stackexport.WriteFolded(w, samples)
-	}
-	return stackexport.WritePprof(w, samples, r.Header().Started, time.Duration(rep.DurationNs), comments...)
 }
 
 // topHelp is --top's help: it bounds each of the text report's lists.
