@@ -22,9 +22,7 @@ var runVM = flag.Bool("vm", false, "boot the two-node guests (make vmtest)")
 // requireVM skips unless -vm is given; make test and make vmtest give it.
 func requireVM(t *testing.T) {
 	t.Helper()
-	if !*runVM {
-		t.Skip("guest tests run with -vm (make vmtest, part of make test)")
-	}
+	testutil.OptIn(t, *runVM, "guest tests run with -vm (make vmtest, part of make test)")
 	_, err := exec.LookPath("qemu-system-x86_64")
 	testutil.RequireFeature(t, err == nil, "qemu-system-x86_64 not installed (make deps installs it)")
 }

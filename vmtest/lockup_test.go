@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 var (
@@ -40,9 +42,7 @@ var lockupSigns = regexp.MustCompile(`soft lockup|hard LOCKUP|rcu_sched self-det
 
 func TestAttachLoop(t *testing.T) {
 	requireVM(t)
-	if *loopTool == "" {
-		t.Skip("the lockup experiment runs with -loop.tool (see LOCKUP.md)")
-	}
+	testutil.OptIn(t, *loopTool != "", "the lockup experiment runs with -loop.tool (see LOCKUP.md)")
 	var k Kernel
 	for _, m := range Matrix {
 		if m.Name == *loopKernel {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 func TestReadFixture(t *testing.T) {
@@ -194,9 +195,8 @@ func TestParsePairsBad(t *testing.T) {
 // TestReadLive reads this machine's /proc and /sys, with this test's own pid
 // and one that cannot exist.
 func TestReadLive(t *testing.T) {
-	if _, err := os.Stat("/proc/vmstat"); err != nil {
-		t.Skipf("no /proc/vmstat: %v", err)
-	}
+	_, err := os.Stat("/proc/vmstat")
+	testutil.RequireFeature(t, err == nil, fmt.Sprintf("no /proc/vmstat: %v", err))
 	self := uint32(os.Getpid())
 	p, err := Read("/proc", "/sys", []uint32{self, 1<<31 - 1}, 7)
 	if err != nil {
@@ -208,9 +208,8 @@ func TestReadLive(t *testing.T) {
 	if _, ok := p.Vmstat["nr_free_pages"]; !ok {
 		t.Errorf("Vmstat has no nr_free_pages: %v", p.Vmstat)
 	}
-	if _, err := os.Stat("/sys/devices/system/node"); err != nil {
-		t.Skipf("kernel without NUMA: %v", err)
-	}
+	_, err = os.Stat("/sys/devices/system/node")
+	testutil.RequireFeature(t, err == nil, fmt.Sprintf("kernel without NUMA: %v", err))
 	n0, ok := p.Nodes["node0"]
 	if !ok {
 		t.Fatalf("no node0 in %v", p.Nodes)
@@ -243,12 +242,11 @@ func TestReadLive(t *testing.T) {
 // TestReadLiveExited reads a real zombie (exited, not yet waited for) and the
 // same pid once reaped: both are skipped without error.
 func TestReadLiveExited(t *testing.T) {
-	if _, err := os.Stat("/proc/self/numa_maps"); err != nil {
-		t.Skipf("no numa_maps: %v", err)
-	}
-	cmd := exec.Command("/bin/true")
+	_, err := os.Stat("/proc/self/numa_maps")
+	testutil.RequireFeature(t, err == nil, fmt.Sprintf("no numa_maps: %v", err))
+	cmd := exec.Command(testutil.RequireTool(t, "true", "coreutils"))
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start /bin/true: %v", err)
+		t.Fatal(err)
 	}
 	pid := uint32(cmd.Process.Pid)
 	stat := fmt.Sprintf("/proc/%d/stat", pid)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 // smallRecording is a valid recording for seeds.
@@ -114,9 +115,7 @@ func FuzzBlock(f *testing.F) {
 // TestWriteSeedCorpus regenerates testdata/fuzz from a fresh recording:
 // NUMATRACE_WRITE_CORPUS=1 go test -run TestWriteSeedCorpus ./internal/record
 func TestWriteSeedCorpus(t *testing.T) {
-	if os.Getenv("NUMATRACE_WRITE_CORPUS") == "" {
-		t.Skip("set NUMATRACE_WRITE_CORPUS=1 to rewrite the seed corpus")
-	}
+	testutil.OptIn(t, os.Getenv("NUMATRACE_WRITE_CORPUS") != "", "set NUMATRACE_WRITE_CORPUS=1 to rewrite the seed corpus")
 	valid := smallRecording(t)
 	for name, b := range map[string][]byte{"valid": valid, "cut-half": valid[:len(valid)/2], "header-only": valid[:60],
 		"stacks": stackRecording(t)} {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 // A pid no kernel hands out (pid_max is at most 2^22), so pidfd_open on it
@@ -460,9 +462,9 @@ func TestWaitGoneSystemNever(t *testing.T) {
 // A real child process, watched through its pidfd.
 func TestWaitGoneRealProcess(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("sleep", "30")
+	cmd := exec.Command(testutil.RequireTool(t, "sleep", "coreutils"), "30")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start sleep: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	tg, err := Resolve("/proc", "/sys/fs/cgroup", cmd.Process.Pid, 0, "")

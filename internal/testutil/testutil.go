@@ -4,6 +4,7 @@ package testutil
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 )
 
@@ -46,4 +47,24 @@ func RequireTool(t testing.TB, name, pkg string) string {
 	}
 	RequireFeature(t, err == nil, name+" not installed (make deps installs Debian's "+pkg+")")
 	return p
+}
+
+// OptIn skips a test that runs only when asked for, by a flag or an
+// environment variable that why names. Not asking is no failure, in CI
+// either: CI asks for the ones it runs (make vmtest gives -vm).
+func OptIn(t testing.TB, asked bool, why string) {
+	t.Helper()
+	if !asked {
+		t.Skip(why)
+	}
+}
+
+// RequireArch skips on a machine other than arch (a GOARCH): the test
+// reads that architecture's code and has nothing to check elsewhere, in
+// CI too.
+func RequireArch(t testing.TB, arch, why string) {
+	t.Helper()
+	if runtime.GOARCH != arch {
+		t.Skipf("%s (this is %s)", why, runtime.GOARCH)
+	}
 }

@@ -6,18 +6,17 @@ import (
 	"debug/elf"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/numatrace/numatrace/internal/testutil"
 )
 
 // A Go function's return instructions are found by decoding it: every
 // offset is a RET, and the probe points are inside the function.
 func TestGoReturns(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the decoder reads amd64 code")
-	}
+	testutil.RequireArch(t, "amd64", "the decoder reads amd64 code")
 	bin := filepath.Join(t.TempDir(), "goserver")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/numatrace/testdata/goserver").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
