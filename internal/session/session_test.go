@@ -229,38 +229,38 @@ func TestRunCorrelatesLatency(t *testing.T) {
 	}
 }
 
-// A session that falls behind (here: a flight-recorder dump that takes
-// long to take what the recorder holds) finds the tick ready beside the events and readings that came in
-// meanwhile. Those reached it before their window's grace ran out, so
-// they are in the window, not counted late.
-func TestRunKeepsWhatArrivedBeforeTheWindowClosed(t *testing.T) {
-	requests := make(chan struct{})
-	inDump, release := make(chan struct{}), make(chan struct{})
+// A session that falls behind (a loaded machine, a flight-recorder dump
+// that takes long to take what the recorder holds) finds the tick ready
+// beside the events and readings that came in meanwhile, and select
+// takes the tick first as often as not. Those reached the session before
+// their window's grace ran out, so they are in the window, not counted
+// late. The tick is taken first here, every time: no sleep decides it.
+func TestTheTickTakesWhatArrivedBeforeIt(t *testing.T) {
 	const window = 40 * time.Millisecond
-	ls := startLatencySession(t, window, correlate.Config{}, Options{
-		DumpRequests: requests,
-		Dump: func(record.Snapshot) (func() error, error) {
-			inDump <- struct{}{}
-			<-release
-			return func() error { return nil }, nil
-		},
-	})
-	k, sink, start := ls.k, ls.sink, ls.start
-	requests <- struct{}{}
-	<-inDump // the loop is busy from here on
-	k.Push(event(stall.KindStall, stall.MemcgReclaim, start+1000, 5000, 11))
-	ls.handReadings(t, start, 1000)
-	waitFor(t, "the stall to reach the session", func() bool { return k.Delivered() == 1 })
-	// Window 0's grace runs out, and the loop's tick (every window/4)
-	// comes due while the dump still holds the loop.
-	ls.clk.ns.Store(start + uint64(window) + uint64(engine.Grace))
-	time.Sleep(2 * window)
-	close(release)
-	waitFor(t, "window 0 to close", func() bool { return sink.closed() >= 1 })
-	res := ls.stop()
+	start := uint64(1_000_000_000)
+	clk, sink := &clock{}, &fakeSink{}
+	eng := newEngine(start, window, engine.Options{Sinks: []engine.Sink{sink}}, true)
+	s := &tracing{opt: Options{Now: clk.now}, k: newKernel(), eng: eng}
+	events := make(chan stall.Event, 1)
+	events <- event(stall.KindStall, stall.MemcgReclaim, start+1000, 5000, 11)
+	lat := make(chan latency.Reading, 50)
+	for j := uint64(0); j < 50; j++ {
+		lat <- latency.Reading{Sample: latency.Sample{TsNs: start + j*100_000, LatencyNs: 1000}}
+	}
+	// Window 0's grace has run out when the tick is taken.
+	clk.ns.Store(start + uint64(window) + uint64(engine.Grace))
+	s.tick(time.Now(), events, lat)
+	// Then the loop takes whatever the tick left, as it would.
+	for len(events) > 0 {
+		s.add(<-events)
+	}
+	for len(lat) > 0 {
+		eng.Latency(<-lat)
+	}
 
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
+	if sink.closed() != 1 {
+		t.Fatalf("%d windows closed, want window 0", sink.closed())
+	}
 	w := sink.windows[0]
 	if w.Latency == nil || w.Latency.Count != 50 {
 		t.Errorf("window 0 latency %+v, want its 50 readings", w.Latency)
@@ -268,8 +268,8 @@ func TestRunKeepsWhatArrivedBeforeTheWindowClosed(t *testing.T) {
 	if n := w.Causes[stall.MemcgReclaim].Count; n != 1 {
 		t.Errorf("window 0 has %d memcg stalls, want the 1 that arrived in time", n)
 	}
-	if a := res.End.Latency; a == nil || a.Late != 0 || res.End.LateEvents != 0 {
-		t.Errorf("late readings %+v, late events %d: want none", a, res.End.LateEvents)
+	if end := eng.End(clk.now(), ""); end.Latency == nil || end.Latency.Late != 0 || end.LateEvents != 0 {
+		t.Errorf("late readings %+v, late events %d: want none", end.Latency, end.LateEvents)
 	}
 }
 
