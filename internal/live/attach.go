@@ -404,31 +404,31 @@ func (a *Attach) header(d run.Description, topo *topology.Topology, doc *doctor.
 }
 
 // timers lets the latency package's uprobe source attach through the
-// tracer, which knows nothing of latency.
+// tracer, which knows nothing of latency sources.
 type timers struct{ tr *tracer.Tracer }
 
 func (t timers) TimeRequests(binary, symbol string, pid int) (source.RequestTimer, error) {
-	lp, err := t.tr.AttachLatency(binary, symbol, pid)
-	if err != nil { // not lp: a nil *LatencyProbe is a non-nil RequestTimer
+	ut, err := t.tr.AttachLatency(binary, symbol, pid)
+	if err != nil { // not ut: a nil *UprobeTimer is a non-nil RequestTimer
 		var bad *tracer.UprobeTargetError
 		if errors.As(err, &bad) {
 			return nil, &BadInput{err}
 		}
 		return nil, err
 	}
-	return lp, nil
+	return ut, nil
 }
 
 // sockets lets the latency package's kernel source time the target's
 // sockets through the tracer.
 type sockets struct{ tr *tracer.Tracer }
 
-func (s sockets) TimeSockets(ports []uint16) (source.SocketTimer, error) {
-	lp, err := s.tr.AttachSockets(ports)
-	if err != nil { // not lp: a nil *LatencyProbe is a non-nil SocketTimer
+func (s sockets) TimeSockets(ports []uint16) (source.RequestTimer, error) {
+	st, err := s.tr.AttachSockets(ports)
+	if err != nil { // not st: a nil *SocketTimer is a non-nil RequestTimer
 		return nil, err
 	}
-	return lp, nil
+	return st, nil
 }
 
 // startDoctor is doctor's one-reading view of the machine (and the target
