@@ -23,7 +23,11 @@ type released struct{ startNs, endNs uint64 }
 // one goroutine (the one that reads the timer); Counts may be read from
 // any.
 type Assembler struct {
-	held       map[uint64]Record   // by connection: the latest write's
+	// held is by connection: the latest write's record. A Record is too
+	// big for a map to hold in place (over 128 bytes): each one stored
+	// would be an allocation, so they are reused (spare).
+	held       map[uint64]*Record
+	spare      []*Record
 	done       map[uint64]released // by connection: the last handed on
 	paces      map[uint64]*pace    // by connection: its schedule (pacing.go)
 	pipelined  atomic.Uint64
@@ -34,7 +38,7 @@ type Assembler struct {
 
 // NewAssembler is an Assembler with no connection seen.
 func NewAssembler() *Assembler {
-	return &Assembler{held: map[uint64]Record{}, done: map[uint64]released{}, paces: map[uint64]*pace{}}
+	return &Assembler{held: map[uint64]*Record{}, done: map[uint64]released{}, paces: map[uint64]*pace{}}
 }
 
 // Counts are what an Assembler timed other than as the server saw each
@@ -87,21 +91,21 @@ func (a *Assembler) Add(r Record, emit func(Record)) {
 		return
 	}
 	conn := r.Conn
-	h, holding := a.held[conn]
+	h := a.held[conn]
 	if r.TotalsSame {
 		switch p := a.paces[conn]; {
-		case holding:
+		case h != nil:
 			r.Totals = h.Totals
 		case p != nil:
 			r.Totals = p.prev.Totals
 		}
 		r.TotalsSame = false
 	}
-	if holding {
+	if h != nil {
 		if h.StartNs() != r.StartNs() {
-			a.release(conn, h, emit)
+			a.handOn(conn, *h, emit)
 		}
-		a.held[conn] = r
+		*h = r
 		return
 	}
 	if d, ok := a.done[conn]; ok && d.startNs == r.StartNs() {
@@ -111,11 +115,25 @@ func (a *Assembler) Add(r Record, emit func(Record)) {
 		}
 		return
 	}
-	a.held[conn] = r
+	if n := len(a.spare); n > 0 {
+		h, a.spare = a.spare[n-1], a.spare[:n-1]
+	} else {
+		h = new(Record)
+	}
+	*h = r
+	a.held[conn] = h
 }
 
-func (a *Assembler) release(conn uint64, r Record, emit func(Record)) {
+// release hands on the exchange conn holds, and keeps its record for reuse.
+func (a *Assembler) release(conn uint64, h *Record, emit func(Record)) {
 	delete(a.held, conn)
+	a.handOn(conn, *h, emit)
+	a.spare = append(a.spare, h)
+}
+
+// handOn emits r, the whole of conn's exchange, counted from when it was
+// due where the connection is paced.
+func (a *Assembler) handOn(conn uint64, r Record, emit func(Record)) {
 	a.done[conn] = released{r.StartNs(), r.EndNs}
 	p := a.paces[conn]
 	if p == nil {
@@ -133,9 +151,9 @@ func (a *Assembler) release(conn uint64, r Record, emit func(Record)) {
 // and forgets, once a second, the connections whose last exchange went
 // on long ago (closed ones, mostly).
 func (a *Assembler) Ripe(nowNs uint64, emit func(Record)) {
-	for conn, r := range a.held {
-		if r.EndNs+HoldNs <= nowNs {
-			a.release(conn, r, emit)
+	for conn, h := range a.held {
+		if h.EndNs+HoldNs <= nowNs {
+			a.release(conn, h, emit)
 		}
 	}
 	if nowNs-a.sweptAt < 1e9 {
@@ -153,7 +171,7 @@ func (a *Assembler) Ripe(nowNs uint64, emit func(Record)) {
 // All hands on every held exchange: the run ended, so each is as whole
 // as it will be seen.
 func (a *Assembler) All(emit func(Record)) {
-	for conn, r := range a.held {
-		a.release(conn, r, emit)
+	for conn, h := range a.held {
+		a.release(conn, h, emit)
 	}
 }
