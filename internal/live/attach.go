@@ -313,18 +313,24 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
-	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr},
-		Notice: func(s string) { fe.warn(errors.New(s)) }}
-	if tgt.Kind == target.Process {
-		env.PID = int(tgt.ID)
-		env.Sockets = sockets{tr}
-	}
-	src, err := a.Latency.Open(env)
+	src, err := a.Latency.Open(a.latencyEnv(tr, tgt, h, func(s string) { fe.warn(errors.New(s)) }))
 	if err != nil || src == nil {
 		return opt, nil, err
 	}
 	opt.Latency, opt.DumpOnSpike = src, a.DumpOnSpike
 	return opt, src, nil
+}
+
+// latencyEnv is what opening the latency source takes from the run: its
+// clock and windows, and the tracer's request timers (its socket timer
+// for a target that is one process).
+func (a *Attach) latencyEnv(tr *tracer.Tracer, tgt *target.Target, h record.Header, notice func(string)) source.Env {
+	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}, Notice: notice}
+	if tgt.Kind == target.Process {
+		env.PID = int(tgt.ID)
+		env.Sockets = sockets{tr}
+	}
+	return env
 }
 
 // pressureSampler reads memory PSI for the report: the system's, and the

@@ -22,6 +22,7 @@ import (
 	"github.com/numatrace/numatrace/internal/inbound"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/latency/exchange"
+	rundesc "github.com/numatrace/numatrace/internal/run" // not run: a test helper of this package has the name
 )
 
 // Source is where a service's request latencies come from. It reads on
@@ -85,6 +86,43 @@ type Config struct {
 	inbound *inbound.Endpoints // what ModeKernel times: FindInbound
 }
 
+// kinds are the sources a Config names, one for each run.LatencyKind:
+// the flag that names it, as typed, and whether c names it. Set and
+// Check count sources by it; the tests walk it for the other places a
+// source is wired (Describe, Open, help, docs/FORMAT.md).
+var kinds = []struct {
+	kind  rundesc.LatencyKind
+	flag  string
+	named func(Config) bool
+}{
+	{rundesc.LatencyFile, "--latency-file", func(c Config) bool { return c.File != "" }},
+	{rundesc.LatencyProm, "--latency-prom", func(c Config) bool { return c.PromURL != "" }},
+	{rundesc.LatencyUprobe, "--latency-uprobe", func(c Config) bool { return c.Uprobe != "" }},
+	{rundesc.LatencyKernel, "--latency kernel", func(c Config) bool { return c.Mode == ModeKernel }},
+}
+
+// Flag is the flag that names a source of kind k, as typed
+// ("--latency-file", "--latency kernel"); "" for none.
+func Flag(k rundesc.LatencyKind) string {
+	for _, d := range kinds {
+		if d.kind == k {
+			return d.flag
+		}
+	}
+	return ""
+}
+
+// named is how many sources c names.
+func (c Config) named() int {
+	n := 0
+	for _, d := range kinds {
+		if d.named(c) {
+			n++
+		}
+	}
+	return n
+}
+
 // AddFlags registers the sources' flags.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.File, "latency-file", "",
@@ -105,9 +143,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 }
 
 // Set reports whether a source is named.
-func (c Config) Set() bool {
-	return c.File != "" || c.PromURL != "" || c.Uprobe != "" || c.Mode == ModeKernel
-}
+func (c Config) Set() bool { return c.named() > 0 }
 
 // DefaultKernel makes the kernel's socket timing the source when no
 // other is named and --latency does not turn it off: for a target that
@@ -121,20 +157,12 @@ func (c *Config) DefaultKernel() {
 // Check validates the flags before anything is loaded; every error it
 // returns is the user's input, not the machine's.
 func (c Config) Check() error {
-	n := 0
-	for _, s := range []string{c.File, c.PromURL, c.Uprobe} {
-		if s != "" {
-			n++
-		}
-	}
 	switch c.Mode {
-	case ModeAuto, ModeOff:
-	case ModeKernel:
-		n++
+	case ModeAuto, ModeOff, ModeKernel:
 	default:
 		return fmt.Errorf("--latency wants kernel or off, got %q", c.Mode)
 	}
-	if n > 1 || (c.Mode == ModeOff && n > 0) {
+	if n := c.named(); n > 1 || (c.Mode == ModeOff && n > 0) {
 		return errors.New("pick one latency source")
 	}
 	if c.Port > 65535 || (c.Port != 0 && c.Mode != ModeKernel) {
