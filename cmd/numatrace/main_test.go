@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/exporter"
+	"github.com/numatrace/numatrace/internal/latency/source"
+	runpkg "github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -441,6 +444,30 @@ func TestUsageShowsLatencyAndTargets(t *testing.T) {
 	code, _, stderr := runCLI("help", "bogus")
 	if msg := oneErrorLine(t, stderr); code != 2 || !strings.Contains(msg, `help: unknown command "bogus"`) {
 		t.Errorf("help bogus: exit %d, message %q", code, msg)
+	}
+}
+
+// Every kind of latency source is in the help: its flag under the
+// latency heading of attach and record (help.go's latencyGroup), in the
+// usage, and in the README.
+func TestHelpNamesEveryLatencySource(t *testing.T) {
+	_, usage, _ := runCLI("help")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range runpkg.LatencyKinds() {
+		f := source.Flag(k)
+		name, _, _ := strings.Cut(strings.TrimPrefix(f, "--"), " ")
+		if f == "" || !slices.Contains(latencyGroup.names, name) {
+			t.Errorf("%s: its flag %q is not under the latency heading (latencyGroup, help.go)", k, f)
+		}
+		if !strings.Contains(usage, f) {
+			t.Errorf("%s: the usage (main.go) does not show %s", k, f)
+		}
+		if !strings.Contains(string(readme), f) {
+			t.Errorf("%s: README.md does not show %s", k, f)
+		}
 	}
 }
 

@@ -312,18 +312,24 @@ func (a *Attach) sessionOptions(ctx context.Context, tr *tracer.Tracer, tgt *tar
 	if tgt.Kind == target.Cgroup {
 		opt.Rescan, opt.RescanEvery = tgt.CgroupPIDs, time.Second
 	}
-	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr},
-		Notice: func(s string) { fe.warn(errors.New(s)) }}
-	if tgt.Kind == target.Process {
-		env.PID = int(tgt.ID)
-		env.Sockets = sockets{tr}
-	}
-	src, err := a.Latency.Open(env)
+	src, err := a.Latency.Open(a.latencyEnv(tr, tgt, h, func(s string) { fe.warn(errors.New(s)) }))
 	if err != nil || src == nil {
 		return opt, nil, err
 	}
 	opt.Latency, opt.DumpOnSpike = src, a.DumpOnSpike
 	return opt, src, nil
+}
+
+// latencyEnv is what opening the latency source takes from the run: its
+// clock and windows, and the tracer's request timers (its socket timer
+// for a target that is one process).
+func (a *Attach) latencyEnv(tr *tracer.Tracer, tgt *target.Target, h record.Header, notice func(string)) source.Env {
+	env := source.Env{Start: h.Started, StartNs: h.StartNs, Window: a.Trace.Window, Timers: timers{tr}, Notice: notice}
+	if tgt.Kind == target.Process {
+		env.PID = int(tgt.ID)
+		env.Sockets = sockets{tr}
+	}
+	return env
 }
 
 // pressureSampler reads memory PSI for the report: the system's, and the
@@ -401,31 +407,31 @@ func (a *Attach) header(d run.Description, topo *topology.Topology, doc *doctor.
 }
 
 // timers lets the latency package's uprobe source attach through the
-// tracer, which knows nothing of latency.
+// tracer, which knows nothing of latency sources.
 type timers struct{ tr *tracer.Tracer }
 
 func (t timers) TimeRequests(binary, symbol string, pid int) (source.RequestTimer, error) {
-	lp, err := t.tr.AttachLatency(binary, symbol, pid)
-	if err != nil { // not lp: a nil *LatencyProbe is a non-nil RequestTimer
+	ut, err := t.tr.AttachLatency(binary, symbol, pid)
+	if err != nil { // not ut: a nil *UprobeTimer is a non-nil RequestTimer
 		var bad *tracer.UprobeTargetError
 		if errors.As(err, &bad) {
 			return nil, &BadInput{err}
 		}
 		return nil, err
 	}
-	return lp, nil
+	return ut, nil
 }
 
 // sockets lets the latency package's kernel source time the target's
 // sockets through the tracer.
 type sockets struct{ tr *tracer.Tracer }
 
-func (s sockets) TimeSockets(ports []uint16) (source.SocketTimer, error) {
-	lp, err := s.tr.AttachSockets(ports)
-	if err != nil { // not lp: a nil *LatencyProbe is a non-nil SocketTimer
+func (s sockets) TimeSockets(ports []uint16) (source.RequestTimer, error) {
+	st, err := s.tr.AttachSockets(ports)
+	if err != nil { // not st: a nil *SocketTimer is a non-nil RequestTimer
 		return nil, err
 	}
-	return lp, nil
+	return st, nil
 }
 
 // startDoctor is doctor's one-reading view of the machine (and the target

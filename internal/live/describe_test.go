@@ -3,10 +3,12 @@
 package live
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/numatrace/numatrace/internal/latency/source"
+	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/target"
 )
@@ -41,5 +43,22 @@ func TestDescriptionSaysWhatSpikesAreJudgedOn(t *testing.T) {
 		if got := a.describe(nil, tgt, time.Now(), 1).Spikes.On; got != want {
 			t.Errorf("--spike-on %q: described as %v, want %v", flag, got, want)
 		}
+	}
+}
+
+// A source that needs the kernel gets it through an interface in
+// source.Env, which the live run fills from the tracer: for a target that
+// is one process, every one of them is set (a new one left unset would
+// have its source fail to open only on a live run).
+func TestLatencyEnvHasEveryTimer(t *testing.T) {
+	env := (&Attach{}).latencyEnv(nil, &target.Target{Kind: target.Process, ID: 7}, record.Header{}, func(string) {})
+	v := reflect.ValueOf(env)
+	for i := range v.NumField() {
+		if f := v.Field(i); (f.Kind() == reflect.Interface || f.Kind() == reflect.Func) && f.IsNil() {
+			t.Errorf("source.Env.%s is not set for a process target (Attach.latencyEnv)", v.Type().Field(i).Name)
+		}
+	}
+	if env.PID != 7 {
+		t.Errorf("PID %d, want the target's 7", env.PID)
 	}
 }

@@ -3,7 +3,9 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +97,28 @@ func TestHeaderSpikeOn(t *testing.T) {
 	}
 	if got := (Header{SpikeOn: "p50"}).Run().Spikes.On; got != run.P99 {
 		t.Errorf("an unknown spike_on reads as %v, want p99", got)
+	}
+}
+
+// docs/FORMAT.md's `latency_source` field names every kind of source a
+// header can carry, so a reader of the format knows each.
+func TestFormatNamesEveryLatencyKind(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "| `latency_source` |") {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatal("docs/FORMAT.md has no row for the header's latency_source")
+	}
+	for _, k := range run.LatencyKinds() {
+		if !strings.Contains(row, "`"+string(k)+"`") {
+			t.Errorf("docs/FORMAT.md's latency_source row does not name the kind `%s`", k)
+		}
 	}
 }

@@ -56,6 +56,14 @@ const (
 	LatencyKernel LatencyKind = "kernel"     // the target's own sockets
 )
 
+// LatencyKinds are the latency sources, every kind but none, in the
+// order docs/FORMAT.md names them. A test keeps every LatencyKind here;
+// internal/latency/source's tests walk it for each place a source is
+// wired (its flag, help, Describe, Open, the formats' documentation).
+func LatencyKinds() []LatencyKind {
+	return []LatencyKind{LatencyFile, LatencyProm, LatencyUprobe, LatencyKernel}
+}
+
 // LatencySource says where a run's request latencies came from, for the
 // report and the view: a kind, and what of it (a path, a URL and metric,
 // a function, the sockets and what their timing leaves out).

@@ -420,13 +420,6 @@ func TestMmapLockContendedThreads(t *testing.T) {
 	}
 }
 
-func diff(a, b int) int {
-	if a > b {
-		return a - b
-	}
-	return b - a
-}
-
 func readVmstat(t *testing.T, key string) uint64 {
 	t.Helper()
 	b, err := os.ReadFile("/proc/vmstat")

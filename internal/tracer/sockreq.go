@@ -40,12 +40,19 @@ func SockreqHooks(kspec *btf.Spec) []SockreqHook {
 	return SockreqViaSyscalls
 }
 
+// SocketTimer times the request/response exchanges on the inbound TCP
+// connections of the traced process, in the kernel: it streams a record
+// of the exchange so far at each write of a response, which
+// exchange.Assembler makes one per exchange (only user space can wait to
+// see whether another write follows).
+type SocketTimer struct{ timerRing }
+
 // AttachSockets times the request/response exchanges on the inbound TCP
 // connections of the traced process whose local port is one of ports:
 // from the first byte of a request arriving to the return of the last
 // write of its response. The tracer must filter on that one process (and,
 // following forks, its descendants: a forking server's children serve).
-func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
+func (t *Tracer) AttachSockets(ports []uint16) (_ *SocketTimer, err error) {
 	if t.cfg.Filter != FilterPIDs || len(t.cfg.PIDs) != 1 || t.cfg.CgroupID != 0 {
 		return nil, fmt.Errorf("socket request timing needs one traced process (--pid)")
 	}
@@ -59,10 +66,10 @@ func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
 	if err := t.configure(spec); err != nil {
 		return nil, fmt.Errorf("configure the socket request timer: %w", err)
 	}
-	lp := &LatencyProbe{exch: newExchanges()}
+	sk := &SocketTimer{}
 	defer func() {
 		if err != nil {
-			lp.Close()
+			sk.Close()
 		}
 	}()
 	hooks := SockreqHooks(t.kspec)
@@ -76,24 +83,24 @@ func (t *Tracer) AttachSockets(ports []uint16) (_ *LatencyProbe, err error) {
 	for i, h := range hooks {
 		progs[i] = h.Program
 	}
-	if lp.coll, err = t.loadPrograms(spec, t.kspec, progs...); err != nil {
+	if sk.coll, err = t.loadPrograms(spec, t.kspec, progs...); err != nil {
 		return nil, wrapLoadErr(fmt.Errorf("load socket request timer: %w", err))
 	}
-	if err := setPorts(lp.coll.Maps[sockreqMapReqPorts], ports); err != nil {
+	if err := setPorts(sk.coll.Maps[sockreqMapReqPorts], ports); err != nil {
 		return nil, err
 	}
 	for _, h := range hooks {
-		l, err := attach(lp.coll.Programs[h.Program], h.Tracepoint)
+		l, err := attach(sk.coll.Programs[h.Program], h.Tracepoint)
 		if err != nil {
 			return nil, fmt.Errorf("attach %s: %w", h.Tracepoint, err)
 		}
-		lp.links = append(lp.links, l)
+		sk.links = append(sk.links, l)
 	}
-	if lp.rd, err = ringbuf.NewReader(lp.coll.Maps[sockreqMapLatEvents]); err != nil {
+	if sk.rd, err = ringbuf.NewReader(sk.coll.Maps[sockreqMapLatEvents]); err != nil {
 		return nil, fmt.Errorf("open latency ring buffer: %w", err)
 	}
-	t.closers = append(t.closers, lp.Close)
-	return lp, nil
+	t.closers = append(t.closers, sk.Close)
+	return sk, nil
 }
 
 // setPorts sets the bits of ports in the req_ports bitmap.

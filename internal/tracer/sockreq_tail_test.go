@@ -43,15 +43,11 @@ func testNextRequestDuringWrite(t *testing.T, syscalls bool) {
 	lp := timeSockets(t, unix.Getpid(), port, syscalls)
 	var mu sync.Mutex
 	var lats []time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
-			mu.Lock()
-			lats = append(lats, time.Duration(lat))
-			mu.Unlock()
-		}, nil)
-	}()
+	asm, done := assemble(lp, func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+		mu.Lock()
+		lats = append(lats, time.Duration(lat))
+		mu.Unlock()
+	})
 
 	fd := dialSmallBuffer(t, port)
 	mustWrite(t, fd, "a")
@@ -90,7 +86,7 @@ func testNextRequestDuringWrite(t *testing.T, syscalls bool) {
 	if lats[1] < 100*time.Millisecond || lats[1] >= 500*time.Millisecond {
 		t.Errorf("exchange b took %v, want 100 ms to 500 ms (its reply waited for a's write)", lats[1])
 	}
-	if p := lp.Pipelined(); p != 0 {
+	if p := asm.Counts().Pipelined; p != 0 {
 		t.Errorf("%d exchanges said pipelined, want none", p)
 	}
 }
@@ -214,15 +210,11 @@ func TestRequestOnAConnectionAcceptedBeforeAttach(t *testing.T) {
 	lp := timeSockets(t, unix.Getpid(), port, false)
 	var mu sync.Mutex
 	var lats []time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
-			mu.Lock()
-			lats = append(lats, time.Duration(lat))
-			mu.Unlock()
-		}, nil)
-	}()
+	_, done := assemble(lp, func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+		mu.Lock()
+		lats = append(lats, time.Duration(lat))
+		mu.Unlock()
+	})
 	close(attached)
 	mustWrite(t, fd, "b")
 	if _, err := unix.Read(fd, one); err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/latency/exchange"
+	"github.com/numatrace/numatrace/internal/monoclock"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
 	"github.com/numatrace/numatrace/internal/topology"
@@ -37,15 +39,11 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 	}
 	var mu sync.Mutex
 	var samples []got
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
-			mu.Lock()
-			samples = append(samples, got{lat, tid, st != nil})
-			mu.Unlock()
-		}, nil)
-	}()
+	asm, done := assemble(lp, func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+		mu.Lock()
+		samples = append(samples, got{lat, tid, st != nil})
+		mu.Unlock()
+	})
 	const conns, perConn = 3, 50
 	var slowest time.Duration
 	for i := 0; i < conns; i++ {
@@ -88,7 +86,7 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 	if bare > conns {
 		t.Errorf("%d exchanges without their serving thread's stall breakdown, want at most %d", bare, conns)
 	}
-	if p := lp.Pipelined(); p != 0 {
+	if p := asm.Counts().Pipelined; p != 0 {
 		t.Errorf("%d exchanges said pipelined, want none", p)
 	}
 }
@@ -108,15 +106,11 @@ func testPipelined(t *testing.T, syscalls bool) {
 	r, lp := timeRedisSockets(t, syscalls)
 	var mu sync.Mutex
 	timed := 0
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
-			mu.Lock()
-			timed++
-			mu.Unlock()
-		}, nil)
-	}()
+	asm, done := assemble(lp, func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+		mu.Lock()
+		timed++
+		mu.Unlock()
+	})
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.Port))
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +151,7 @@ func testPipelined(t *testing.T, syscalls bool) {
 	// The split PING is said pipelined too: redis read its first half
 	// before the rest arrived, which the socket cannot tell from a second
 	// request (the README says so).
-	if p := lp.Pipelined(); p != pipelined+1 {
+	if p := asm.Counts().Pipelined; p != pipelined+1 {
 		t.Errorf("%d exchanges said pipelined, want %d (the BLPOPs and the split PING)", p, pipelined+1)
 	}
 }
@@ -176,15 +170,11 @@ func testIdleExchanges(t *testing.T, syscalls bool) {
 	r, lp := timeRedisSockets(t, syscalls)
 	var mu sync.Mutex
 	var arrived []time.Time
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lp.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
-			mu.Lock()
-			arrived = append(arrived, time.Now())
-			mu.Unlock()
-		}, nil)
-	}()
+	asm, done := assemble(lp, func(end, lat uint64, tid uint32, st *stall.RequestStall) {
+		mu.Lock()
+		arrived = append(arrived, time.Now())
+		mu.Unlock()
+	})
 	c, err := r.Dial()
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +208,7 @@ func testIdleExchanges(t *testing.T, syscalls bool) {
 			t.Errorf("GET %d handed on %v after its reply, want within 200 ms (the engine files a sample only within its Grace of 250 ms)", i+1, d)
 		}
 	}
-	if n := lp.LateWrites(); n != 0 {
+	if n := asm.Counts().LateWrites; n != 0 {
 		t.Errorf("%d late writes, want none (each reply is written back to back)", n)
 	}
 }
@@ -226,7 +216,7 @@ func testIdleExchanges(t *testing.T, syscalls bool) {
 // timeRedisSockets starts redis-server and times its sockets, through the
 // socket layer's tracepoints or (syscalls) as before 6.3; the tracer
 // closes as the test ends.
-func timeRedisSockets(t *testing.T, syscalls bool) (*testutil.Redis, *LatencyProbe) {
+func timeRedisSockets(t *testing.T, syscalls bool) (*testutil.Redis, *SocketTimer) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	r := testutil.StartRedis(t)
@@ -236,7 +226,7 @@ func timeRedisSockets(t *testing.T, syscalls bool) (*testutil.Redis, *LatencyPro
 // timeSockets times the sockets of pid's port, through the socket
 // layer's tracepoints or (syscalls) as before 6.3; the tracer closes as
 // the test ends.
-func timeSockets(t *testing.T, pid, port int, syscalls bool) *LatencyProbe {
+func timeSockets(t *testing.T, pid, port int, syscalls bool) *SocketTimer {
 	t.Helper()
 	topo, err := topology.Read("/sys")
 	if err != nil {
@@ -253,4 +243,18 @@ func timeSockets(t *testing.T, pid, port int, syscalls bool) *LatencyProbe {
 		t.Fatal(err)
 	}
 	return lp
+}
+
+// assemble reads lp as the kernel source does: its per-write records
+// made one per exchange, each handed to emit, until lp is closed; done
+// closes then, and asm has counted what it did not time as the server
+// saw it.
+func assemble(lp *SocketTimer, emit func(end, lat uint64, tid uint32, st *stall.RequestStall)) (asm *exchange.Assembler, done <-chan struct{}) {
+	asm = exchange.NewAssembler()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		asm.Assemble(lp.Run, monoclock.Ns, func(r exchange.Record) { emit(r.EndNs, r.LatNs, r.TID, r.Stall) }, nil)
+	}()
+	return asm, closed
 }

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/numatrace/numatrace/internal/inbound"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/latency/exchange"
+	"github.com/numatrace/numatrace/internal/monoclock"
 )
 
 // Latency modes (--latency).
@@ -19,25 +22,17 @@ const (
 
 // SocketTimers times the request/response exchanges on the traced
 // process's inbound TCP connections of ports, in the kernel (the live
-// tracer does).
+// tracer does): its timer's records are per write of a response.
 type SocketTimers interface {
-	TimeSockets(ports []uint16) (SocketTimer, error)
+	TimeSockets(ports []uint16) (RequestTimer, error)
 }
 
-// SocketTimer is a RequestTimer that also counts the exchanges that
-// carried pipelined requests, each timed as one, and the writes of a
-// response that came after its exchange had been handed on.
-type SocketTimer interface {
-	RequestTimer
-	Pipelined() uint64
-	LateWrites() uint64
-	DueWaits() uint64
-}
-
-// kernelSource streams the exchanges a SocketTimer times.
+// kernelSource streams the exchanges a socket timer times: the records
+// of each response's writes made one sample per exchange, and counted
+// from when it was due on a paced connection (exchange.Assembler).
 type kernelSource struct {
-	uprobeSource
-	timer SocketTimer
+	timer RequestTimer
+	asm   *exchange.Assembler
 }
 
 // ErrTargetGone is the target exiting between being found and its
@@ -85,22 +80,37 @@ func openKernel(env Env, ep *inbound.Endpoints) (Source, error) {
 		return nil, err
 	}
 	env.notice(fmt.Sprintf("timing requests on %s; %s", ep, serverSide))
-	return &kernelSource{uprobeSource: uprobeSource{timer: t}, timer: t}, nil
+	return &kernelSource{timer: t, asm: exchange.NewAssembler()}, nil
 }
 
-// Skipped says how many exchanges were pipelined: timed as one, which is
-// what the client's batch waited, not each request's own latency; and
-// how many responses were timed short, to a write before a pause.
-func (s *kernelSource) Skipped() []latency.Skip {
+// Run hands on the timer's exchanges until ctx ends. They are assembled
+// on the goroutine that reads the timer, as it reads: no hand-over per
+// record, and a held exchange goes on at the ring's next drain.
+func (s *kernelSource) Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error {
+	return runTimer(ctx, out, s.timer, func(b *batcher) {
+		s.asm.Assemble(s.timer.Run, monoclock.Ns, func(r exchange.Record) { b.add(r.Sample()) }, b.flush)
+	})
+}
+
+func (s *kernelSource) Close() error { return s.timer.Close() }
+
+// Skipped says what the assembler estimated (estimated).
+func (s *kernelSource) Skipped() []latency.Skip { return estimated(s.asm.Counts()) }
+
+// estimated says how many exchanges were pipelined: timed as one, which
+// is what the client's batch waited, not each request's own latency; how
+// many responses were timed short, to a write before a pause; and how
+// many requests were counted from when they were due.
+func estimated(c exchange.Counts) []latency.Skip {
 	var out []latency.Skip
-	if n := s.timer.Pipelined(); n > 0 {
-		out = append(out, latency.Skip{Kind: latency.SkipPipelined, N: n})
+	if c.Pipelined > 0 {
+		out = append(out, latency.Skip{Kind: latency.SkipPipelined, N: c.Pipelined})
 	}
-	if n := s.timer.LateWrites(); n > 0 {
-		out = append(out, latency.Skip{Kind: latency.SkipLateWrites, N: n})
+	if c.LateWrites > 0 {
+		out = append(out, latency.Skip{Kind: latency.SkipLateWrites, N: c.LateWrites})
 	}
-	if n := s.timer.DueWaits(); n > 0 {
-		out = append(out, latency.Skip{Kind: latency.SkipDueWaits, N: n})
+	if c.DueWaits > 0 {
+		out = append(out, latency.Skip{Kind: latency.SkipDueWaits, N: c.DueWaits})
 	}
 	return out
 }

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/latency"
-	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/latency/exchange"
+	"github.com/numatrace/numatrace/internal/monoclock"
 )
 
 func TestLatencyModeFlags(t *testing.T) {
@@ -112,12 +113,12 @@ type burstTimer struct {
 	once   sync.Once
 }
 
-func (b *burstTimer) Run(emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall), drained func()) {
+func (b *burstTimer) Run(emit func(exchange.Record), drained func()) {
 	n := uint64(0)
 	for _, size := range b.bursts {
 		for i := 0; i < size; i++ {
 			n++
-			emit(n, 1000+n, 7, nil)
+			emit(exchange.Record{EndNs: n, LatNs: 1000 + n, TID: 7})
 		}
 		drained()
 	}
@@ -155,29 +156,70 @@ func TestTimedRequestsGoOnInBatches(t *testing.T) {
 	}
 }
 
-// countingTimer is a SocketTimer that times nothing, whose counters are set.
-type countingTimer struct{ pipelined, late, due uint64 }
-
-func (c *countingTimer) Run(func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall), func()) {
+// recordTimer emits bursts of records, each followed by drained, as the
+// socket timer's reader does, then waits to be closed.
+type recordTimer struct {
+	bursts [][]exchange.Record
+	closed chan struct{}
+	once   sync.Once
 }
-func (c *countingTimer) Close() error { return nil }
 
-func (c *countingTimer) Pipelined() uint64  { return c.pipelined }
-func (c *countingTimer) LateWrites() uint64 { return c.late }
-func (c *countingTimer) DueWaits() uint64   { return c.due }
+func (r *recordTimer) Run(emit func(exchange.Record), drained func()) {
+	for _, burst := range r.bursts {
+		for _, rec := range burst {
+			emit(rec)
+		}
+		drained()
+	}
+	<-r.closed
+}
+
+func (r *recordTimer) Close() error { r.once.Do(func() { close(r.closed) }); return nil }
+
+// The kernel source makes the socket timer's records, one per write of a
+// response, one sample per exchange: an exchange goes on once the next
+// on its connection begins, as the ring's reader drains, and what was
+// pipelined is counted.
+func TestKernelSourceSendsOneSamplePerExchange(t *testing.T) {
+	const ms = 1_000_000
+	at := monoclock.Ns() + 10_000*ms // no exchange ripens as the test runs
+	write := func(conn, start, end uint64) exchange.Record {
+		return exchange.Record{EndNs: at + end*ms, LatNs: (end - start) * ms, TID: 7, Conn: conn}
+	}
+	second := write(1, 0, 3)
+	second.Pipelined = true
+	timer := &recordTimer{closed: make(chan struct{}), bursts: [][]exchange.Record{
+		{write(1, 0, 1), second, write(2, 0, 2)}, // two writes of conn 1's first response
+		{write(1, 10, 11), write(2, 20, 21)},     // each connection's next request
+	}}
+	src := &kernelSource{timer: timer, asm: exchange.NewAssembler()}
+	r := runSource(src, 16)
+	defer func() { r.cancel(); <-r.done }()
+	select {
+	case rd := <-r.out:
+		want := []latency.Sample{{TsNs: at + 3*ms, LatencyNs: 3 * ms, TID: 7}, {TsNs: at + 2*ms, LatencyNs: 2 * ms, TID: 7}}
+		if !slices.Equal(rd.Samples, want) {
+			t.Errorf("samples %+v, want %+v: each connection's first exchange, to its last write", rd.Samples, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no samples")
+	}
+	if got, want := src.Skipped(), []latency.Skip{{Kind: latency.SkipPipelined, N: 1}}; !slices.Equal(got, want) {
+		t.Errorf("skipped %v, want %v", got, want)
+	}
+}
 
 // The socket source counts what it timed other than as the server saw
 // it, each kind once, and says none it did not do.
 func TestKernelSourceSaysWhatItEstimated(t *testing.T) {
 	for _, tc := range []struct {
-		timer countingTimer
-		want  []latency.Skip
+		counts exchange.Counts
+		want   []latency.Skip
 	}{
-		{countingTimer{}, nil},
-		{countingTimer{pipelined: 2, due: 31}, []latency.Skip{{Kind: latency.SkipPipelined, N: 2}, {Kind: latency.SkipDueWaits, N: 31}}},
+		{exchange.Counts{}, nil},
+		{exchange.Counts{Pipelined: 2, DueWaits: 31}, []latency.Skip{{Kind: latency.SkipPipelined, N: 2}, {Kind: latency.SkipDueWaits, N: 31}}},
 	} {
-		src := &kernelSource{timer: &tc.timer}
-		if got := src.Skipped(); !slices.Equal(got, tc.want) {
+		if got := estimated(tc.counts); !slices.Equal(got, tc.want) {
 			t.Errorf("skipped %v, want %v", got, tc.want)
 		}
 	}

@@ -21,7 +21,8 @@ import (
 
 	"github.com/numatrace/numatrace/internal/inbound"
 	"github.com/numatrace/numatrace/internal/latency"
-	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/latency/exchange"
+	rundesc "github.com/numatrace/numatrace/internal/run" // not run: a test helper of this package has the name
 )
 
 // Source is where a service's request latencies come from. It reads on
@@ -59,13 +60,15 @@ type RequestTimers interface {
 	TimeRequests(binary, symbol string, pid int) (RequestTimer, error)
 }
 
-// RequestTimer streams the timed calls.
+// RequestTimer streams a request timer's records as the kernel wrote
+// them (the live tracer's uprobe and socket timers do).
 type RequestTimer interface {
-	// Run calls emit for every call that returned, until Close: when it
-	// returned, how long it took, the thread it returned on, and the
-	// stall time inside it (nil when the call moved between threads);
+	// Run hands every record to record until Close: a timed call as it
+	// returned (when, how long it took, the thread it returned on, the
+	// stall time inside it unless it moved between threads), or a
+	// socket's exchange as it stood after a write of its response;
 	// drained each time what was read so far may go on as one batch.
-	Run(emit func(endNs, latencyNs uint64, tid uint32, st *stall.RequestStall), drained func())
+	Run(record func(exchange.Record), drained func())
 	Close() error
 }
 
@@ -81,6 +84,43 @@ type Config struct {
 	Port       uint      // --latency-port: only this port's connections (ModeKernel)
 
 	inbound *inbound.Endpoints // what ModeKernel times: FindInbound
+}
+
+// kinds are the sources a Config names, one for each run.LatencyKind:
+// the flag that names it, as typed, and whether c names it. Set and
+// Check count sources by it; the tests walk it for the other places a
+// source is wired (Describe, Open, help, docs/FORMAT.md).
+var kinds = []struct {
+	kind  rundesc.LatencyKind
+	flag  string
+	named func(Config) bool
+}{
+	{rundesc.LatencyFile, "--latency-file", func(c Config) bool { return c.File != "" }},
+	{rundesc.LatencyProm, "--latency-prom", func(c Config) bool { return c.PromURL != "" }},
+	{rundesc.LatencyUprobe, "--latency-uprobe", func(c Config) bool { return c.Uprobe != "" }},
+	{rundesc.LatencyKernel, "--latency kernel", func(c Config) bool { return c.Mode == ModeKernel }},
+}
+
+// Flag is the flag that names a source of kind k, as typed
+// ("--latency-file", "--latency kernel"); "" for none.
+func Flag(k rundesc.LatencyKind) string {
+	for _, d := range kinds {
+		if d.kind == k {
+			return d.flag
+		}
+	}
+	return ""
+}
+
+// named is how many sources c names.
+func (c Config) named() int {
+	n := 0
+	for _, d := range kinds {
+		if d.named(c) {
+			n++
+		}
+	}
+	return n
 }
 
 // AddFlags registers the sources' flags.
@@ -103,9 +143,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 }
 
 // Set reports whether a source is named.
-func (c Config) Set() bool {
-	return c.File != "" || c.PromURL != "" || c.Uprobe != "" || c.Mode == ModeKernel
-}
+func (c Config) Set() bool { return c.named() > 0 }
 
 // DefaultKernel makes the kernel's socket timing the source when no
 // other is named and --latency does not turn it off: for a target that
@@ -119,20 +157,12 @@ func (c *Config) DefaultKernel() {
 // Check validates the flags before anything is loaded; every error it
 // returns is the user's input, not the machine's.
 func (c Config) Check() error {
-	n := 0
-	for _, s := range []string{c.File, c.PromURL, c.Uprobe} {
-		if s != "" {
-			n++
-		}
-	}
 	switch c.Mode {
-	case ModeAuto, ModeOff:
-	case ModeKernel:
-		n++
+	case ModeAuto, ModeOff, ModeKernel:
 	default:
 		return fmt.Errorf("--latency wants kernel or off, got %q", c.Mode)
 	}
-	if n > 1 || (c.Mode == ModeOff && n > 0) {
+	if n := c.named(); n > 1 || (c.Mode == ModeOff && n > 0) {
 		return errors.New("pick one latency source")
 	}
 	if c.Port > 65535 || (c.Port != 0 && c.Mode != ModeKernel) {
@@ -314,47 +344,71 @@ func (s *promSource) Run(ctx context.Context, out chan<- latency.Reading, warn f
 
 func (s *promSource) Close() error { return nil }
 
+// uprobeSource streams the calls a uprobe timer times, each whole.
 type uprobeSource struct{ timer RequestTimer }
 
 func (s *uprobeSource) Skipped() []latency.Skip { return nil }
 
 func (s *uprobeSource) Run(ctx context.Context, out chan<- latency.Reading, warn func(error)) error {
+	return runTimer(ctx, out, s.timer, func(b *batcher) {
+		s.timer.Run(func(r exchange.Record) { b.add(r.Sample()) }, b.flush)
+	})
+}
+
+func (s *uprobeSource) Close() error { return s.timer.Close() }
+
+// runTimer reads a request timer (read, on its own goroutine) until ctx
+// ends, then closes it, which ends read; the samples go on in batches.
+func runTimer(ctx context.Context, out chan<- latency.Reading, timer RequestTimer, read func(*batcher)) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// Samples go on in batches, one per burst the ring holds: one
-		// channel hand-over per sample woke the session's loop for each
-		// and cost ~1 µs a request at 80,000 a second.
-		var batch []latency.Sample
-		flush := func() {
-			if len(batch) > 0 {
-				send(ctx, out, latency.Reading{Samples: batch})
-				batch = nil
-			}
-		}
-		s.timer.Run(func(end, lat uint64, tid uint32, st *stall.RequestStall) {
-			batch = append(batch, latency.Sample{TsNs: end, LatencyNs: lat, TID: tid, Stall: st})
-			if len(batch) >= maxBatch {
-				flush()
-			}
-		}, flush)
-		if len(batch) > 0 { // read as the source closed: kept if there is room
-			select {
-			case out <- latency.Reading{Samples: batch}:
-			default:
-			}
-		}
+		b := &batcher{ctx: ctx, out: out}
+		read(b)
+		b.last()
 	}()
 	<-ctx.Done()
-	s.timer.Close() // ends Run; the tracer closes it again as it closes
+	timer.Close() // ends read; the tracer closes it again as it closes
 	<-done
 	return nil
 }
 
+// batcher hands a timer's samples on in batches, one per burst the ring
+// holds: one channel hand-over per sample woke the session's loop for
+// each and cost ~1 µs a request at 80,000 a second.
+type batcher struct {
+	ctx   context.Context
+	out   chan<- latency.Reading
+	batch []latency.Sample
+}
+
+func (b *batcher) add(s latency.Sample) {
+	b.batch = append(b.batch, s)
+	if len(b.batch) >= maxBatch {
+		b.flush()
+	}
+}
+
+// flush sends the batch unless ctx ends first.
+func (b *batcher) flush() {
+	if len(b.batch) > 0 {
+		send(b.ctx, b.out, latency.Reading{Samples: b.batch})
+		b.batch = nil
+	}
+}
+
+// last sends what was read as the source closed, if there is room.
+func (b *batcher) last() {
+	if len(b.batch) > 0 {
+		select {
+		case b.out <- latency.Reading{Samples: b.batch}:
+		default:
+		}
+	}
+}
+
 // maxBatch bounds a batch of timed requests handed on at once.
 const maxBatch = 4096
-
-func (s *uprobeSource) Close() error { return s.timer.Close() }
 
 // ParseUprobeTarget splits BINARY:SYMBOL.
 func ParseUprobeTarget(s string) (binary, symbol string, err error) {

@@ -1,6 +1,4 @@
-//go:build linux
-
-package tracer
+package exchange
 
 import (
 	"math/bits"
@@ -56,10 +54,10 @@ const (
 
 // pace is one connection's schedule, as its exchanges showed it.
 type pace struct {
-	prev    exchangeSample // the last exchange, as measured
-	prevDue uint64         // when it was due (its start, unless estimated)
-	onTime  uint16         // the last exchanges, newest in bit 0: 1 arrived on its own
-	seen    uint8          // how many of the last paceWindow are in onTime
+	prev    Record // the last exchange, as measured
+	prevDue uint64 // when it was due (its start, unless estimated)
+	onTime  uint16 // the last exchanges, newest in bit 0: 1 arrived on its own
+	seen    uint8  // how many of the last paceWindow are in onTime
 	gaps    [gapWindow]uint64
 	nGaps   int
 	nextGap int
@@ -142,9 +140,9 @@ func (p *pace) forget() {
 //     its CPU taken), which no server-side timer sees.
 //
 // It updates the connection's schedule with s.
-func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.RequestStall) {
-	start, first := s.startNs(), p.prev.endNs == 0
-	queued := !first && start >= p.prev.endNs && start-p.prev.endNs < queuedGapNs
+func (p *pace) dueWait(s Record) (waitNs uint64, inherited *stall.RequestStall) {
+	start, first := s.StartNs(), p.prev.EndNs == 0
+	queued := !first && start >= p.prev.EndNs && start-p.prev.EndNs < queuedGapNs
 	due := start
 	if g, periodic, ok := p.schedule(); ok && periodic && p.prevDue+g < start {
 		expected := p.prevDue + g
@@ -153,7 +151,7 @@ func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.Reques
 			due = expected
 			inherited = p.stallsIn(due, start)
 		default:
-			busy := p.prev.endNs - min(max(expected, p.prev.startNs()), p.prev.endNs)
+			busy := p.prev.EndNs - min(max(expected, p.prev.StartNs()), p.prev.EndNs)
 			gap := p.idleStalls(s)
 			due = max(expected, start-min(busy+gap.FreezeNs, start))
 			if due < start {
@@ -171,14 +169,14 @@ func (p *pace) dueWait(s exchangeSample) (waitNs uint64, inherited *stall.Reques
 	case queued:
 		p.push(false)
 	default:
-		if !first && start > p.prev.startNs() && p.prevDue == p.prev.startNs() {
-			p.addGap(start - p.prev.startNs())
+		if !first && start > p.prev.StartNs() && p.prevDue == p.prev.StartNs() {
+			p.addGap(start - p.prev.StartNs())
 		}
 		p.push(true)
 	}
 	p.prev, p.prevDue = s, due
-	if s.st != nil && s.st.FreezeNs > 0 {
-		p.stalled[p.nextStalled] = stalledExchange{start, s.endNs, s.st}
+	if s.Stall != nil && s.Stall.FreezeNs > 0 {
+		p.stalled[p.nextStalled] = stalledExchange{start, s.EndNs, s.Stall}
 		p.nextStalled = (p.nextStalled + 1) % stalledKept
 	}
 	return waitNs, inherited
@@ -194,17 +192,17 @@ func frozenThrough(inherited *stall.RequestStall, waitNs uint64) bool {
 // last exchange and s's arrival: its totals at s's end, less s's own
 // stalls, less its totals at the last exchange's end. Nothing when not
 // known: another thread served one of them, or did not know its stalls.
-func (p *pace) idleStalls(s exchangeSample) (gap stall.RequestStall) {
-	if s.st == nil || p.prev.st == nil || s.tid != p.prev.tid {
+func (p *pace) idleStalls(s Record) (gap stall.RequestStall) {
+	if s.Stall == nil || p.prev.Stall == nil || s.TID != p.prev.TID {
 		return gap
 	}
 	for c := range gap.ByCause {
-		if before := p.prev.totals[c] + s.st.ByCause[c]; s.totals[c] > before {
-			gap.ByCause[c] = s.totals[c] - before
+		if before := p.prev.Totals[c] + s.Stall.ByCause[c]; s.Totals[c] > before {
+			gap.ByCause[c] = s.Totals[c] - before
 		}
 	}
-	if before := p.prev.totals[stall.NumCauses] + s.st.FreezeNs; s.totals[stall.NumCauses] > before {
-		gap.FreezeNs = s.totals[stall.NumCauses] - before
+	if before := p.prev.Totals[stall.NumCauses] + s.Stall.FreezeNs; s.Totals[stall.NumCauses] > before {
+		gap.FreezeNs = s.Totals[stall.NumCauses] - before
 	}
 	return gap
 }
@@ -249,18 +247,18 @@ func (p *pace) stallsIn(fromNs, toNs uint64) *stall.RequestStall {
 	return &out
 }
 
-// withWait is s counted from when it was due, waitNs before it arrived,
+// withWait is r counted from when it was due, waitNs before it arrived,
 // with what stalled in that wait added to its own breakdown.
-func (s exchangeSample) withWait(waitNs uint64, inherited *stall.RequestStall) exchangeSample {
-	if s.st == nil && inherited.FreezeNs == 0 {
-		s.latNs += waitNs // nothing is known of its own stalls, nor did any come before
-		return s
+func (r Record) withWait(waitNs uint64, inherited *stall.RequestStall) Record {
+	if r.Stall == nil && inherited.FreezeNs == 0 {
+		r.LatNs += waitNs // nothing is known of its own stalls, nor did any come before
+		return r
 	}
 	st := inherited
-	if s.st != nil {
-		add(st, s.st)
+	if r.Stall != nil {
+		add(st, r.Stall)
 	}
-	s.latNs += waitNs
-	s.st = st
-	return s
+	r.LatNs += waitNs
+	r.Stall = st
+	return r
 }

@@ -1,6 +1,4 @@
-//go:build linux
-
-package tracer
+package exchange
 
 import (
 	"math/rand/v2"
@@ -13,20 +11,20 @@ const ms = uint64(1_000_000)
 
 // handOn passes one exchange per call through x, as the reader does, and
 // returns what was emitted for it.
-func handOn(x *exchanges, conn, start, end uint64, st *stall.RequestStall) exchangeSample {
-	var out exchangeSample
-	x.add(conn, exchangeSample{endNs: end, latNs: end - start, tid: 1, st: st}, func(exchangeSample) {})
-	x.all(func(s exchangeSample) { out = s })
+func handOn(x *Assembler, conn, start, end uint64, st *stall.RequestStall) Record {
+	var out Record
+	x.Add(Record{Conn: conn, EndNs: end, LatNs: end - start, TID: 1, Stall: st}, func(Record) {})
+	x.All(func(s Record) { out = s })
 	return out
 }
 
 // onSchedule hands on 20 exchanges of connection 1, 0.2 ms each, on a 4
 // ms schedule from at; it returns when the next is due, and whether each
 // was counted as its own 0.2 ms.
-func onSchedule(x *exchanges, at uint64) (next uint64, own bool) {
+func onSchedule(x *Assembler, at uint64) (next uint64, own bool) {
 	own = true
 	for range 20 {
-		if got := handOn(x, 1, at, at+ms/5, nil); got.latNs != ms/5 {
+		if got := handOn(x, 1, at, at+ms/5, nil); got.LatNs != ms/5 {
 			own = false
 		}
 		at += 4 * ms
@@ -46,7 +44,7 @@ func memcgFreeze(ns uint64) *stall.RequestStall {
 // came, and are counted from when they were due, charged to what froze
 // the one they waited behind, as the client's own clock has them.
 func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
-	x := newExchanges()
+	x := NewAssembler()
 	at, own := onSchedule(x, 1000*ms)
 	if !own {
 		t.Fatalf("an on-time exchange was not counted as its own 0.2 ms")
@@ -56,20 +54,20 @@ func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
 	next := at + 30*ms + ms/10
 	for k := uint64(1); k <= 7; k++ {
 		got := handOn(x, 1, next, next+ms/10, nil)
-		if want := next + ms/10 - (at + 4*k*ms); got.latNs != want {
-			t.Errorf("request %d behind the freeze: %v ns, want %v (from when it was due)", k, got.latNs, want)
+		if want := next + ms/10 - (at + 4*k*ms); got.LatNs != want {
+			t.Errorf("request %d behind the freeze: %v ns, want %v (from when it was due)", k, got.LatNs, want)
 		}
 		// Its wait lay inside the frozen exchange from its due time on.
 		wantMemcg := uint64(float64(30*ms-4*k*ms) / float64(30*ms) * float64(29*ms))
-		if got.st == nil || diff(int(got.st.ByCause[stall.MemcgReclaim]), int(wantMemcg)) > 1000 {
-			t.Errorf("request %d: breakdown %+v, want memcg about %d", k, got.st, wantMemcg)
+		if got.Stall == nil || diff(int(got.Stall.ByCause[stall.MemcgReclaim]), int(wantMemcg)) > 1000 {
+			t.Errorf("request %d: breakdown %+v, want memcg about %d", k, got.Stall, wantMemcg)
 		}
 		next += ms / 5
 	}
-	if got := handOn(x, 1, at+32*ms, at+32*ms+ms/5, nil); got.latNs != ms/5 {
-		t.Errorf("back on schedule: %d ns, want its own 0.2 ms", got.latNs)
+	if got := handOn(x, 1, at+32*ms, at+32*ms+ms/5, nil); got.LatNs != ms/5 {
+		t.Errorf("back on schedule: %d ns, want its own 0.2 ms", got.LatNs)
 	}
-	if n := x.dueWaits.Load(); n != 7 {
+	if n := x.Counts().DueWaits; n != 7 {
 		t.Errorf("%d counted from when due, want 7", n)
 	}
 }
@@ -79,12 +77,12 @@ func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
 // was slow to send, not only held up): the 0.5 ms it waited behind the
 // exchange is counted, the client's own 1.2 ms is not.
 func TestSlightlyLateBehindASlowExchange(t *testing.T) {
-	x := newExchanges()
+	x := NewAssembler()
 	at, _ := onSchedule(x, 1000*ms)
 	handOn(x, 1, at, at+4*ms+ms/2, nil) // due again at +4 ms; its reply at +4.5 ms
 	next := at + 4*ms + ms/2 + 6*ms/5
-	if got := handOn(x, 1, next, next+ms/5, nil); got.latNs != ms/5+ms/2 {
-		t.Errorf("the request behind it: %v ns, want its own 0.2 ms and the 0.5 ms it was held up", got.latNs)
+	if got := handOn(x, 1, next, next+ms/5, nil); got.LatNs != ms/5+ms/2 {
+		t.Errorf("the request behind it: %v ns, want its own 0.2 ms and the 0.5 ms it was held up", got.LatNs)
 	}
 }
 
@@ -95,7 +93,7 @@ func TestSlightlyLateBehindASlowExchange(t *testing.T) {
 // then), so they are timed as the server saw them, not from a guessed
 // due time one median gap after the one before.
 func TestIrregularScheduleIsNotCorrected(t *testing.T) {
-	x := newExchanges()
+	x := NewAssembler()
 	at := 1000 * ms
 	gaps := []uint64{2, 9, 3, 14, 5, 1, 7, 4} // exponential-like, mean 5.6 ms
 	for i := range 40 {
@@ -105,12 +103,12 @@ func TestIrregularScheduleIsNotCorrected(t *testing.T) {
 	handOn(x, 1, at, at+30*ms, memcgFreeze(29*ms))
 	next := at + 30*ms + ms/10
 	for k := 0; k < 3; k++ {
-		if got := handOn(x, 1, next, next+ms/10, nil); got.latNs != ms/10 {
-			t.Errorf("request %d after the freeze: %v ns, want its own 0.1 ms", k, got.latNs)
+		if got := handOn(x, 1, next, next+ms/10, nil); got.LatNs != ms/10 {
+			t.Errorf("request %d after the freeze: %v ns, want its own 0.1 ms", k, got.LatNs)
 		}
 		next += ms / 5
 	}
-	if n := x.dueWaits.Load(); n != 0 {
+	if n := x.Counts().DueWaits; n != 0 {
 		t.Errorf("%d counted from when due on an irregular schedule, want none", n)
 	}
 }
@@ -120,19 +118,19 @@ func TestIrregularScheduleIsNotCorrected(t *testing.T) {
 // requests after a slow one are counted from their arrival, as that
 // client counts them.
 func TestClosedLoopConnectionIsNotCorrected(t *testing.T) {
-	x := newExchanges()
+	x := NewAssembler()
 	at := 1000 * ms
 	for i := range 200 {
 		lat := ms / 5
 		if i%50 == 49 {
 			lat = 30 * ms
 		}
-		if got := handOn(x, 1, at, at+lat, nil); got.latNs != lat {
-			t.Fatalf("exchange %d counted %d ns, want %d", i, got.latNs, lat)
+		if got := handOn(x, 1, at, at+lat, nil); got.LatNs != lat {
+			t.Fatalf("exchange %d counted %d ns, want %d", i, got.LatNs, lat)
 		}
 		at += lat + ms/20
 	}
-	if n := x.dueWaits.Load(); n != 0 {
+	if n := x.Counts().DueWaits; n != 0 {
 		t.Errorf("%d counted from when due on a closed-loop connection", n)
 	}
 }
@@ -141,30 +139,30 @@ func TestClosedLoopConnectionIsNotCorrected(t *testing.T) {
 // client off its schedule (or none): the estimate stops, and what is
 // timed is the server's side again.
 func TestEndlessBacklogStopsTheEstimate(t *testing.T) {
-	x := newExchanges()
+	x := NewAssembler()
 	at, _ := onSchedule(x, 1000*ms)
 	// From here on it sends back to back, 5 ms each: 1 ms a request behind schedule.
-	var last exchangeSample
+	var last Record
 	for range 1500 {
 		last = handOn(x, 1, at, at+5*ms, nil)
 		at += 5*ms + ms/10
 	}
-	if last.latNs != 5*ms {
-		t.Errorf("after 1.5 k requests behind schedule: %d ns, want the server's own 5 ms", last.latNs)
+	if last.LatNs != 5*ms {
+		t.Errorf("after 1.5 k requests behind schedule: %d ns, want the server's own 5 ms", last.LatNs)
 	}
-	if n := x.dueWaits.Load(); n == 0 || n > 1000 {
+	if n := x.Counts().DueWaits; n == 0 || n > 1000 {
 		t.Errorf("%d counted from when due; want some, fewer than the backlog cap's", n)
 	}
 }
 
 // handOnStalled is handOn for an exchange served by thread 1 whose stall
 // totals at its end are totals (memcg reclaim only), none inside it.
-func handOnStalled(x *exchanges, conn, start, end, totals uint64) exchangeSample {
-	var out exchangeSample
-	s := exchangeSample{endNs: end, latNs: end - start, tid: 1, st: &stall.RequestStall{}}
-	s.totals[stall.MemcgReclaim], s.totals[stall.NumCauses] = totals, totals
-	x.add(conn, s, func(exchangeSample) {})
-	x.all(func(s exchangeSample) { out = s })
+func handOnStalled(x *Assembler, conn, start, end, totals uint64) Record {
+	var out Record
+	s := Record{Conn: conn, EndNs: end, LatNs: end - start, TID: 1, Stall: &stall.RequestStall{}}
+	s.Totals[stall.MemcgReclaim], s.Totals[stall.NumCauses] = totals, totals
+	x.Add(s, func(Record) {})
+	x.All(func(s Record) { out = s })
 	return out
 }
 
@@ -186,7 +184,7 @@ func TestLateAfterAFrozenIdleGap(t *testing.T) {
 		{"periodic, no stall in the gap", func(int) uint64 { return 2 * ms }, 0, 0},
 		{"irregular", func(i int) uint64 { return []uint64{0, 1, 3, 6, 12}[i%5] * ms }, 41 * ms, 0},
 	} {
-		x := newExchanges()
+		x := NewAssembler()
 		at := 1000 * ms
 		for i := range 20 {
 			handOnStalled(x, 1, at, at+ms/5, 0)
@@ -195,19 +193,19 @@ func TestLateAfterAFrozenIdleGap(t *testing.T) {
 		// Due at `at`; sent 40 ms late, once the thread's 41 ms stall is over.
 		late := at + 40*ms
 		got := handOnStalled(x, 1, late, late+ms/5, tc.stallNs)
-		if want := ms/5 + tc.wantWait; got.latNs != want {
-			t.Errorf("%s: the late request counted %v ns, want %v", tc.name, got.latNs, want)
+		if want := ms/5 + tc.wantWait; got.LatNs != want {
+			t.Errorf("%s: the late request counted %v ns, want %v", tc.name, got.LatNs, want)
 		}
-		if tc.wantWait > 0 && (got.st == nil || got.st.ByCause[stall.MemcgReclaim] != tc.wantWait) {
-			t.Errorf("%s: breakdown %+v, want memcg %d (the stall, up to the wait)", tc.name, got.st, tc.wantWait)
+		if tc.wantWait > 0 && (got.Stall == nil || got.Stall.ByCause[stall.MemcgReclaim] != tc.wantWait) {
+			t.Errorf("%s: breakdown %+v, want memcg %d (the stall, up to the wait)", tc.name, got.Stall, tc.wantWait)
 		}
 		if tc.wantWait == 0 {
 			continue
 		}
 		// The next, due 4 ms after it, went as soon as its reply came.
 		next := late + ms/5 + ms/10
-		if got := handOnStalled(x, 1, next, next+ms/5, tc.stallNs); got.latNs != next+ms/5-(at+4*ms) {
-			t.Errorf("%s: the one behind it counted %v ns, want %v", tc.name, got.latNs, next+ms/5-(at+4*ms))
+		if got := handOnStalled(x, 1, next, next+ms/5, tc.stallNs); got.LatNs != next+ms/5-(at+4*ms) {
+			t.Errorf("%s: the one behind it counted %v ns, want %v", tc.name, got.LatNs, next+ms/5-(at+4*ms))
 		}
 	}
 }
@@ -219,21 +217,21 @@ func TestLateAfterAFrozenIdleGap(t *testing.T) {
 // incident's recording, numatrace read a p99 of 0.46 ms for the window
 // whose client p99 was 2.07 s).
 func TestFreezeLongerThanTheBacklogCapCounts(t *testing.T) {
-	x := newExchanges()
+	x := NewAssembler()
 	at, _ := onSchedule(x, 1000*ms)
 	handOn(x, 1, at, at+2000*ms, memcgFreeze(2000*ms))
 	next := at + 2000*ms + ms/10
 	for k := uint64(1); k <= 499; k++ {
 		got := handOn(x, 1, next, next+ms/10, nil)
-		if want := next + ms/10 - (at + 4*k*ms); got.latNs != want {
-			t.Fatalf("request %d behind the 2 s freeze: %v ns, want %v (from when it was due)", k, got.latNs, want)
+		if want := next + ms/10 - (at + 4*k*ms); got.LatNs != want {
+			t.Fatalf("request %d behind the 2 s freeze: %v ns, want %v (from when it was due)", k, got.LatNs, want)
 		}
-		if got.st == nil || got.st.ByCause[stall.MemcgReclaim] == 0 {
-			t.Fatalf("request %d behind the freeze: breakdown %+v, want memcg_reclaim", k, got.st)
+		if got.Stall == nil || got.Stall.ByCause[stall.MemcgReclaim] == 0 {
+			t.Fatalf("request %d behind the freeze: breakdown %+v, want memcg_reclaim", k, got.Stall)
 		}
 		next += ms / 10
 	}
-	if n := x.dueWaits.Load(); n != 499 {
+	if n := x.Counts().DueWaits; n != 499 {
 		t.Errorf("%d counted from when due, want 499", n)
 	}
 }
@@ -255,7 +253,7 @@ func TestPoissonScheduleIsNotTakenForAFixedRate(t *testing.T) {
 	// when due or 50 µs after the reply before it; every 100th is frozen
 	// 20 ms. It returns how many were counted from a guessed due time.
 	send := func(dueAt func(k int) uint64) uint64 {
-		x := newExchanges()
+		x := NewAssembler()
 		prevEnd := uint64(0)
 		for k := range requests {
 			start := max(dueAt(k), prevEnd+ms/20)
@@ -267,7 +265,7 @@ func TestPoissonScheduleIsNotTakenForAFixedRate(t *testing.T) {
 			handOn(x, 1, start, start+took, st)
 			prevEnd = start + took
 		}
-		return x.dueWaits.Load()
+		return x.Counts().DueWaits
 	}
 	due := 1000 * ms
 	poisson := send(func(int) uint64 { due += uint64(rng.ExpFloat64() * 5e6); return due })
@@ -286,4 +284,11 @@ func TestPoissonScheduleIsNotTakenForAFixedRate(t *testing.T) {
 		t.Errorf("fixed rate: %d requests counted from when due, want %d or more", fixed, want)
 	}
 	t.Logf("counted from when due: pgbench -R %d, fixed rate %d, of %d", poisson, fixed, requests)
+}
+
+func diff(a, b int) int {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
