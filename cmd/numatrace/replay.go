@@ -14,10 +14,10 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/engine"
-	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/perfetto"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/sanitize"
@@ -245,7 +245,7 @@ func exportStacks(r *record.Reader, format string, w, stderr io.Writer) error {
 	}
 	if n := aggregate.StacksLeftOut(samples); n.Count > 0 {
 		line := fmt.Sprintf("the stacks of %s (%s) left out: their time is counted under a stack that says why",
-			latency.Count(n.Count, "stall"), output.Dur(n.TotalNs))
+			prose.Count(n.Count, "stall"), output.Dur(n.TotalNs))
 		fmt.Fprintf(stderr, "numatrace: warning: %s\n", line)
 		comments = append(comments, line)
 	}

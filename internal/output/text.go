@@ -14,7 +14,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -164,18 +164,8 @@ func (r *Report) discarded(w io.Writer) {
 		}
 	}
 	if r.BadRecords > 0 {
-		fmt.Fprintf(w, "WARNING: %s\n", BadRecords(r.BadRecords))
+		fmt.Fprintf(w, "WARNING: %s\n", prose.BadRecords(r.BadRecords))
 	}
-}
-
-// BadRecords says that n records from the kernel could not be decoded.
-func BadRecords(n uint64) string {
-	was := "were"
-	if n == 1 {
-		was = "was"
-	}
-	return latency.Count(n, "ring-buffer record") + " from the kernel could not be read or decoded (an unknown cause, a short record) and " +
-		was + " left out"
 }
 
 // evicted warns that the thread and process tables miss evicted threads'
@@ -260,7 +250,7 @@ func (r *Report) onlyMoved() string {
 		were = "was"
 	}
 	return fmt.Sprintf("%s only moved between CPUs of one node (%s left out: --json lists them).",
-		latency.Count(uint64(moved), "thread"), were)
+		prose.Count(uint64(moved), "thread"), were)
 }
 
 func (r *Report) threadTable(w io.Writer) {
@@ -388,7 +378,7 @@ func (r *Report) histograms(w io.Writer) {
 	}
 	for _, ref := range refs {
 		fmt.Fprintf(w, "\n%s of tid %d (%s): %s, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
-			latency.Count(ref.cs.Count, "stall"), Dur(ref.cs.TotalNs))
+			prose.Count(ref.cs.Count, "stall"), Dur(ref.cs.TotalNs))
 		WriteHist(w, ref.cs.Hist)
 	}
 }
@@ -512,12 +502,12 @@ func (r *Report) latency(w io.Writer) {
 	if len(spikes) > 1 {
 		order = ", the worst first"
 	}
-	fmt.Fprintf(w, "\nLATENCY (%s with requests, %s%s)\n", latency.Count(uint64(c.Windows), "window"),
-		latency.Count(uint64(len(spikes)), "spike"), order)
+	fmt.Fprintf(w, "\nLATENCY (%s with requests, %s%s)\n", prose.Count(uint64(c.Windows), "window"),
+		prose.Count(uint64(len(spikes)), "spike"), order)
 	for i, sp := range spikes {
 		if i == r.top() {
 			fmt.Fprintf(w, "  ... %s, each smaller than those above (--top %d shows them all; --json lists them in time order)\n",
-				latency.Count(uint64(len(spikes)-i), "more spike"), len(spikes))
+				prose.Count(uint64(len(spikes)-i), "more spike"), len(spikes))
 			break
 		}
 		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))
