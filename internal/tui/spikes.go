@@ -78,7 +78,7 @@ func (s *spikesScreen) View() []string {
 		if s.player != nil {
 			msg = "No latency source: this recording was made without --latency-file, --latency-prom or --latency-uprobe."
 		}
-		return append([]string{""}, wrapAtSpaces(msg, s.width)...)
+		return append([]string{""}, wrap(msg, s.width)...)
 	}
 	var lines []string
 	if src != "" {
