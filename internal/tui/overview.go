@@ -424,7 +424,7 @@ func (o *overviewScreen) childrenHint() []string {
 	for _, r := range o.frame.Rows {
 		own += r.StallNs
 	}
-	hint := output.ChildrenHint(o.frame.Info.Target, own, o.frame.Children)
+	hint := output.ChildrenHint(o.frame.Info.Run.Target, own, o.frame.Children)
 	if hint == "" {
 		return nil
 	}

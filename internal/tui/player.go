@@ -2,16 +2,13 @@ package tui
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
-	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/stall"
-	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // item is one thing the engine handed on while the recording replayed,
@@ -64,7 +61,10 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 		return nil, err
 	}
 	f.Finish(r.Blocks())
-	p := &Player{info: InfoFromHeader(r.Header()), eng: f.Engine(), items: c.items}
+	// The header is converted here, once, as the engine's description
+	// and doctor's report: the view is told the run as the live one is.
+	info := Info{Run: f.Engine().Run(), Machine: NewMachine(r.Header().Host.CPUNode, r.Header().Host.NodeMem), Doctor: f.Doctor()}
+	p := &Player{info: info, eng: f.Engine(), items: c.items}
 	for i, it := range p.items {
 		if it.win != nil {
 			p.winAt = append(p.winAt, i)
@@ -72,27 +72,6 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 	}
 	p.Seek(len(p.winAt))
 	return p, nil
-}
-
-// InfoFromHeader is the header line's information from a recording's
-// header; the live view builds the same header for its recording.
-func InfoFromHeader(h record.Header) Info {
-	probes := wire.ProbeStatuses(h.Probes)
-	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
-		WindowNs: h.WindowNs, Started: h.Started,
-		ProbesAttached: stall.Attached(probes), ProbesTotal: stall.Asked(probes), Latency: h.Run().Latency}
-	if len(h.Doctor) > 0 {
-		var rep doctor.Report
-		if err := json.Unmarshal(h.Doctor, &rep); err == nil {
-			info.Findings, info.DoctorRan = rep.Lines(), true
-		}
-	}
-	nodes := map[int]bool{}
-	for _, n := range h.Host.CPUNode {
-		nodes[n] = true
-	}
-	info.Nodes = max(len(nodes), len(h.Host.NodeMem))
-	return info
 }
 
 // Len is the number of windows in the recording.

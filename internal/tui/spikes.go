@@ -72,7 +72,7 @@ func (s *spikesScreen) Hints() []string {
 
 func (s *spikesScreen) View() []string {
 	c := s.spikeAnalysis()
-	src := s.frame.Info.Latency.String()
+	src := s.frame.Info.Run.Latency.String()
 	if c == nil && src == "" {
 		msg := "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."
 		if s.player != nil {

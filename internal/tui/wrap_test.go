@@ -11,6 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/textwrap"
 )
 
@@ -62,8 +63,8 @@ func TestWrapIsTextwraps(t *testing.T) {
 func TestSystemScreenKeepsFlagsWhole(t *testing.T) {
 	finding := "[warn] " + hyphenated
 	for w := 40; w <= 80; w++ {
-		s := liveStore()
-		s.SetFindings([]string{finding})
+		s := NewStore(liveInfo(&doctor.Report{Findings: []doctor.Finding{{Severity: doctor.Warn, Title: hyphenated}}}), liveWindowsForTest)
+		feed(s)
 		m := NewLive(s, Options{NoTicks: true})
 		m.Update(tea.WindowSizeMsg{Width: w, Height: 60})
 		m.Update(keyTab)
