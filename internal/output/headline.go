@@ -240,9 +240,9 @@ func (r *Report) worstThreads() []WorstThread {
 
 // headlineText writes the headline block, each part wrapped under its
 // label.
-func (r *Report) headlineText(w io.Writer) {
+func (r *Report) headlineText(w io.Writer, width int) {
 	h := r.Headline()
-	para := func(label, text string) { fmt.Fprintln(w, textwrap.Hanging(label, text, Width)) }
+	para := func(label, text string) { fmt.Fprintln(w, textwrap.Hanging(label, text, width)) }
 	para("VERDICT: ", sanitize.Text(h.Verdict))
 	for i, t := range h.Worst {
 		label := "WORST:   "

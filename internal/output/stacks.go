@@ -15,8 +15,9 @@ import (
 // StacksShown is how many stacks the report shows per thread and cause.
 const StacksShown = 3
 
-// stackWidth is the width a stack's path is fitted to in the text report.
-const stackWidth = 100
+// stackWidth is the width a stack's path is fitted to in the text report
+// (a narrower terminal's report wraps it, rather than cut more frames).
+const stackWidth = Width
 
 // stacks says where the threads with the most stall time were when they
 // stalled: for each thread and cause of the histograms above, the stacks
