@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"bytes"
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/replay"
 )
 
 // A replay's view is told the run as the engine is: the recording's
@@ -67,6 +70,30 @@ func TestTheViewIsToldTheRunNotAHeader(t *testing.T) {
 				}
 				return true
 			})
+		}
+	}
+}
+
+// The report quitting a replay's view prints is the recording's, as
+// `numatrace report` prints it, whichever window the view was at.
+func TestPlayersReportIsTheRecordings(t *testing.T) {
+	for _, name := range []string{"redis-memcg-hog.ntr", "vm-6.1-thp.ntr"} {
+		r, err := record.Open(recordings + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := replay.Run(context.Background(), r, replay.Options{TopThreads: 20})
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := loadPlayer(t, name)
+		p.Seek(3)
+		var got, wantText bytes.Buffer
+		p.Report().Text(&got)
+		want.Text(&wantText)
+		if got.String() != wantText.String() {
+			t.Errorf("%s: the player's report\n%s\n`numatrace report`'s\n%s", name, got.String(), wantText.String())
 		}
 	}
 }

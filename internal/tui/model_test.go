@@ -44,7 +44,7 @@ func loadPlayer(t testing.TB, name string) *Player {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	p, err := LoadRecording(context.Background(), r)
+	p, err := LoadRecording(context.Background(), r, 20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -25,13 +26,14 @@ type item struct {
 // through the engine once; seeking replays what the engine handed on,
 // and the spike analysis is the engine's as it stood at that window.
 type Player struct {
-	info  Info
-	eng   *engine.Engine
-	items []item
-	winAt []int // items index of each window
-	store *Store
-	fed   int // items fed to store
-	pos   int // windows shown
+	info   Info
+	eng    *engine.Engine
+	report *output.Report // the whole recording's, as `numatrace report` prints it
+	items  []item
+	winAt  []int // items index of each window
+	store  *Store
+	fed    int // items fed to store
+	pos    int // windows shown
 }
 
 // collector is the engine's sink during the load: it keeps everything in
@@ -49,10 +51,11 @@ func (c *collector) Window(w *aggregate.Window) error {
 }
 func (c *collector) Flush() error { return nil }
 
-// LoadRecording replays r as fast as it can and keeps what it saw.
-func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
+// LoadRecording replays r as fast as it can and keeps what it saw, and
+// the report of it, whose lists show top rows (--top).
+func LoadRecording(ctx context.Context, r *record.Reader, top int) (*Player, error) {
 	c := &collector{}
-	f := replay.NewFeeder(r.Header(), replay.Options{Sinks: []engine.Sink{c},
+	f := replay.NewFeeder(r.Header(), replay.Options{Sinks: []engine.Sink{c}, TopThreads: top,
 		OnSnapshot: func(s record.Snapshot) { c.items = append(c.items, item{snap: s.Data}) },
 		OnProcfs:   func(p record.Procfs) { c.items = append(c.items, item{procfs: &p}) },
 	})
@@ -60,11 +63,11 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 	if err := f.ReadAll(ctx, r, nil); err != nil {
 		return nil, err
 	}
-	f.Finish(r.Blocks())
+	rep := f.Finish(r.Blocks())
 	// The header is converted here, once, as the engine's description
 	// and doctor's report: the view is told the run as the live one is.
 	info := Info{Run: f.Engine().Run(), Machine: NewMachine(r.Header().Host.CPUNode, r.Header().Host.NodeMem), Doctor: f.Doctor()}
-	p := &Player{info: info, eng: f.Engine(), items: c.items}
+	p := &Player{info: info, eng: f.Engine(), report: rep, items: c.items}
 	for i, it := range p.items {
 		if it.win != nil {
 			p.winAt = append(p.winAt, i)
@@ -108,6 +111,10 @@ func (p *Player) Seek(k int) {
 	p.store.Analysis(p.eng.AnalysisAt(uint64(k)))
 	p.pos = k
 }
+
+// Report is the whole recording's report, wherever the replay stands:
+// what quitting the view prints.
+func (p *Player) Report() *output.Report { return p.report }
 
 // Analysis is the spike analysis of the whole recording, as the report
 // has it.
