@@ -128,8 +128,14 @@ func TestTUILiveAttachInATerminal(t *testing.T) {
 	s.keys(t, "Escape")
 	time.Sleep(300 * time.Millisecond)
 	s.keys(t, "q")
-	// After the view, the text report stays in the terminal.
-	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "("+shown) // the note names the target, escaped
+	// After the view, the text report stays in the terminal, wrapped to it.
+	s.waitFor(t, 10*time.Second, "EXIT=0", "note: target pid", "("+shown) // the note names the target, escaped
+	out := s.captureAll(t)
+	if first, last := strings.Index(out, "\nVERDICT:"), strings.LastIndex(out, "\nVERDICT:"); first < 0 || last <= first {
+		t.Errorf("no report, verdict first and last:\n%s", out)
+	} else {
+		fitsPane(t, out[first:last+strings.Index(out[last+1:], "\n")+1], 80)
+	}
 	if got := s.paneTitle(t); got != title {
 		t.Errorf("the pane's title changed from %q to %q", title, got)
 	}
