@@ -85,6 +85,15 @@ func runTrace(name string, args []string, stdout, stderr io.Writer) error {
 	return exitCode(a.Run(stdout, stderr))
 }
 
+// commandAbout is what a command's flags do not say, shown in its help
+// after the synopsis.
+func commandAbout(name string) string {
+	if name == "serve" {
+		return "serve answers /metrics and /healthz. " + exporter.ProfileHelp + "."
+	}
+	return ""
+}
+
 func runServe(args []string, stdout, stderr io.Writer) error {
 	s := live.Serve{Version: version}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

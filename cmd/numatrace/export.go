@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
-	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/outfile"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/perfetto"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/stackexport"
@@ -152,7 +152,7 @@ func stallProfile(r *record.Reader, stderr io.Writer) (*profile, error) {
 	}
 	if n := aggregate.StacksLeftOut(p.samples); n.Count > 0 {
 		line := fmt.Sprintf("the stacks of %s (%s) left out: their time is counted under a stack that says why",
-			latency.Count(n.Count, "stall"), output.Dur(n.TotalNs))
+			prose.Count(n.Count, "stall"), output.Dur(n.TotalNs))
 		fmt.Fprintf(stderr, "numatrace: warning: %s\n", line)
 		p.comments = append(p.comments, line)
 	}

@@ -115,6 +115,9 @@ func sameValue(a, b flag.Value) bool {
 func printHelp(w io.Writer, fs *flag.FlagSet) {
 	h := commandHelps[fs.Name()]
 	fmt.Fprintf(w, "usage: numatrace %s\n", h.synopsis)
+	if about := commandAbout(fs.Name()); about != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(textwrap.Lines(about, helpWidth), "\n"))
+	}
 	shown := map[string]bool{}
 	for _, g := range h.groups {
 		printGroup(w, fs, g, shown)

@@ -537,3 +537,26 @@ func TestProbesFits100Columns(t *testing.T) {
 		}
 	}
 }
+
+// serve's stall profile is the past N seconds, sent at once, where Go's
+// /debug/pprof/profile?seconds=N records the next N: its help says which,
+// and so does the README's Serve section.
+func TestServeSaysTheStallProfileIsThePast(t *testing.T) {
+	_, help, _ := runCLI("serve", "--help")
+	usage, _, _ := strings.Cut(help, "\nserving:")
+	flat := strings.Join(strings.Fields(usage), " ")
+	for _, want := range []string{"/debug/pprof/stalls?seconds=N", "the past N seconds, sent at once", "records the next N seconds instead"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("serve --help does not say %q:\n%s", want, usage)
+		}
+	}
+	usage, _ = readmeSection(t, "Usage")
+	_, serve, _ := strings.Cut(usage, "### Serve")
+	serve, _, _ = strings.Cut(serve, "\n### ")
+	flat = strings.Join(strings.Fields(serve), " ")
+	for _, want := range []string{"is the stall profile of the past N seconds, sent at once", "waits and records the next N seconds instead"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the README's Serve section does not say %q:\n%s", want, serve)
+		}
+	}
+}

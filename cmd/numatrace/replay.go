@@ -100,7 +100,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return usageErr("replay: --speed must be positive")
 	}
 	if !*noTUI && !*asJSON && tui.OnTerminal(stdout) {
-		return replayTUI(path, *speed, stdout, stderr)
+		return replayTUI(path, *speed, *top, stdout, stderr)
 	}
 	if *fast {
 		*speed = 0
@@ -108,34 +108,46 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	return replayTo(path, *speed, *asJSON, *top, false, stdout, stderr)
 }
 
-// replayTUI loads the recording and opens the interactive view at its end.
-func replayTUI(path string, speed float64, stdout, stderr io.Writer) error {
+// replayTUI loads the recording and opens the interactive view at its
+// end; quitting it prints the recording's report, verdict first, as
+// attach's view does.
+func replayTUI(path string, speed float64, top int, stdout, stderr io.Writer) error {
 	r, err := openRecording(path)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	p, err := tui.LoadRecording(context.Background(), r)
+	p, err := tui.LoadRecording(context.Background(), r, top)
 	warnDamage(r, path, stderr)
 	if err != nil {
 		return err
 	}
 	prog := tui.Program(tui.NewReplay(p, tui.Options{Speed: speed}), os.Stdin, stdout)
 	// Bubble Tea quits on Ctrl-C and SIGTERM; a hang-up (the terminal
-	// closed) quits the view too, rather than killing it.
+	// closed) quits the view too, rather than killing it, and leaves out
+	// the report: there is no one to read it.
 	hup, done := make(chan os.Signal, 1), make(chan struct{})
+	hungUp := make(chan bool, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go func() {
 		select {
 		case <-hup:
+			hungUp <- true
 			prog.Quit()
 		case <-done:
+			hungUp <- false
 		}
 	}()
 	_, err = prog.Run()
 	close(done)
-	return err
+	if err != nil || <-hungUp {
+		return err
+	}
+	if err := nothingBeforeCut(path, r, p.Report()); err != nil {
+		return err
+	}
+	return output.Print(p.Report(), nil, stdout)
 }
 
 func runReport(args []string, stdout, stderr io.Writer) error {

@@ -17,3 +17,7 @@ func runAttach([]string, io.Writer, io.Writer) error { return errNeedsLinux }
 func runRecord([]string, io.Writer, io.Writer) error { return errNeedsLinux }
 func runServe([]string, io.Writer, io.Writer) error  { return errNeedsLinux }
 func runProbes([]string, io.Writer) error            { return errNeedsLinux }
+
+// commandAbout is what a command's flags do not say: here, the commands
+// that have more to say do not run.
+func commandAbout(string) string { return "" }

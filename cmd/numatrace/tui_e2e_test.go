@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -126,8 +128,14 @@ func TestTUILiveAttachInATerminal(t *testing.T) {
 	s.keys(t, "Escape")
 	time.Sleep(300 * time.Millisecond)
 	s.keys(t, "q")
-	// After the view, the text report stays in the terminal.
-	s.waitFor(t, 10*time.Second, "EXIT=0", "exited after", "("+shown) // the note names the target, escaped
+	// After the view, the text report stays in the terminal, wrapped to it.
+	s.waitFor(t, 10*time.Second, "EXIT=0", "note: target pid", "("+shown) // the note names the target, escaped
+	out := s.captureAll(t)
+	if first, last := strings.Index(out, "\nVERDICT:"), strings.LastIndex(out, "\nVERDICT:"); first < 0 || last <= first {
+		t.Errorf("no report, verdict first and last:\n%s", out)
+	} else {
+		fitsPane(t, out[first:last+strings.Index(out[last+1:], "\n")+1], 80)
+	}
 	if got := s.paneTitle(t); got != title {
 		t.Errorf("the pane's title changed from %q to %q", title, got)
 	}
@@ -163,4 +171,56 @@ func TestTUIReplayQuitsOnSIGHUP(t *testing.T) {
 	}
 	syscall.Kill(nt, syscall.SIGHUP)
 	s.waitFor(t, 5*time.Second, "EXIT=0")
+}
+
+// captureAll is the pane with its scrollback, wrapped lines joined.
+func (s *tmuxSession) captureAll(t *testing.T) string {
+	out, err := s.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", s.name).Output()
+	if err != nil {
+		t.Fatalf("capture-pane: %v", err)
+	}
+	return string(out)
+}
+
+// fitsPane checks that text, captured with its wrapped lines joined,
+// has no line the terminal had to wrap.
+func fitsPane(t *testing.T, text string, cols int) {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if w := ansi.StringWidth(l); w > cols {
+			t.Errorf("a line of %d columns in a %d-column pane: %q", w, cols, l)
+		}
+	}
+}
+
+// Quitting replay's view prints the recording's report, verdict first,
+// as the README's Quick start and `make demo` say, wrapped to the pane.
+func TestTUIReplayQuitPrintsTheReport(t *testing.T) {
+	const rec = "../../testdata/recordings/redis-memcg-hog.ntr"
+	s := startTmux(t, 80, 24, binary(t)+" replay "+rec)
+	s.waitFor(t, 10*time.Second, "numatrace REPLAY 0:31/0:31", "redis-server")
+	s.keys(t, "q")
+	s.waitFor(t, 10*time.Second, "EXIT=0")
+	out := s.captureAll(t)
+	out = out[:strings.Index(out, "EXIT=0")]
+	verdict, threads := strings.Index(out, "VERDICT: 23 spikes in 61 windows"), strings.Index(out, "THREADS (")
+	if verdict < 0 || threads < verdict || !strings.Contains(out, "\nNEXT:") {
+		t.Fatalf("quitting the view printed no report, verdict first:\n%s", out)
+	}
+	fitsPane(t, out, 80)
+	_, want, _ := runCLI("report", rec)
+	if got := strings.Join(strings.Fields(out[strings.Index(out, "numatrace: "):]), " "); got != strings.Join(strings.Fields(want), " ") {
+		t.Errorf("the report after the view is not `numatrace report`'s:\n%s\nwant\n%s", out, want)
+	}
+}
+
+// The text report wraps to a pane narrower than 100 columns.
+func TestReportFitsAnEightyColumnPane(t *testing.T) {
+	s := startTmux(t, 80, 24, binary(t)+" report ../../testdata/recordings/redis-memcg-hog.ntr")
+	s.waitFor(t, 10*time.Second, "EXIT=0")
+	out := s.captureAll(t)
+	if !strings.Contains(out, "VERDICT:") {
+		t.Fatalf("no report:\n%s", out)
+	}
+	fitsPane(t, out[:strings.Index(out, "EXIT=0")], 80)
 }

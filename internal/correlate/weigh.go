@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -235,7 +235,7 @@ func (r *Result) conclude(cfg Config) {
 	case r.Windows == 0:
 		r.Conclusion = "No latency samples: nothing to correlate."
 	case spikes == 0:
-		r.Conclusion = fmt.Sprintf("No latency spikes in %s.", latency.Count(uint64(r.Windows), "window"))
+		r.Conclusion = fmt.Sprintf("No latency spikes in %s.", prose.Count(uint64(r.Windows), "window"))
 	default:
 		r.Conclusion = r.judge(spikes, cfg)
 	}
@@ -273,7 +273,7 @@ func (r *Result) judge(spikes int, cfg Config) string {
 			partly = append(partly, fmt.Sprintf("%s (%scovers at least half of %s%s)", c.Label(cc.Reason), notMemory(c), ofSpikes(n, spikes), inSlow(*cc)))
 		}
 	}
-	head := fmt.Sprintf("%s in %s", latency.Count(uint64(spikes), "spike"), latency.Count(uint64(r.Windows), "window"))
+	head := fmt.Sprintf("%s in %s", prose.Count(uint64(spikes), "spike"), prose.Count(uint64(r.Windows), "window"))
 	elsewhere := r.elsewhere()
 	switch {
 	case len(why) > 0:

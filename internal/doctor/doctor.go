@@ -230,13 +230,13 @@ func Checks() []string {
 
 func ev(path string, v any) string { return fmt.Sprintf("%s = %v", path, v) }
 
-// Recorded are the findings a recording carries: doctor's one reading of
-// the traced machine as the run started. None when the recording was
-// made without doctor, or they cannot be read.
-func Recorded(h record.Header) []Finding {
+// Recorded is the report a recording carries: doctor's one reading of
+// the traced machine as the run started. Nil when the recording was made
+// without doctor, or it cannot be read.
+func Recorded(h record.Header) *Report {
 	var rep Report
 	if len(h.Doctor) == 0 || json.Unmarshal(h.Doctor, &rep) != nil {
 		return nil
 	}
-	return rep.Findings
+	return &rep
 }

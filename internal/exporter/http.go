@@ -39,7 +39,8 @@ func (e *Exporter) Handler(healthy func() bool) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintln(w, "numatrace serve: /metrics, /healthz, /debug/pprof/stalls?seconds=N (the stall profile of the last N seconds)")
+		fmt.Fprintln(w, "numatrace serve: /metrics, /healthz, /debug/pprof/stalls?seconds=N")
+		fmt.Fprintln(w, ProfileHelp)
 	})
 	return mux
 }

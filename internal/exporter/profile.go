@@ -23,6 +23,14 @@ const (
 	maxProfiles           = 2
 )
 
+// ProfileHelp says what the stall profile's endpoint answers, for serve's
+// help and its index page. It is the past N seconds, answered at once,
+// where Go's /debug/pprof/profile?seconds=N waits and records the next N:
+// serve has kept them already, a scrape every N seconds still gets every
+// second, and no request holds a connection for up to ten minutes.
+var ProfileHelp = fmt.Sprintf("GET /debug/pprof/stalls?seconds=N (N from 1 to %d, %d by default) is the stall profile of the past N seconds, sent at once: Go's /debug/pprof/profile?seconds=N waits and records the next N seconds instead",
+	ProfileSeconds, DefaultProfileSeconds)
+
 // recentStacks keeps the last ProfileSeconds of streamed stalls by
 // cause, thread and stack, a table per second of CLOCK_MONOTONIC, for
 // GET /debug/pprof/stalls?seconds=N.
@@ -153,9 +161,10 @@ func (m *profileMerge) samples() []aggregate.StackSample {
 }
 
 // serveStallProfile answers GET /debug/pprof/stalls?seconds=N with the
-// stall profile of the last N seconds (30 by default), gzipped
-// profile.proto as Go's /debug/pprof/profile serves a CPU profile. Past
-// maxProfiles being built, a request is turned away at once.
+// stall profile of the past N seconds (30 by default), at once (see
+// ProfileHelp), in the gzipped profile.proto Go's /debug/pprof/profile
+// serves a CPU profile in. Past maxProfiles being built, a request is
+// turned away at once.
 func (e *Exporter) serveStallProfile(w http.ResponseWriter, req *http.Request) {
 	seconds := DefaultProfileSeconds
 	if v := req.URL.Query().Get("seconds"); v != "" {

@@ -206,3 +206,16 @@ func TestProfilesDoNotHoldUpTheStream(t *testing.T) {
 		t.Errorf("a profile once the others were built: %d %q", rec.Code, rec.Body.String())
 	}
 }
+
+// serve's index page says the stall profile is the past N seconds, where
+// Go's profile endpoint records the next N.
+func TestIndexSaysTheStallProfileIsThePast(t *testing.T) {
+	e := New(Config{ProcRoot: t.TempDir(), Now: func() uint64 { return 1e9 }})
+	defer e.Close()
+	rec := httptest.NewRecorder()
+	e.Handler(func() bool { return true }).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if body := rec.Body.String(); !strings.Contains(body, "the stall profile of the past N seconds, sent at once") ||
+		!strings.Contains(body, "records the next N seconds instead") {
+		t.Errorf("the index page:\n%s", body)
+	}
+}

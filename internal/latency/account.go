@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/numatrace/numatrace/internal/prose"
 )
 
 // Account is what a run's latency source gave, and what of it was left
@@ -153,15 +155,15 @@ func (a *Account) Problems() []Problem {
 			its, were = "its", "was"
 		}
 		out = append(out, Problem{ProblemLate, fmt.Sprintf("%s came after %s window had closed and %s left out: the writer lags (does it buffer its output?)",
-			Count(a.Late, "latency sample"), its, were)})
+			prose.Count(a.Late, "latency sample"), its, were)})
 	}
 	if a.LateWindows > 0 {
 		out = append(out, Problem{ProblemLateWindows, fmt.Sprintf("the latency statistics of %s came after the window had closed and were left out (a slow scrape)",
-			Count(a.LateWindows, "window"))})
+			prose.Count(a.LateWindows, "window"))})
 	}
 	if a.SkippedWindows > 0 {
 		out = append(out, Problem{ProblemSkippedWindows, fmt.Sprintf("%s left out of the analysis rather than misread: the source could not tell their latency (a failed scrape, a counter reset, a change of buckets)",
-			Count(a.SkippedWindows, "window"))})
+			prose.Count(a.SkippedWindows, "window"))})
 	}
 	for _, s := range a.Skipped {
 		out = append(out, Problem{ProblemSkipped, skipText(s)})
@@ -180,27 +182,27 @@ func (a *Account) Problems() []Problem {
 func skipText(s Skip) string {
 	switch s.Kind {
 	case SkipMalformed:
-		return Count(s.N, "malformed line") + " of the latency file " + were(s.N) + " skipped"
+		return prose.Count(s.N, "malformed line") + " of the latency file " + prose.Were(s.N) + " skipped"
 	case SkipNoLatency:
-		return Count(s.N, "line") + " of the latency file carried no latency (requests that failed, were skipped or reached no upstream; or other messages of the log)"
+		return prose.Count(s.N, "line") + " of the latency file carried no latency (requests that failed, were skipped or reached no upstream; or other messages of the log)"
 	case SkipScrapes:
-		return Count(s.N, "scrape") + " of the latency endpoint failed"
+		return prose.Count(s.N, "scrape") + " of the latency endpoint failed"
 	case SkipResets:
-		return Count(s.N, "counter reset") + " of the latency histogram (the service restarted?)"
+		return prose.Count(s.N, "counter reset") + " of the latency histogram (the service restarted?)"
 	case SkipLayouts:
-		return Count(s.N, "change") + " of the latency histogram's buckets"
+		return prose.Count(s.N, "change") + " of the latency histogram's buckets"
 	case SkipPipelined:
-		return Count(s.N, "exchange") + " on the target's sockets carried pipelined requests: each was timed as one, from its first request's arrival to its last response"
+		return prose.Count(s.N, "exchange") + " on the target's sockets carried pipelined requests: each was timed as one, from its first request's arrival to its last response"
 	case SkipLateWrites:
-		return Count(s.N, "write") + " of a response came more than 20 ms after the one before (a streamed response?): each such exchange was timed to its last write before the pause"
+		return prose.Count(s.N, "write") + " of a response came more than 20 ms after the one before (a streamed response?): each such exchange was timed to its last write before the pause"
 	case SkipDueWaits:
-		return Count(s.N, "request") + " on paced connections reached the socket late, held up by a frozen exchange before them or by the server's freeze: each was counted from when its connection's schedule had it due, as the client counts it (an estimate)"
+		return prose.Count(s.N, "request") + " on paced connections reached the socket late, held up by a frozen exchange before them or by the server's freeze: each was counted from when its connection's schedule had it due, as the client counts it (an estimate)"
 	}
 	name := s.Name
 	if name == "" {
 		name = s.Kind.String()
 	}
-	return "the latency source skipped " + group(s.N) + " " + name
+	return "the latency source skipped " + prose.Thousands(s.N) + " " + name
 }
 
 func (a *Account) outsideText() string {
@@ -219,7 +221,7 @@ func (a *Account) outsideText() string {
 	if n == 1 {
 		verb = " lies"
 	}
-	s := fmt.Sprintf("%s outside the trace: %s after boot, the trace covered %s; ", Count(n, "latency sample")+verb, times, span(a.StartNs, a.EndNs))
+	s := fmt.Sprintf("%s outside the trace: %s after boot, the trace covered %s; ", prose.Count(n, "latency sample")+verb, times, span(a.StartNs, a.EndNs))
 	switch {
 	case a.Likely != "":
 		return s + "check their clock and unit: " + a.Likely
@@ -302,7 +304,7 @@ func bootTime(ns uint64) string {
 	if ns < 100*uint64(time.Second) {
 		return strconv.FormatFloat(float64(ns)/1e9, 'f', 1, 64) + " s"
 	}
-	return group((ns+5e8)/1e9) + " s"
+	return prose.Thousands((ns+5e8)/1e9) + " s"
 }
 
 // span is the trace's span in seconds after boot: "1,856–1,881 s", with
@@ -318,34 +320,7 @@ func span(start, end uint64) string {
 		if frac != "" {
 			frac = "." + frac
 		}
-		return groupDigits(whole) + frac
+		return prose.GroupDigits(whole) + frac
 	}
 	return f(start) + "–" + f(end) + " s"
-}
-
-// Count is n things, with n grouped by thousands: "1 window",
-// "11,976 latency samples".
-func Count(n uint64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return group(n) + " " + thing + "s"
-}
-
-// were is the verb after Count(n, ...): "1 line was", "2 lines were".
-func were(n uint64) string {
-	if n == 1 {
-		return "was"
-	}
-	return "were"
-}
-
-// group writes n with commas between thousands: 11976 → "11,976".
-func group(n uint64) string { return groupDigits(strconv.FormatUint(n, 10)) }
-
-func groupDigits(s string) string {
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -210,7 +210,7 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	}
 	d := a.describe(tr.Probes(), tgt, started, startNs)
 	h := a.header(d, topo, doc)
-	eng := engine.New(d, engine.Options{Sinks: fe.sinks(h)})
+	eng := engine.New(d, engine.Options{Sinks: fe.sinks(d, topo, doc)})
 	opt, src, err := a.sessionOptions(ctx, tr, tgt, h, fe)
 	if err != nil {
 		return err
@@ -391,8 +391,8 @@ func (a *Attach) describe(probes []stall.ProbeStatus, tgt *target.Target, starte
 	return d
 }
 
-// header is the recording's header for the run d: with the machine, for
-// the recording and the view.
+// header is the recording's header for the run d: with the machine and
+// doctor's reading, for the recording.
 func (a *Attach) header(d run.Description, topo *topology.Topology, doc *doctor.Report) record.Header {
 	hostname, _ := os.Hostname()
 	host := record.Host{Hostname: hostname, CPUs: topo.NumCPUs(), CPUNode: topo.CPUNode, NodeMem: map[int]uint64{}}

@@ -12,13 +12,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/monoclock"
 	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/procsnap"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/session"
+	"github.com/numatrace/numatrace/internal/topology"
 	"github.com/numatrace/numatrace/internal/tui"
 )
 
@@ -51,13 +54,15 @@ func (a *Attach) frontEnd(stdout, stderr io.Writer) *frontEnd {
 	return fe
 }
 
-// sinks are what the engine feeds as the run goes.
-func (fe *frontEnd) sinks(h record.Header) []engine.Sink {
+// sinks are what the engine feeds as the run goes. The view is told the
+// run as the engine is, with the machine and doctor's reading (nil if
+// none) as they are.
+func (fe *frontEnd) sinks(d run.Description, topo *topology.Topology, doc *doctor.Report) []engine.Sink {
 	switch {
 	case fe.nd != nil:
 		return []engine.Sink{fe.nd}
 	case fe.view:
-		fe.store = tui.NewStore(tui.InfoFromHeader(h), liveWindowsKept)
+		fe.store = tui.NewStore(tui.Info{Run: d, Machine: tui.NewMachine(topo.CPUNode, topo.NodeMem), Doctor: doc}, liveWindowsKept)
 		return []engine.Sink{fe.store}
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/numatrace/numatrace/internal/tui"
+	"github.com/charmbracelet/x/term"
 )
 
 // endOnBrokenPipe makes a reader of stdout that goes away (`numatrace
@@ -19,10 +19,11 @@ import (
 // unless SIGPIPE is caught; caught, the write fails with EPIPE, and the
 // returned writer then calls end. SIGPIPE stays caught for the rest of
 // the process: the report is written after the run's own signals are
-// restored. A terminal is left as it is, for the interactive view.
+// restored. A terminal is left as it is (it has no reader to lose): the
+// interactive view and the report's width (output.WidthOf) need its file.
 func endOnBrokenPipe(stdout io.Writer, end func()) io.Writer {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	if tui.OnTerminal(stdout) {
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(f.Fd()) {
 		return stdout
 	}
 	return &pipeWriter{w: stdout, end: end}

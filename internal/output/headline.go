@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/doctor"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/textwrap"
@@ -126,7 +126,7 @@ func (r *Report) verdict() string {
 	}
 	froze := r.frozeSentence()
 	if c := r.Correlation; c != nil && c.Windows > 0 {
-		return fmt.Sprintf("No latency spikes in %s. %s", latency.Count(uint64(c.Windows), "window"), froze)
+		return fmt.Sprintf("No latency spikes in %s. %s", prose.Count(uint64(c.Windows), "window"), froze)
 	}
 	return froze
 }
@@ -155,7 +155,7 @@ func (r *Report) frozeSentence() string {
 	}
 	worst, worstNs := r.worstCause()
 	return fmt.Sprintf("Memory management froze %s of %s for %s in %s, most of it %s (%s); %s.",
-		latency.Count(uint64(frozen), "thread"), processes(procs), Dur(total), span,
+		prose.Count(uint64(frozen), "thread"), processes(procs), Dur(total), span,
 		worst, Dur(worstNs), migr)
 }
 
@@ -170,7 +170,7 @@ func (r *Report) migrationsClause() string {
 	if cross > 0 {
 		across = fmt.Sprintf("%d across nodes", cross)
 	}
-	return latency.Count(total, "task migration") + ", " + across
+	return prose.Count(total, "task migration") + ", " + across
 }
 
 // worstCause is the freezing cause with the most stall time over the run.
@@ -240,9 +240,9 @@ func (r *Report) worstThreads() []WorstThread {
 
 // headlineText writes the headline block, each part wrapped under its
 // label.
-func (r *Report) headlineText(w io.Writer) {
+func (r *Report) headlineText(w io.Writer, width int) {
 	h := r.Headline()
-	para := func(label, text string) { fmt.Fprintln(w, textwrap.Hanging(label, text, Width)) }
+	para := func(label, text string) { fmt.Fprintln(w, textwrap.Hanging(label, text, width)) }
 	para("VERDICT: ", sanitize.Text(h.Verdict))
 	for i, t := range h.Worst {
 		label := "WORST:   "
@@ -255,7 +255,7 @@ func (r *Report) headlineText(w io.Writer) {
 	para("NEXT:    ", sanitize.Text(h.Next))
 }
 
-// processes counts processes: latency.Count's plural would say
+// processes counts processes: prose.Count's plural would say
 // "processs".
 func processes(n int) string {
 	if n == 1 {

@@ -237,14 +237,14 @@ func (r *Report) summaryLine() summaryJSON {
 }
 
 // Print writes the report at the end of a run: the NDJSON summary line
-// when nd is set, else the text. A reader that went away (a closed pipe,
+// when nd is set, else the text, as wide as w (WidthOf). A reader that went away (a closed pipe,
 // as with `| head`) is not an error.
 func Print(rep *Report, nd *NDJSON, w io.Writer) error {
 	var err error
 	if nd != nil {
 		err = nd.Summary(rep)
 	} else {
-		err = rep.Text(w)
+		err = rep.TextWidth(w, WidthOf(w))
 	}
 	if err != nil && !errors.Is(err, syscall.EPIPE) {
 		return fmt.Errorf("write output: %w", err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -15,8 +15,9 @@ import (
 // StacksShown is how many stacks the report shows per thread and cause.
 const StacksShown = 3
 
-// stackWidth is the width a stack's path is fitted to in the text report.
-const stackWidth = 100
+// stackWidth is the width a stack's path is fitted to in the text report
+// (a narrower terminal's report wraps it, rather than cut more frames).
+const stackWidth = Width
 
 // stacks says where the threads with the most stall time were when they
 // stalled: for each thread and cause of the histograms above, the stacks
@@ -53,7 +54,7 @@ func (r *Report) stacks(w io.Writer) {
 func (r *Report) stacksTaken() string {
 	sys := r.Summary.System
 	var b strings.Builder
-	b.WriteString(latency.Count(sys.StacksTaken, "stall"))
+	b.WriteString(prose.Count(sys.StacksTaken, "stall"))
 	if r.StacksMinNs > 0 {
 		fmt.Fprintf(&b, " of %s or more", time.Duration(r.StacksMinNs))
 	}
@@ -62,7 +63,7 @@ func (r *Report) stacksTaken() string {
 		fmt.Fprintf(&b, "; not taken: %d kernel, %d user", sys.KernelStacksLost, sys.UserStacksLost)
 	}
 	if n := aggregate.StacksLeftOut(r.Summary.Stacks).Count; n > 0 {
-		fmt.Fprintf(&b, "; left out: the stacks of %s", latency.Count(n, "stall"))
+		fmt.Fprintf(&b, "; left out: the stacks of %s", prose.Count(n, "stall"))
 	}
 	return b.String()
 }
@@ -157,7 +158,7 @@ func runeLen(s string) int { return len([]rune(s)) }
 // StackShare is a stack's line above its paths: its share of total, its
 // time and its stalls ("82% 18.00ms in 6 stalls").
 func StackShare(st aggregate.StackSample, total uint64) string {
-	return fmt.Sprintf("%3.0f%% %s in %s", 100*float64(st.Ns)/float64(total), Dur(st.Ns), latency.Count(st.Count, "stall"))
+	return fmt.Sprintf("%3.0f%% %s in %s", 100*float64(st.Ns)/float64(total), Dur(st.Ns), prose.Count(st.Count, "stall"))
 }
 
 // stackJSON is one stack's stalls in one thread, for one cause.

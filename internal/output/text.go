@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/term"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -53,38 +54,62 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Text writes the human-readable report and returns the first write error.
-// Every text from the kernel or another process in it (comm, the target,
-// the note, the verdicts that name a process) is escaped by
-// sanitize.Text; the report's JSON keeps the original bytes.
-func (r *Report) Text(out io.Writer) error {
+// Text writes the human-readable report, Width cells wide, and returns
+// the first write error. Every text from the kernel or another process
+// in it (comm, the target, the note, the verdicts that name a process) is
+// escaped by sanitize.Text; the report's JSON keeps the original bytes.
+func (r *Report) Text(out io.Writer) error { return r.TextWidth(out, Width) }
+
+// TextWidth is Text with lines of at most width cells (a narrower
+// terminal's), Width at most.
+func (r *Report) TextWidth(out io.Writer, width int) error {
+	width = min(width, Width)
 	var b bytes.Buffer
-	r.text(&b)
+	r.text(&b, width)
 	ew := &errWriter{w: out}
-	fitWidth(ew, b.String())
+	fitWidth(ew, b.String(), width)
 	return ew.err
 }
 
-// Width is the text report's widest line, in cells.
+// Width is the text report's widest line, in cells, where it is not
+// written to a narrower terminal: files and pipes get it everywhere.
 const Width = 100
 
-// fitWidth writes text with every line wider than Width wrapped at its
+// WidthOf is the width of the report written to w: a terminal's width
+// when it is narrower than Width (else an 80-column terminal wraps every
+// long line twice), otherwise Width.
+func WidthOf(w io.Writer) int {
+	f, ok := w.(interface{ Fd() uintptr })
+	if !ok {
+		return Width
+	}
+	cols, _, err := term.GetSize(f.Fd())
+	if err != nil || cols <= 0 { // not a terminal
+		return Width
+	}
+	return min(cols, Width)
+}
+
+// fitWidth writes text with every line wider than width wrapped at its
 // spaces, the continuation indented under it: numbers and names stay
 // whole. Trailing blanks (a table's padding) are dropped.
-func fitWidth(w io.Writer, text string) {
+func fitWidth(w io.Writer, text string, width int) {
 	for _, line := range strings.SplitAfter(text, "\n") {
 		body := strings.TrimRight(strings.TrimSuffix(line, "\n"), " ") // a table's padding
 		nl := line[len(strings.TrimSuffix(line, "\n")):]
-		if ansi.StringWidth(body) <= Width {
+		if ansi.StringWidth(body) <= width {
 			io.WriteString(w, body+nl)
 			continue
 		}
 		lead := body[:len(body)-len(strings.TrimLeft(body, " "))]
-		io.WriteString(w, textwrap.Indented(lead, lead+"    ", body[len(lead):], Width)+nl)
+		io.WriteString(w, textwrap.Indented(lead, lead+"    ", body[len(lead):], width)+nl)
 	}
 }
 
-func (r *Report) text(w io.Writer) {
+// text writes the report, its headline wrapped and its tables fitted to
+// width cells where they can be; fitWidth wraps what is left. Stacks are
+// fitted to Width and wrapped after: a narrow terminal loses no frame.
+func (r *Report) text(w io.Writer, width int) {
 	attached := 0
 	var failed, skipped []string
 	for _, p := range r.Probes {
@@ -128,7 +153,7 @@ func (r *Report) text(w io.Writer) {
 		fmt.Fprintf(w, "latency: %s\n", sanitize.Text(src))
 	}
 	fmt.Fprintln(w)
-	r.headlineText(w)
+	r.headlineText(w, width)
 	fmt.Fprintln(w)
 	if hint := r.ChildrenHint(); hint != "" {
 		fmt.Fprintf(w, "%s\n\n", sanitize.Text(hint))
@@ -140,7 +165,7 @@ func (r *Report) text(w io.Writer) {
 		fmt.Fprintf(w, "No thread stalled; %s\n", r.onlyMoved())
 	default:
 		r.processTable(w)
-		r.threadTable(w)
+		r.threadTable(w, width)
 		r.histograms(w)
 		r.stacks(w)
 	}
@@ -164,18 +189,8 @@ func (r *Report) discarded(w io.Writer) {
 		}
 	}
 	if r.BadRecords > 0 {
-		fmt.Fprintf(w, "WARNING: %s\n", BadRecords(r.BadRecords))
+		fmt.Fprintf(w, "WARNING: %s\n", prose.BadRecords(r.BadRecords))
 	}
-}
-
-// BadRecords says that n records from the kernel could not be decoded.
-func BadRecords(n uint64) string {
-	was := "were"
-	if n == 1 {
-		was = "was"
-	}
-	return latency.Count(n, "ring-buffer record") + " from the kernel could not be read or decoded (an unknown cause, a short record) and " +
-		was + " left out"
 }
 
 // evicted warns that the thread and process tables miss evicted threads'
@@ -260,10 +275,10 @@ func (r *Report) onlyMoved() string {
 		were = "was"
 	}
 	return fmt.Sprintf("%s only moved between CPUs of one node (%s left out: --json lists them).",
-		latency.Count(uint64(moved), "thread"), were)
+		prose.Count(uint64(moved), "thread"), were)
 }
 
-func (r *Report) threadTable(w io.Writer) {
+func (r *Report) threadTable(w io.Writer, width int) {
 	threads, moved := r.threadsOfNote()
 	top := r.top()
 	if len(threads) > top {
@@ -272,7 +287,7 @@ func (r *Report) threadTable(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "THREADS (%d)\n", len(threads))
 	}
-	writeTable(w, func(tw io.Writer) { r.threadRows(tw, threads) })
+	writeTable(w, width, func(tw io.Writer) { r.threadRows(tw, threads) })
 	fmt.Fprintln(w, "(* = thread exited)")
 	if moved > 0 {
 		fmt.Fprintln(w, r.onlyMoved())
@@ -318,8 +333,8 @@ func (r *Report) threadRows(tw io.Writer, threads []aggregate.ThreadSummary) {
 }
 
 // writeTable lays out tab-separated right-aligned cells two blanks
-// apart, or one when that is what fits the report's width.
-func writeTable(w io.Writer, fill func(io.Writer)) {
+// apart, or one when that is what fits width.
+func writeTable(w io.Writer, width int, fill func(io.Writer)) {
 	var out string
 	for _, pad := range []int{2, 1} {
 		var b bytes.Buffer
@@ -327,7 +342,7 @@ func writeTable(w io.Writer, fill func(io.Writer)) {
 		fill(tw)
 		tw.Flush()
 		out = b.String()
-		if widest(out) <= Width {
+		if widest(out) <= width {
 			break
 		}
 	}
@@ -388,7 +403,7 @@ func (r *Report) histograms(w io.Writer) {
 	}
 	for _, ref := range refs {
 		fmt.Fprintf(w, "\n%s of tid %d (%s): %s, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
-			latency.Count(ref.cs.Count, "stall"), Dur(ref.cs.TotalNs))
+			prose.Count(ref.cs.Count, "stall"), Dur(ref.cs.TotalNs))
 		WriteHist(w, ref.cs.Hist)
 	}
 }
@@ -512,12 +527,12 @@ func (r *Report) latency(w io.Writer) {
 	if len(spikes) > 1 {
 		order = ", the worst first"
 	}
-	fmt.Fprintf(w, "\nLATENCY (%s with requests, %s%s)\n", latency.Count(uint64(c.Windows), "window"),
-		latency.Count(uint64(len(spikes)), "spike"), order)
+	fmt.Fprintf(w, "\nLATENCY (%s with requests, %s%s)\n", prose.Count(uint64(c.Windows), "window"),
+		prose.Count(uint64(len(spikes)), "spike"), order)
 	for i, sp := range spikes {
 		if i == r.top() {
 			fmt.Fprintf(w, "  ... %s, each smaller than those above (--top %d shows them all; --json lists them in time order)\n",
-				latency.Count(uint64(len(spikes)-i), "more spike"), len(spikes))
+				prose.Count(uint64(len(spikes)-i), "more spike"), len(spikes))
 			break
 		}
 		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))

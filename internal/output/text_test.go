@@ -459,6 +459,6 @@ func TestTextEvictedHistograms(t *testing.T) {
 // unwrapped writes the report as Text does but without fitting it to
 // Width, for tests of what it says rather than where its lines break.
 func (r *Report) unwrapped(w io.Writer) error {
-	r.text(w)
+	r.text(w, Width)
 	return nil
 }

@@ -91,6 +91,7 @@ func (f *Feeder) ReadAll(ctx context.Context, r *record.Reader, pace func(contex
 type Feeder struct {
 	eng *engine.Engine
 	h   record.Header
+	doc *doctor.Report // the header's, read once; nil without one
 	opt Options
 
 	closes WindowCloses // where the live run closed its windows
@@ -111,11 +112,15 @@ type Feeder struct {
 // NewFeeder starts an engine for the recording h heads.
 func NewFeeder(h record.Header, opt Options) *Feeder {
 	eng := engine.New(h.Run(), engine.Options{Sinks: opt.Sinks, LateLatency: !h.ClosesAtLost()})
-	return &Feeder{eng: eng, h: h, opt: opt, closes: NewWindowCloses(h)}
+	return &Feeder{eng: eng, h: h, doc: doctor.Recorded(h), opt: opt, closes: NewWindowCloses(h)}
 }
 
-// Engine is the engine being fed.
+// Engine is the engine being fed; its Run is the recording's description.
 func (f *Feeder) Engine() *engine.Engine { return f.eng }
+
+// Doctor is doctor's reading of the traced machine the recording
+// carries, nil if none: the report's findings and the view's.
+func (f *Feeder) Doctor() *doctor.Report { return f.doc }
 
 // Item feeds one item of the recording.
 func (f *Feeder) Item(it *record.Item) {
@@ -219,7 +224,9 @@ func (f *Feeder) Finish(blocks int) *output.Report {
 	}
 	end.Note = strings.Join(notes, "; ")
 	rep := output.NewReport(f.eng.Run(), end, f.eng.Summary(snap), f.eng.Analysis(), f.opt.TopThreads)
-	rep.Findings = doctor.Recorded(f.h)
+	if f.doc != nil {
+		rep.Findings = f.doc.Findings
+	}
 	return rep
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/numatrace/numatrace/internal/engine"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/latency/source"
-	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/psi"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
@@ -403,7 +403,7 @@ func (s *tracing) discards(nowNs uint64) {
 	}
 	if n := s.k.BadRecords(); n > 0 && !s.saidBad {
 		s.saidBad = true
-		s.warn(errors.New(output.BadRecords(n) + " (more are counted in the report)"))
+		s.warn(errors.New(prose.BadRecords(n) + " (more are counted in the report)"))
 	}
 	a := s.eng.LatencyAccount(nowNs)
 	if a == nil || a.Outside()+a.Late+a.LateWindows == 0 {

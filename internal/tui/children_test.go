@@ -6,13 +6,14 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // A --pid server that stalls nothing while its children do: the view
 // says so above the table, as the report does, in the width it has.
 func TestOverviewSaysTheChildrenStalled(t *testing.T) {
-	s := NewStore(Info{Target: "pid 4242 (postgres)", Kernel: "6.18", Nodes: 1, StartNs: 1, WindowNs: 1e9}, 10)
+	s := NewStore(Info{Run: run.Description{Target: "pid 4242 (postgres)", Kernel: "6.18", StartNs: 1, WindowNs: 1e9}, Machine: Machine{Nodes: 1}}, 10)
 	m := NewLive(s, Options{Now: func() uint64 { return 2e9 }, NoTicks: true})
 	m.Update(tea.WindowSizeMsg{Width: 60, Height: 20})
 	if strings.Contains(m.View(), "child process") {

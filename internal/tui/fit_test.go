@@ -108,7 +108,7 @@ func TestNoRecordingCutsALine(t *testing.T) {
 				}
 				name := fmt.Sprintf("%s/%dx%d/%s", filepath.Base(path), size[0], size[1], m.name())
 				view := m.View()
-				for _, want := range []string{sanitize.Text(p.info.Target), "q quit", "? help"} {
+				for _, want := range []string{sanitize.Text(p.info.Run.Target), "q quit", "? help"} {
 					if !strings.Contains(view, want) {
 						t.Errorf("%s: %q is not on the screen:\n%s", name, want, view)
 					}

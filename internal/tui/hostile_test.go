@@ -10,6 +10,8 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -28,8 +30,10 @@ var hostileNames = []struct{ raw, shown string }{
 // verdict, warning, doctor finding and a stall's detail carry the names
 // name picks (raw or shown).
 func hostileStore(name func(i int) string) *Store {
-	s := NewStore(Info{Target: "cgroup /sys/fs/cgroup/memory/" + name(0), Kernel: "6.18-" + name(1), Nodes: 1,
-		CPUNode: map[int]int{0: 0, 1: 0}, ProbesAttached: 1, ProbesTotal: 1, StartNs: 1, WindowNs: 1e9}, liveWindowsForTest)
+	d := run.Description{Target: "cgroup /sys/fs/cgroup/memory/" + name(0), Kernel: "6.18-" + name(1),
+		Probes: probes(1, 1), StartNs: 1, WindowNs: 1e9}
+	doc := &doctor.Report{Findings: []doctor.Finding{{Severity: doctor.Warn, Title: "memory pressure in /sys/fs/cgroup/" + name(3)}}}
+	s := NewStore(Info{Run: d, Machine: Machine{Nodes: 1, CPUNode: map[int]int{0: 0, 1: 0}}, Doctor: doc}, liveWindowsForTest)
 	w := &aggregate.Window{Index: 0, StartNs: 0, EndNs: 1e9, Threads: map[uint32]*aggregate.ThreadWindow{}}
 	for i := range hostileNames {
 		pid := uint32(100 + i)
@@ -48,7 +52,6 @@ func hostileStore(name func(i int) string) *Store {
 	cw.Hits = []correlate.Hits{{Cause: stall.Compaction, Threads: 1, WorstTID: 104, WorstNs: 5e6, Process: name(4)}}
 	s.Analysis(correlate.Analyze([]correlate.Window{cw}, correlate.Config{SLONs: 5e6}))
 	s.Warn(errors.New("latency file /tmp/" + name(2) + ": no such file or directory"))
-	s.SetFindings([]string{"[warn] memory pressure in /sys/fs/cgroup/" + name(3)})
 	return s
 }
 

@@ -5,18 +5,16 @@ import (
 	"testing"
 
 	"github.com/numatrace/numatrace/internal/correlate"
-	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
 )
 
 // The Spikes screen says where the latencies come from, in one line cut
-// to the width, from the recording's header (the live view builds the
-// same header), before the analysis and once it is there.
+// to the width, from the run's description, before the analysis and once
+// it is there.
 func TestSpikesScreenSaysTheLatencySource(t *testing.T) {
 	src := run.LatencySource{Kind: run.LatencyKernel, Detail: "requests on sockets of 0.0.0.0:6379, [::]:6379 (12 connections at start); " +
 		"server-side: excludes the network and the client's own queues, but a paced connection's requests held up by a frozen one count from when they were due"}
-	h := record.NewHeader(run.Description{Target: "pid 10 (redis)", StartNs: 1, WindowNs: 1e9, Latency: src}, record.Host{}, "v1", nil)
-	s := NewStore(InfoFromHeader(h), liveWindowsForTest)
+	s := NewStore(Info{Run: run.Description{Target: "pid 10 (redis)", StartNs: 1, WindowNs: 1e9, Latency: src}}, liveWindowsForTest)
 	feed(s)
 	for _, analysis := range []*correlate.Result{nil, {Conclusion: "No spikes."}} {
 		s.Analysis(analysis)

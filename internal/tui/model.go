@@ -14,6 +14,7 @@ import (
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/sanitize"
+	"github.com/numatrace/numatrace/internal/stall"
 )
 
 // Tick is how often the screen takes a new frame: live data is batched
@@ -78,22 +79,22 @@ func (s *shared) spikeAnalysis() *correlate.Result {
 
 // windowClock names a window by its start, as clockAt shows times.
 func (s *shared) windowClock(idx uint64) string {
-	return s.clockAt(s.frame.Info.run().Windows().Start(idx))
+	return s.clockAt(s.frame.Info.Run.Windows().Start(idx))
 }
 
 // clockAt shows a time on the run's clock: its offset from the start
 // (+6.5s), or with wallClock the wall clock in UTC to the millisecond
 // (03:34:53.512 UTC) when the run's start is known.
 func (s *shared) clockAt(mono uint64) string {
-	in := s.frame.Info
-	if t, ok := in.run().WallAt(mono); ok && s.wallClock {
+	d := s.frame.Info.Run
+	if t, ok := d.WallAt(mono); ok && s.wallClock {
 		return run.Clock(t)
 	}
-	return "+" + time.Duration(mono-min(mono, in.StartNs)).Round(time.Millisecond).String()
+	return "+" + time.Duration(mono-min(mono, d.StartNs)).Round(time.Millisecond).String()
 }
 
 // hasWallClock says whether the run's wall clock start is known.
-func (s *shared) hasWallClock() bool { return !s.frame.Info.Started.IsZero() }
+func (s *shared) hasWallClock() bool { return !s.frame.Info.Run.Started.IsZero() }
 
 // Model is the root of the view: header, tabs, status line and global
 // keys; the screens do the rest.
@@ -228,7 +229,7 @@ func (m *Model) onTick() {
 		return
 	}
 	// Advance by the recording time one tick covers at this speed.
-	win := float64(m.frame.Info.WindowNs)
+	win := float64(m.frame.Info.Run.WindowNs)
 	if win == 0 {
 		win = float64(time.Second)
 	}
@@ -344,14 +345,14 @@ func (m *Model) lines() []string {
 func (m *Model) elapsedNs() uint64 {
 	f := m.frame
 	if m.player != nil {
-		return uint64(m.player.Pos()) * f.Info.WindowNs
+		return uint64(m.player.Pos()) * f.Info.Run.WindowNs
 	}
-	if m.ended != "" && f.NowNs > f.Info.StartNs {
-		return f.NowNs - f.Info.StartNs
+	if m.ended != "" && f.NowNs > f.Info.Run.StartNs {
+		return f.NowNs - f.Info.Run.StartNs
 	}
 	if m.opt.Now != nil {
-		if now := m.opt.Now(); now > f.Info.StartNs {
-			return now - f.Info.StartNs
+		if now := m.opt.Now(); now > f.Info.Run.StartNs {
+			return now - f.Info.Run.StartNs
 		}
 	}
 	return 0
@@ -368,7 +369,7 @@ func clock(ns uint64) string {
 
 func (m *Model) header() string {
 	f := m.frame
-	in := f.Info
+	d, in := f.Info.Run, f.Info
 	mode := "LIVE"
 	switch {
 	case m.player != nil:
@@ -376,7 +377,7 @@ func (m *Model) header() string {
 		if m.playing {
 			state = fmt.Sprintf("▶ ×%g", m.opt.Speed)
 		}
-		mode = fmt.Sprintf("REPLAY %s/%s %s", clock(m.elapsedNs()), clock(uint64(m.player.Len())*in.WindowNs), state)
+		mode = fmt.Sprintf("REPLAY %s/%s %s", clock(m.elapsedNs()), clock(uint64(m.player.Len())*d.WindowNs), state)
 	case m.ended != "":
 		mode = "STOPPED: " + sanitize.Text(m.ended)
 	case m.paused:
@@ -389,8 +390,8 @@ func (m *Model) header() string {
 	if f.Evicted > 0 {
 		lost += " " + styleWarn.Render(fmt.Sprintf("evicted %d", f.Evicted))
 	}
-	nodes := fmt.Sprintf("%d nodes", in.Nodes)
-	if in.Nodes == 1 {
+	nodes := fmt.Sprintf("%d nodes", in.Machine.Nodes)
+	if in.Machine.Nodes == 1 {
 		nodes = "1 node"
 	}
 	elapsed := clock(m.elapsedNs())
@@ -405,8 +406,8 @@ func (m *Model) header() string {
 	// the node count, the probes, a zero of lost events and the elapsed
 	// time, in that order; never the target.
 	parts := []headerPart{{styleTitle.Render("numatrace") + " " + mode, shrinks}, {elapsed, 5}, {lost, lostDrop},
-		{fmt.Sprintf("probes %d/%d", in.ProbesAttached, in.ProbesTotal), 3}, {nodes, 2},
-		{sanitize.Text(in.Target), 0}, {sanitize.Text(in.Kernel), 1}}
+		{fmt.Sprintf("probes %d/%d", stall.Attached(d.Probes), stall.Asked(d.Probes)), 3}, {nodes, 2},
+		{sanitize.Text(d.Target), 0}, {sanitize.Text(d.Kernel), 1}}
 	return fitParts(parts, " │ ", m.width)
 }
 

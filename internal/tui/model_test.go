@@ -22,8 +22,10 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -42,7 +44,7 @@ func loadPlayer(t testing.TB, name string) *Player {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	p, err := LoadRecording(context.Background(), r)
+	p, err := LoadRecording(context.Background(), r, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +105,25 @@ func TestGoldenScreens(t *testing.T) {
 	}
 }
 
+// liveInfo is what a live view of a two-node machine is told, with
+// doctor's report doc.
+func liveInfo(doc *doctor.Report) Info {
+	return Info{Run: run.Description{Target: "pid 10 (t11)", Kernel: "6.18", Probes: probes(12, 13), StartNs: 1, WindowNs: 1e9},
+		Machine: Machine{Nodes: 2, CPUNode: map[int]int{0: 0, 1: 1}}, Doctor: doc}
+}
+
+// probes are total probes asked for, attached of them attached.
+func probes(attached, total int) []stall.ProbeStatus {
+	ps := make([]stall.ProbeStatus, total)
+	for i := range ps {
+		ps[i] = stall.ProbeStatus{Name: fmt.Sprintf("probe%d", i), Attached: i < attached}
+	}
+	return ps
+}
+
 // liveStore is a live store fed like the session feeds it.
 func liveStore() *Store {
-	s := NewStore(Info{Target: "pid 10 (t11)", Kernel: "6.18", Nodes: 2, CPUNode: map[int]int{0: 0, 1: 1},
-		ProbesAttached: 12, ProbesTotal: 13, StartNs: 1, WindowNs: 1e9}, liveWindowsForTest)
+	s := NewStore(liveInfo(nil), liveWindowsForTest)
 	feed(s)
 	return s
 }
@@ -353,7 +370,7 @@ func TestNoColorMarksCausesWithLetters(t *testing.T) {
 // 10,000 threads: taking the frame, sorting and drawing it (the issue's
 // target: under 50 ms).
 func BenchmarkFrame10kThreads(b *testing.B) {
-	s := NewStore(Info{WindowNs: 1e9, CPUNode: map[int]int{0: 0, 1: 1}}, 0)
+	s := NewStore(Info{Run: run.Description{WindowNs: 1e9}, Machine: Machine{CPUNode: map[int]int{0: 0, 1: 1}}}, 0)
 	for wi := uint64(0); wi < 300; wi++ {
 		w := &aggregate.Window{Index: wi, StartNs: wi * 1e9, EndNs: (wi + 1) * 1e9, Threads: map[uint32]*aggregate.ThreadWindow{},
 			Latency: &latency.Stats{Index: wi, Count: 100, P99Ns: 1e6 + wi%7*1e6}}
@@ -384,8 +401,9 @@ func BenchmarkFrame10kThreads(b *testing.B) {
 }
 
 func TestSystemScreenShowsDoctorFindings(t *testing.T) {
-	s := liveStore()
-	s.SetFindings([]string{"[crit] pid 4242 runs on node(s) 0 but may only allocate on node(s) 1: every access is remote"})
+	s := NewStore(liveInfo(&doctor.Report{Findings: []doctor.Finding{{Severity: doctor.Crit,
+		Title: "pid 4242 runs on node(s) 0 but may only allocate on node(s) 1: every access is remote"}}}), liveWindowsForTest)
+	feed(s)
 	m := NewLive(s, Options{NoTicks: true})
 	m.Update(keyTab)
 	m.Update(keyTab)

@@ -8,7 +8,6 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/output"
@@ -425,34 +424,15 @@ func (o *overviewScreen) childrenHint() []string {
 	for _, r := range o.frame.Rows {
 		own += r.StallNs
 	}
-	hint := output.ChildrenHint(o.frame.Info.Target, own, o.frame.Children)
+	hint := output.ChildrenHint(o.frame.Info.Run.Target, own, o.frame.Children)
 	if hint == "" {
 		return nil
 	}
 	var out []string
-	for _, l := range wrapAtSpaces(sanitize.Text(hint), max(20, o.width)) {
+	for _, l := range wrap(sanitize.Text(hint), max(20, o.width)) {
 		out = append(out, styleWarn.Render(l))
 	}
 	return out
-}
-
-// wrapAtSpaces breaks s into lines of at most w cells at spaces only, so
-// a flag (--children) stays whole; a longer word is cut when drawn.
-func wrapAtSpaces(s string, w int) []string {
-	var out []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
-			line += " " + word
-		default:
-			out = append(out, line)
-			line = word
-		}
-	}
-	return append(out, line)
 }
 
 func (o *overviewScreen) row(r Row, cols []column, causes []stall.Cause, selected bool) string {

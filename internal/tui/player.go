@@ -2,16 +2,14 @@ package tui
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
-	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/engine"
+	"github.com/numatrace/numatrace/internal/output"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/replay"
 	"github.com/numatrace/numatrace/internal/stall"
-	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // item is one thing the engine handed on while the recording replayed,
@@ -28,13 +26,14 @@ type item struct {
 // through the engine once; seeking replays what the engine handed on,
 // and the spike analysis is the engine's as it stood at that window.
 type Player struct {
-	info  Info
-	eng   *engine.Engine
-	items []item
-	winAt []int // items index of each window
-	store *Store
-	fed   int // items fed to store
-	pos   int // windows shown
+	info   Info
+	eng    *engine.Engine
+	report *output.Report // the whole recording's, as `numatrace report` prints it
+	items  []item
+	winAt  []int // items index of each window
+	store  *Store
+	fed    int // items fed to store
+	pos    int // windows shown
 }
 
 // collector is the engine's sink during the load: it keeps everything in
@@ -52,10 +51,11 @@ func (c *collector) Window(w *aggregate.Window) error {
 }
 func (c *collector) Flush() error { return nil }
 
-// LoadRecording replays r as fast as it can and keeps what it saw.
-func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
+// LoadRecording replays r as fast as it can and keeps what it saw, and
+// the report of it, whose lists show top rows (--top).
+func LoadRecording(ctx context.Context, r *record.Reader, top int) (*Player, error) {
 	c := &collector{}
-	f := replay.NewFeeder(r.Header(), replay.Options{Sinks: []engine.Sink{c},
+	f := replay.NewFeeder(r.Header(), replay.Options{Sinks: []engine.Sink{c}, TopThreads: top,
 		OnSnapshot: func(s record.Snapshot) { c.items = append(c.items, item{snap: s.Data}) },
 		OnProcfs:   func(p record.Procfs) { c.items = append(c.items, item{procfs: &p}) },
 	})
@@ -63,8 +63,11 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 	if err := f.ReadAll(ctx, r, nil); err != nil {
 		return nil, err
 	}
-	f.Finish(r.Blocks())
-	p := &Player{info: InfoFromHeader(r.Header()), eng: f.Engine(), items: c.items}
+	rep := f.Finish(r.Blocks())
+	// The header is converted here, once, as the engine's description
+	// and doctor's report: the view is told the run as the live one is.
+	info := Info{Run: f.Engine().Run(), Machine: NewMachine(r.Header().Host.CPUNode, r.Header().Host.NodeMem), Doctor: f.Doctor()}
+	p := &Player{info: info, eng: f.Engine(), report: rep, items: c.items}
 	for i, it := range p.items {
 		if it.win != nil {
 			p.winAt = append(p.winAt, i)
@@ -72,27 +75,6 @@ func LoadRecording(ctx context.Context, r *record.Reader) (*Player, error) {
 	}
 	p.Seek(len(p.winAt))
 	return p, nil
-}
-
-// InfoFromHeader is the header line's information from a recording's
-// header; the live view builds the same header for its recording.
-func InfoFromHeader(h record.Header) Info {
-	probes := wire.ProbeStatuses(h.Probes)
-	info := Info{Target: h.Target, Kernel: h.Host.Kernel, CPUNode: h.Host.CPUNode, StartNs: h.StartNs,
-		WindowNs: h.WindowNs, Started: h.Started,
-		ProbesAttached: stall.Attached(probes), ProbesTotal: stall.Asked(probes), Latency: h.Run().Latency}
-	if len(h.Doctor) > 0 {
-		var rep doctor.Report
-		if err := json.Unmarshal(h.Doctor, &rep); err == nil {
-			info.Findings, info.DoctorRan = rep.Lines(), true
-		}
-	}
-	nodes := map[int]bool{}
-	for _, n := range h.Host.CPUNode {
-		nodes[n] = true
-	}
-	info.Nodes = max(len(nodes), len(h.Host.NodeMem))
-	return info
 }
 
 // Len is the number of windows in the recording.
@@ -129,6 +111,10 @@ func (p *Player) Seek(k int) {
 	p.store.Analysis(p.eng.AnalysisAt(uint64(k)))
 	p.pos = k
 }
+
+// Report is the whole recording's report, wherever the replay stands:
+// what quitting the view prints.
+func (p *Player) Report() *output.Report { return p.report }
 
 // Analysis is the spike analysis of the whole recording, as the report
 // has it.

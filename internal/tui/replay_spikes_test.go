@@ -7,6 +7,8 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/numatrace/numatrace/internal/doctor"
 )
 
 // After home, the Spikes screen still lists the recording's spikes (it
@@ -43,8 +45,8 @@ func TestReplaySystemSaysTheRecordingHasNoFindings(t *testing.T) {
 	if strings.Contains(view, "run `numatrace doctor`") || !strings.Contains(view, "this recording has no doctor findings") {
 		t.Errorf("System screen of a recording without doctor's reading:\n%s", view)
 	}
-	m.frame.Info.Findings = []string{"WARN numa_balancing is on"}
-	if view := m.View(); !strings.Contains(view, "WARN numa_balancing is on") {
+	m.frame.Info.Doctor = &doctor.Report{Findings: []doctor.Finding{{Severity: doctor.Warn, Title: "numa_balancing is on"}}}
+	if view := m.View(); !strings.Contains(view, "[warn] numa_balancing is on") {
 		t.Errorf("the recorded findings are not shown:\n%s", view)
 	}
 }
@@ -66,7 +68,7 @@ func TestSpikesShowWallClockOnT(t *testing.T) {
 	m.Update(runes("t"))
 	view := m.View()
 	for _, sp := range p.eng.Analysis().Spikes[:5] {
-		want := p.info.Started.Add(time.Duration(sp.StartNs - p.info.StartNs)).UTC().Format("15:04:05.000 UTC")
+		want := p.info.Run.Started.Add(time.Duration(sp.StartNs - p.info.Run.StartNs)).UTC().Format("15:04:05.000 UTC")
 		if !strings.Contains(view, want+" ") {
 			t.Errorf("spike of window %d: %q is not on the screen:\n%s", sp.Index, want, view)
 		}

@@ -73,13 +73,13 @@ func (s *spikesScreen) Hints() []string {
 
 func (s *spikesScreen) View() []string {
 	c := s.spikeAnalysis()
-	src := s.frame.Info.Latency.String()
+	src := s.frame.Info.Run.Latency.String()
 	if c == nil && src == "" {
 		msg := "No latency source: run attach or record with --latency-file, --latency-prom or --latency-uprobe."
 		if s.player != nil {
 			msg = "No latency source: this recording was made without --latency-file, --latency-prom or --latency-uprobe."
 		}
-		return append([]string{""}, wrapAtSpaces(msg, s.width)...)
+		return append([]string{""}, wrap(msg, s.width)...)
 	}
 	var lines []string
 	if src != "" {

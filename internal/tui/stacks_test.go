@@ -8,6 +8,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -24,7 +25,7 @@ func viewStack() *stall.Stack {
 // stalled, and Spikes where the stall that covers the selected spike did,
 // each path fitted to the terminal.
 func TestViewShowsStacks(t *testing.T) {
-	s := NewStore(Info{Target: "pid 10 (redis-server)", StartNs: 1, WindowNs: 1e9}, liveWindowsForTest)
+	s := NewStore(Info{Run: run.Description{Target: "pid 10 (redis-server)", StartNs: 1, WindowNs: 1e9}}, liveWindowsForTest)
 	st := viewStack()
 	w := &aggregate.Window{Index: 0, StartNs: 1, EndNs: 1e9 + 1, Threads: map[uint32]*aggregate.ThreadWindow{}}
 	tw := &aggregate.ThreadWindow{PID: 10, TID: 11, Comm: "redis-server"}

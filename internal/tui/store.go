@@ -14,34 +14,40 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
+	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/record"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
-// Info describes the trace for the header.
+// Info is what the view is told of the run as it starts, as the engine
+// and the report are told it: the run's description, the machine it
+// runs on, and doctor's reading of that machine. Live, the front end
+// passes its own; a replay converts the recording's header once, at its
+// edge (LoadRecording).
 type Info struct {
-	Target         string
-	Kernel         string
-	Nodes          int
-	CPUNode        map[int]int // CPU → NUMA node
-	ProbesAttached int
-	ProbesTotal    int
-	StartNs        uint64    // CLOCK_MONOTONIC at the start
-	WindowNs       uint64    // window length
-	Started        time.Time // wall clock at StartNs
-	// Findings are doctor's, when it ran (DoctorRan): of this machine
-	// live, of the recorded one in a replay.
-	Findings  []string
-	DoctorRan bool
-	// Latency is where the run's latencies come from (none: unknown).
-	Latency run.LatencySource
+	Run     run.Description
+	Machine Machine
+	// Doctor is doctor's report as tracing started: of this machine
+	// live, of the recorded one in a replay; nil when doctor did not run.
+	Doctor *doctor.Report
 }
 
-// run is the run's clock as the report has it: its windows and its
-// wall clock.
-func (in Info) run() run.Description {
-	return run.Description{Started: in.Started, StartNs: in.StartNs, WindowNs: in.WindowNs}
+// Machine is the traced machine as the view shows it.
+type Machine struct {
+	CPUNode map[int]int // CPU → NUMA node
+	Nodes   int
+}
+
+// NewMachine is a machine whose CPUs are on the nodes cpuNode says and
+// whose memory is on nodeMem's: it has as many nodes as the larger
+// says (a node may have memory and no CPU).
+func NewMachine(cpuNode map[int]int, nodeMem map[int]uint64) Machine {
+	nodes := map[int]bool{}
+	for _, n := range cpuNode {
+		nodes[n] = true
+	}
+	return Machine{CPUNode: cpuNode, Nodes: max(len(nodes), len(nodeMem))}
 }
 
 // recentEvents is how many stall events each thread keeps for the
@@ -146,13 +152,6 @@ func (s *Store) Procfs(p record.Procfs) {
 	s.last = &p
 }
 
-// SetFindings shows doctor's findings on the System screen.
-func (s *Store) SetFindings(f []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.info.Findings, s.info.DoctorRan = f, true
-}
-
 // Row is one line of the thread or process table.
 type Row = aggregate.Row
 
@@ -197,7 +196,7 @@ func (s *Store) Frame() *Frame {
 		Analysis: s.analysis, Children: t.Children, System: t.System,
 		Warnings: append([]Warning(nil), s.warnings...),
 		Rows:     make([]Row, 0, t.Len()), win: append([]*aggregate.Window(nil), t.Windows()...)}
-	t.Threads(func(th *aggregate.ThreadTotals) { f.Rows = append(f.Rows, th.Row(s.info.CPUNode)) })
+	t.Threads(func(th *aggregate.ThreadTotals) { f.Rows = append(f.Rows, th.Row(s.info.Machine.CPUNode)) })
 	f.Windows = make([]WindowSummary, len(f.win))
 	for i, w := range f.win {
 		ws := WindowSummary{Index: w.Index, StartNs: w.StartNs}
@@ -230,7 +229,7 @@ func (s *Store) Detail(tid uint32) (*Detail, bool) {
 	if t == nil {
 		return nil, false
 	}
-	d := &Detail{Row: t.Row(s.info.CPUNode), Recent: t.Recent(), Timeline: t.Timeline(), Stacks: t.Stacks()}
+	d := &Detail{Row: t.Row(s.info.Machine.CPUNode), Recent: t.Recent(), Timeline: t.Timeline(), Stacks: t.Stacks()}
 	d.Hists, d.Exact = s.totals.Hists(tid)
 	return d, true
 }

@@ -49,7 +49,7 @@ func rowOf(t *testing.T, rows []Row, tid uint32) Row {
 }
 
 func TestStoreAggregatesWindowsAndEvents(t *testing.T) {
-	s := NewStore(Info{CPUNode: map[int]int{0: 0, 1: 1}}, 0)
+	s := NewStore(Info{Machine: Machine{CPUNode: map[int]int{0: 0, 1: 1}}}, 0)
 	feed(s)
 	f := s.Frame()
 	r := rowOf(t, f.Rows, 11)

@@ -8,6 +8,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/numatrace/numatrace/internal/stall"
+	"github.com/numatrace/numatrace/internal/textwrap"
 )
 
 var (
@@ -49,17 +50,19 @@ func padTo(line string, width int) string {
 	return line
 }
 
-// wrap breaks s into lines of at most w cells at spaces.
-func wrap(s string, w int) []string { return strings.Split(ansi.Wordwrap(s, w, ""), "\n") }
+// wrap breaks s into lines of at most w cells at spaces only, so a flag
+// (--children) or a negative number stays whole; a longer word is cut
+// when drawn. It is textwrap's, as the report's and the help's are.
+func wrap(s string, w int) []string { return textwrap.Lines(s, w) }
 
 // hangWrap wraps s to w cells at spaces, its lines after the first
 // indented: a long line of a list goes on under itself, never cut.
 func hangWrap(s string, w int, indent string) []string {
-	first := wrapAtSpaces(s, w)
+	first := wrap(s, w)
 	if len(first) == 1 {
 		return first
 	}
-	rest := wrapAtSpaces(strings.Join(first[1:], " "), max(10, w-ansi.StringWidth(indent)))
+	rest := wrap(strings.Join(first[1:], " "), max(10, w-ansi.StringWidth(indent)))
 	for i := range rest {
 		rest[i] = indent + rest[i]
 	}

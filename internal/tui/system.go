@@ -80,12 +80,16 @@ func (s *systemScreen) View() []string {
 			fmt.Sprintf("  %d stalls took their stacks; not taken: %d kernel, %d user", sys.StacksTaken, sys.KernelStacksLost, sys.UserStacksLost))
 	}
 	lines = append(lines, "", styleHead.Render("DOCTOR"))
-	if len(f.Info.Findings) == 0 {
+	var findings []string
+	if f.Info.Doctor != nil {
+		findings = f.Info.Doctor.Lines()
+	}
+	if len(findings) == 0 {
 		for _, l := range wrap(s.noFindings(), s.width-2) {
 			lines = append(lines, styleDim.Render("  "+l))
 		}
 	}
-	for _, fd := range f.Info.Findings {
+	for _, fd := range findings {
 		for _, l := range wrap(sanitize.Text(fd), s.width-2) {
 			lines = append(lines, "  "+l)
 		}
@@ -136,9 +140,9 @@ func kib(v int64) string {
 // recorded machine's: running doctor here would check this one.
 func (s *systemScreen) noFindings() string {
 	switch {
-	case s.frame.Info.DoctorRan && s.player != nil:
+	case s.frame.Info.Doctor != nil && s.player != nil:
 		return "doctor found nothing on the recorded machine"
-	case s.frame.Info.DoctorRan:
+	case s.frame.Info.Doctor != nil:
 		return "doctor found nothing"
 	case s.player != nil:
 		return "this recording has no doctor findings (it was made without them)"

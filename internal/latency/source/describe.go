@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/numatrace/numatrace/internal/inbound"
-	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/prose"
 	rundesc "github.com/numatrace/numatrace/internal/run" // not run: a test helper of this package has the name
 )
 
@@ -56,5 +56,5 @@ func (c Config) fileDetail() string {
 // (12 connections at start); server-side: ...".
 func socketsDetail(ep inbound.Endpoints) string {
 	return fmt.Sprintf("requests on sockets of %s (%s at start); %s",
-		ep.Addrs(), latency.Count(uint64(ep.Conns), "connection"), serverSide)
+		ep.Addrs(), prose.Count(uint64(ep.Conns), "connection"), serverSide)
 }
