@@ -229,3 +229,43 @@ func TestKernelSourceSaysWhatItEstimated(t *testing.T) {
 		t.Errorf("problems %+v", p)
 	}
 }
+
+// closingTimer hands its records as it closes: a socket timer's held
+// exchanges, whole once the timer closes, come then, after the run ended.
+type closingTimer struct {
+	n      int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *closingTimer) Run(emit func(exchange.Record), drained func()) {
+	<-c.closed
+	for i := 1; i <= c.n; i++ {
+		emit(exchange.Record{EndNs: uint64(i), LatNs: 1000, TID: 7})
+		drained()
+	}
+}
+
+func (c *closingTimer) Close() error { c.once.Do(func() { close(c.closed) }); return nil }
+
+// What a timer hands on as it closes reaches the session, which drains
+// the channel once the source has returned: every time, not when a
+// select between the channel and the ended run happened to pick the
+// channel (half the time, for each batch).
+func TestTheLastRecordsOfATimerAreKept(t *testing.T) {
+	for run := range 50 {
+		ct := &closingTimer{n: 8, closed: make(chan struct{})}
+		r := runSource(&uprobeSource{timer: ct}, 64)
+		r.cancel()
+		if err := <-r.done; err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for len(r.out) > 0 {
+			got += len((<-r.out).Samples)
+		}
+		if got != ct.n {
+			t.Fatalf("run %d: %d of the %d records handed on as the timer closed reached the channel", run, got, ct.n)
+		}
+	}
+}

@@ -266,8 +266,16 @@ func (k *skips) Skipped() []latency.Skip {
 	return out
 }
 
-// send delivers one reading unless ctx ends first.
+// send hands r on, waiting for room while ctx lasts. A channel with room
+// takes it even once ctx has ended: what a timer hands on as it closes
+// (the exchanges it held) comes after the run ended, and the session
+// drains the channel then; a select between the two lost half of it.
 func send(ctx context.Context, out chan<- latency.Reading, r latency.Reading) {
+	select {
+	case out <- r:
+		return
+	default:
+	}
 	select {
 	case out <- r:
 	case <-ctx.Done():
