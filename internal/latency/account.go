@@ -52,6 +52,12 @@ type Skip struct {
 	Name string
 }
 
+// ExchangeHoldNs is how long a socket's exchange is held after its
+// latest write before it is taken as whole (internal/latency/exchange):
+// a response's writes come back to back, and a write later than this,
+// after the exchange went on, is a late write (SkipLateWrites), not timed.
+const ExchangeHoldNs = 20_000_000
+
 // SkipKind is a kind of input a source skipped. The formats write it by
 // a key of their own (internal/wire); people read its phrase (String).
 type SkipKind uint8
@@ -194,7 +200,8 @@ func skipText(s Skip) string {
 	case SkipPipelined:
 		return prose.Count(s.N, "exchange") + " on the target's sockets carried pipelined requests: each was timed as one, from its first request's arrival to its last response"
 	case SkipLateWrites:
-		return prose.Count(s.N, "write") + " of a response came more than 20 ms after the one before (a streamed response?): each such exchange was timed to its last write before the pause"
+		return prose.Count(s.N, "write") + " of a response came more than " + strconv.Itoa(ExchangeHoldNs/1e6) +
+			" ms after the one before (a streamed response?): each such exchange was timed to its last write before the pause"
 	case SkipDueWaits:
 		return prose.Count(s.N, "request") + " on paced connections reached the socket late, held up by a frozen exchange before them or by the server's freeze: each was counted from when its connection's schedule had it due, as the client counts it (an estimate)"
 	}

@@ -1,15 +1,17 @@
 package exchange
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/numatrace/numatrace/internal/latency"
+)
 
 // HoldNs is how long a connection's exchange is held after its latest
-// write before it is handed on as whole. A response written in several
-// writes is written back to back; a write that comes later than this,
-// after the exchange went on, is counted (Counts.LateWrites), not timed.
-// Held exchanges are released at the timer's next drained call (the
-// tracer's reader makes one at least every 100 ms), which keeps them well
-// inside the engine's Grace.
-const HoldNs = 20_000_000
+// write before it is handed on as whole (its home is latency's, which
+// words the late writes it counts). Held exchanges are released at the
+// timer's next drained call (the tracer's reader makes one at least
+// every 100 ms), which keeps them well inside the engine's Grace.
+const HoldNs = latency.ExchangeHoldNs
 
 // released is the exchange a connection handed on last: a later write of
 // it is told apart from the next exchange by its start.
