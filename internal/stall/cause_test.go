@@ -266,11 +266,12 @@ func TestUntraced(t *testing.T) {
 		t.Errorf("no probe list: %v, want nothing marked", u)
 	}
 	u := Untraced([]ProbeStatus{
-		{Name: "memcg_reclaim", Attached: true},                          // before 1.3: named after the cause
-		{Name: "memcg_softlimit_reclaim", Cause: "memcg_reclaim"},        // failed, but its sibling attached
-		{Name: "compaction_begin", Cause: "compaction", Attached: false}, // failed
-		{Name: "runq_switch", Cause: "runq_wait", Attached: true},        // 1.3: names its cause
-		{Name: "kswapd_wakeup", Attached: true},                          // no cause
+		{Name: "memcg_reclaim", Attached: true},                                         // before 1.3: named after the cause
+		{Name: "memcg_softlimit_reclaim", Cause: MemcgReclaim, Feeds: true},             // failed, but its sibling attached
+		{Name: "compaction_begin", Cause: Compaction, Feeds: true, Attached: false},     // failed
+		{Name: "runq_switch", Cause: RunqWait, Feeds: true, Attached: true},             // 1.3: names its cause
+		{Name: "kswapd_wakeup", Attached: true},                                         // no cause
+		{Name: "direct_reclaim_v2", Cause: DirectReclaim, Feeds: false, Attached: true}, // feeds none
 	})
 	for c := Cause(0); c < NumCauses; c++ {
 		want := c != MemcgReclaim && c != RunqWait
