@@ -32,7 +32,11 @@ func (t *ThreadTotals) Row(cpuNode map[int]int) Row {
 		r.Node = n
 	}
 	// Streamed migrations may miss some; the kernel's count has them all.
-	r.ByCause[stall.TaskMigration].Count = max(r.ByCause[stall.TaskMigration].Count, t.Migr)
+	for _, c := range stall.AllCauses() {
+		if c.CountsMigrations() {
+			r.ByCause[c].Count = max(r.ByCause[c].Count, t.Migr)
+		}
+	}
 	return r
 }
 

@@ -341,38 +341,41 @@ type Result struct {
 }
 
 // Analyze finds the spikes in a run's windows (in index order) and weighs
-// each cause against them.
+// each cause against them. The detector judges each window as the live
+// run's did when it closed.
 func Analyze(ws []Window, cfg Config) *Result {
 	cfg.defaults()
 	res := &Result{Spikes: []Spike{}, Explained: []stall.Cause{}, Partly: []stall.Cause{}}
-	first, last := activeSpan(ws)
-	gaps := gapsCount(ws, first, last, cfg)
 	det := NewDetector(cfg)
 	var seen []*Window
+	type heldWindow struct {
+		i    int
+		base uint64
+	}
+	var held []heldWindow // empty windows that are spikes if requests complete again
 	for i := range ws {
 		w := &ws[i]
-		if w.Latency != nil && w.Latency.Skipped != "" {
-			continue // the source could not tell: neither normal nor empty
-		}
-		empty := w.Latency == nil || w.Latency.Count == 0
-		if empty && (i <= first || i >= last || !gaps) {
-			continue // before the load started, after it stopped, or too sparse a load to tell
-		}
-		seen = append(seen, w)
-		var prev, next *Window
-		if i > 0 && ws[i-1].Index+1 == w.Index {
-			prev = &ws[i-1]
-		}
-		if i+1 < len(ws) && ws[i+1].Index == w.Index+1 {
-			next = &ws[i+1]
-		}
-		if empty {
-			base := det.baseline()
-			res.Spikes = append(res.Spikes, attribute(w, prev, next, cfg.WindowNs, base, true, cfg))
+		j := det.Judge(w.Latency)
+		if j.Held {
+			held = append(held, heldWindow{i, j.Baseline})
 			continue
 		}
-		if is, base := det.Observe(*w.Latency); is {
-			res.Spikes = append(res.Spikes, attribute(w, prev, next, latencyOn(cfg.On, w.Latency), base, false, cfg))
+		if w.Latency == nil || w.Latency.Count == 0 || w.Latency.Skipped != "" {
+			continue // too sparse a load to tell, or the source could not tell
+		}
+		if j.Gap {
+			for _, h := range held {
+				g := &ws[h.i]
+				seen = append(seen, g)
+				prev, next := neighbours(ws, h.i)
+				res.Spikes = append(res.Spikes, attribute(g, prev, next, cfg.WindowNs, h.base, true, cfg))
+			}
+		}
+		held = held[:0]
+		seen = append(seen, w)
+		if j.Spike {
+			prev, next := neighbours(ws, i)
+			res.Spikes = append(res.Spikes, attribute(w, prev, next, latencyOn(cfg.On, w.Latency), j.Baseline, false, cfg))
 		}
 	}
 	res.Windows = len(seen)
@@ -382,39 +385,14 @@ func Analyze(ws []Window, cfg Config) *Result {
 	return res
 }
 
-// gapMinRequests is the median count of requests per window from which a
-// window without any is a stall, not chance: at 20 a window, an empty
-// one by chance is a two-in-a-billion event.
-const gapMinRequests = 20
-
-// gapsCount reports whether windows without completions count as spikes
-// in this run: the load is dense enough that an empty window means the
-// service stopped completing requests, and a window is longer than the
-// SLO (else an empty one need not be over it).
-func gapsCount(ws []Window, first, last int, cfg Config) bool {
-	if first < 0 || (cfg.SLONs > 0 && cfg.WindowNs <= cfg.SLONs) {
-		return false
+// neighbours are the windows just before and after ws[i], where the
+// series has them.
+func neighbours(ws []Window, i int) (prev, next *Window) {
+	if i > 0 && ws[i-1].Index+1 == ws[i].Index {
+		prev = &ws[i-1]
 	}
-	var counts []uint64
-	for i := first; i <= last; i++ {
-		if l := ws[i].Latency; l != nil && l.Count > 0 {
-			counts = append(counts, l.Count)
-		}
+	if i+1 < len(ws) && ws[i+1].Index == ws[i].Index+1 {
+		next = &ws[i+1]
 	}
-	return median(counts) >= gapMinRequests
-}
-
-// activeSpan is where the source was active: the first and the last
-// window in which requests completed (-1, -1 when none did).
-func activeSpan(ws []Window) (first, last int) {
-	first, last = -1, -1
-	for i := range ws {
-		if l := ws[i].Latency; l != nil && l.Count > 0 {
-			if first < 0 {
-				first = i
-			}
-			last = i
-		}
-	}
-	return first, last
+	return prev, next
 }

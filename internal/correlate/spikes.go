@@ -18,7 +18,7 @@ type Detector struct {
 	cfg     Config
 	history []uint64 // latency of recent normal windows
 	counts  []uint64 // requests in recent windows with any
-	gap     bool     // since the last completion, a window had none
+	gap     bool     // since the last completion, windows held as spikes had none
 }
 
 // NewDetector starts with no history.
@@ -39,55 +39,69 @@ func (d *Detector) baseline() uint64 {
 	return median(d.history)
 }
 
-// Observe takes the next window with requests and says whether it is a
-// spike, with what it was judged against. Gap says that windows without
-// any completion came before it: those were spikes.
-func (d *Detector) Observe(l Latency) (spike bool, baseline uint64) {
-	spike, baseline, _ = d.observe(l)
-	return spike, baseline
+// Judged is the detector's call on one closed window.
+type Judged struct {
+	Spike    bool   // over the SLO, or well over the baseline
+	Baseline uint64 // what it was judged against
+	// Held: no request completed in the window, and it is a spike if
+	// requests complete again after it; until then the load may just
+	// have stopped. The next window with completions says so (Gap).
+	Held bool
+	// Gap: windows held as spikes came just before this one, which has
+	// completions again: they are spikes now.
+	Gap bool
 }
 
-// ObserveGap is Observe, and whether windows without completions just
-// ended: spikes too.
-func (d *Detector) ObserveGap(l Latency) (spike bool, gap bool) {
-	spike, _, gap = d.observe(l)
-	return spike, gap
-}
-
-func (d *Detector) observe(l Latency) (spike bool, baseline uint64, gap bool) {
-	if l.Count == 0 {
-		d.ObserveEmpty()
-		return false, 0, false
+// Judge takes the next closed window's latency (nil: no request
+// completed) and judges it. The live run's flight recorder and the
+// report's analysis both ask it, window by window, so a dump fires on a
+// gap exactly when the report lists it. A window the source could not
+// tell is neither normal nor empty, and leaves no trace.
+func (d *Detector) Judge(l *Latency) Judged {
+	switch {
+	case l != nil && l.Skipped != "":
+		return Judged{}
+	case l == nil || l.Count == 0:
+		held := d.emptyIsSpike()
+		d.gap = d.gap || held
+		return Judged{Held: held, Baseline: d.baseline()}
 	}
 	d.counts = append(d.counts, l.Count)
 	if len(d.counts) > d.cfg.History {
 		d.counts = d.counts[1:]
 	}
-	gap, d.gap = d.gap, false
-	v := latencyOn(d.cfg.On, &l)
-	baseline = d.baseline()
+	j := Judged{Gap: d.gap, Baseline: d.baseline()}
+	d.gap = false
+	v := latencyOn(d.cfg.On, l)
 	switch {
 	case d.cfg.SLONs > 0:
-		spike = v > d.cfg.SLONs
-	case baseline > 0:
-		spike = float64(v) > d.cfg.K*float64(baseline) && v > d.cfg.FloorNs
+		j.Spike = v > d.cfg.SLONs
+	case j.Baseline > 0:
+		j.Spike = float64(v) > d.cfg.K*float64(j.Baseline) && v > d.cfg.FloorNs
 	}
-	if !spike {
+	if !j.Spike {
 		d.history = append(d.history, v)
 		if len(d.history) > d.cfg.History {
 			d.history = d.history[1:]
 		}
 	}
-	return spike, baseline, gap
+	return j
 }
 
-// ObserveEmpty takes a window in which no request completed. It is a
-// spike only if requests complete before and after it: the end of the
-// load looks the same until then. So it is reported with the next window
-// in which requests complete (Observe's gap).
-func (d *Detector) ObserveEmpty() {
+// gapMinRequests is the median count of requests per window from which a
+// window without any is a stall, not chance: at 20 a window, an empty
+// one by chance is a two-in-a-billion event.
+const gapMinRequests = 20
+
+// emptyIsSpike is the one rule for a window in which no request
+// completed, judged from the windows before it: the load was dense
+// enough that an empty window means the service stopped completing
+// requests (the recent windows with requests had a median of
+// gapMinRequests), and a window is longer than the SLO (else an empty
+// one need not be over it).
+func (d *Detector) emptyIsSpike() bool {
 	dense := len(d.counts) > 0 && median(d.counts) >= gapMinRequests
-	d.gap = d.gap || (dense && (d.cfg.SLONs == 0 || d.cfg.WindowNs > d.cfg.SLONs))
+	return dense && (d.cfg.SLONs == 0 || d.cfg.WindowNs > d.cfg.SLONs)
 }
 
 func median(v []uint64) uint64 {

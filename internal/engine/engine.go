@@ -320,19 +320,12 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 }
 
 // spike says whether a closing window is a spike, as it closes: the
-// flight recorder dumps on it. Windows in which nothing completed count
+// flight recorder dumps on it. The detector's call is the one the report
+// makes of the same window: windows in which nothing completed count
 // once requests complete again (until then, the load may have stopped).
-// A window the source could not tell counts as neither.
 func (e *Engine) spike(l *latency.Stats) bool {
-	if l != nil && l.Skipped != "" {
-		return false
-	}
-	if l == nil || l.Count == 0 {
-		e.det.ObserveEmpty()
-		return false
-	}
-	spike, gap := e.det.ObserveGap(*l)
-	return spike || gap
+	j := e.det.Judge(l)
+	return j.Spike || j.Gap
 }
 
 // keepWindow adds a closed window to the spike analysis's series.

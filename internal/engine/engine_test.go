@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,59 @@ func TestWindowsGetPSIGrowth(t *testing.T) {
 	e2 := New(d, Options{})
 	if ws, _ := e2.Close(2e9); len(ws) != 1 || ws[0].HasPressure {
 		t.Fatalf("a run without PSI has none: %+v", ws)
+	}
+}
+
+// The flight recorder's trigger and the report judge a window in which
+// no request completed by one rule: the live run fires on a gap exactly
+// where the report lists one, whether the load was dense only lately,
+// only earlier, throughout or never.
+func TestLiveAndReportAgreeOnGaps(t *testing.T) {
+	load := func(phases ...[2]uint64) []uint64 { // {windows, requests in each}
+		var counts []uint64
+		for _, p := range phases {
+			for range p[0] {
+				counts = append(counts, p[1])
+			}
+		}
+		return counts
+	}
+	runs := []struct {
+		name   string
+		counts []uint64
+	}{
+		{"dense lately", load([2]uint64{40, 5}, [2]uint64{30, 100}, [2]uint64{1, 0}, [2]uint64{5, 100})},
+		{"dense earlier", load([2]uint64{40, 100}, [2]uint64{30, 5}, [2]uint64{1, 0}, [2]uint64{10, 100})},
+		{"dense throughout", load([2]uint64{10, 100}, [2]uint64{2, 0}, [2]uint64{10, 100}, [2]uint64{1, 0}, [2]uint64{3, 100})},
+		{"sparse throughout", load([2]uint64{10, 5}, [2]uint64{1, 0}, [2]uint64{10, 5})},
+	}
+	for _, r := range runs {
+		e := New(run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{K: 2}}, Options{})
+		var fired []uint64 // the windows whose close fires the flight recorder
+		for i, n := range r.counts {
+			if n > 0 {
+				st := latency.Stats{Index: uint64(i), Count: n, P50Ns: ms, P99Ns: ms, MaxNs: ms}
+				e.Latency(latency.Reading{Window: &st})
+			}
+			if _, k := e.Close(start + uint64(i+1)*sec); k > 0 {
+				fired = append(fired, uint64(i))
+			}
+		}
+		e.Finish(start + uint64(len(r.counts))*sec)
+		// Each spike the report lists, at the window whose close fires
+		// for it live: an empty window's is the next one with requests.
+		var listed []uint64
+		for _, sp := range e.Analysis().Spikes {
+			at := sp.Index
+			for at < uint64(len(r.counts)) && r.counts[at] == 0 {
+				at++
+			}
+			if len(listed) == 0 || listed[len(listed)-1] != at {
+				listed = append(listed, at)
+			}
+		}
+		if !slices.Equal(fired, listed) {
+			t.Errorf("%s: live fires at windows %v, the report's spikes are at %v", r.name, fired, listed)
+		}
 	}
 }

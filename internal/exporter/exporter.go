@@ -146,7 +146,10 @@ func (e *Exporter) comm(c string) string {
 // Stall observes one streamed stall. A compaction attempt streams one
 // event per zone pass, so its passes are observed one by one. A nested
 // stall (migration inside compaction) is observed under its own cause as
-// well as inside the outer one's time: sum causes with that in mind.
+// well as inside the outer one's time: sum causes with that in mind. A
+// cause is exported as its descriptor counts it: a timed one's stalls in
+// the histogram, a move to another node in the moves counter; migrations
+// are the kernel's exact count, not the stream's, and are left out.
 func (e *Exporter) Stall(ev *stall.Event) error {
 	if ev.Kind != stall.KindStall {
 		return nil
@@ -158,10 +161,10 @@ func (e *Exporter) Stall(ev *stall.Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cg, ctr, _ := e.labels.For(ev.PID, ev.CgroupID)
-	switch {
-	case ev.Cause == stall.NUMATaskMove:
+	switch ev.Cause.Desc().Counted {
+	case stall.CountMoves:
 		e.moves.WithLabelValues(cg, ctr, comm).Inc()
-	case ev.Cause.Timed():
+	case stall.CountDurations:
 		e.stalls.WithLabelValues(ev.Cause.String(), cg, ctr, comm).Observe(float64(ev.DurNs) / 1e9)
 	}
 	return nil

@@ -68,7 +68,7 @@ type Trace struct {
 	StacksMin time.Duration
 
 	minEventNs, minStallNs [stall.NumCauses]uint64
-	skip                   map[string]bool
+	skip                   map[tracer.ProbeName]bool
 	mmapLockVia            string // the tracer's spelling of MmapLockVia
 }
 

@@ -59,35 +59,6 @@ func (r *Report) uncoveredNext() string {
 	return elsewhere
 }
 
-// advice is what to do about a cause when doctor has no finding for it.
-var advice = map[stall.Cause]string{
-	stall.DirectReclaim:   "the machine ran short of free memory and allocating threads reclaimed it themselves: find what fills memory, and run `numatrace doctor` on that machine (min_free_kbytes, watermark_scale_factor, hugepage reservations)",
-	stall.MemcgReclaim:    "the cgroup reached its memory limit: raise memory.max (or memory.high), or cut what fills it (page cache counts against the limit)",
-	stall.NodeReclaim:     "threads reclaimed their own node instead of using another node's free memory: check vm.zone_reclaim_mode with `numatrace doctor` (0 turns it off)",
-	stall.Compaction:      "transparent huge page faults compacted memory synchronously: check /sys/kernel/mm/transparent_hugepage/defrag with `numatrace doctor` (defer or madvise, not always)",
-	stall.NUMAMigration:   "NUMA balancing moved the threads' pages between nodes: check the process's CPU and memory binding with `numatrace doctor --pid PID`",
-	stall.NUMATaskMove:    "NUMA balancing moved the threads between nodes: check the process's CPU and memory binding with `numatrace doctor --pid PID`",
-	stall.MmapLock:        "threads waited for the process's mmap_lock behind another holder (khugepaged, mmap or munmap in another thread): the stacks show who; `numatrace doctor` checks THP",
-	stall.RunqWait:        "the threads waited for a CPU, not for memory: look at CPU saturation and the target's CPU limits",
-	stall.ReclaimThrottle: "reclaim throttled the threads while writeback or isolation caught up: memory is nearly full; find what fills it",
-	stall.DirtyThrottle:   "writers were throttled for dirty pages: the disk cannot keep up with the writes (vm.dirty_ratio, vm.dirty_bytes)",
-	stall.MemstallWait:    "the threads waited for memory (refaults of evicted pages, memory.high throttling): the working set does not fit; raise the limit or shrink it",
-}
-
-// doctorChecks are the doctor checks whose finding explains a cause.
-var doctorChecks = map[stall.Cause][]string{
-	stall.DirectReclaim:   {"hugepage_starvation", "hugepage_reservation", "min_free_kbytes", "watermark_scale_factor", "node_pressure"},
-	stall.MemcgReclaim:    {"container"},
-	stall.NodeReclaim:     {"zone_reclaim_mode"},
-	stall.Compaction:      {"thp_defrag"},
-	stall.NUMAMigration:   {"binding", "cross_node_alloc", "remote_memory", "interleave", "numa_balancing_thrash", "numa_balancing", "node_saturation"},
-	stall.NUMATaskMove:    {"binding", "numa_balancing_thrash", "numa_balancing", "node_saturation"},
-	stall.TaskMigration:   {"binding", "node_saturation", "nic_irq_affinity"},
-	stall.MmapLock:        {"thp_defrag"},
-	stall.ReclaimThrottle: {"node_pressure", "min_free_kbytes"},
-	stall.MemstallWait:    {"psi_memory"},
-}
-
 // Headline is the report's answer, computed from the same figures its
 // tables show.
 func (r *Report) Headline() Headline {
@@ -103,7 +74,7 @@ func (r *Report) Headline() Headline {
 				h.Next += "; fix: " + f.Fix
 			}
 		} else {
-			h.Next = advice[*key]
+			h.Next = key.Desc().Advice
 		}
 		if spikesUnexplained {
 			h.Next += "; for the spikes no stall covers, " + r.uncoveredNext()
@@ -209,7 +180,7 @@ func (r *Report) keyCause() (key *stall.Cause, unexplained bool) {
 // the cause, nil when doctor found none or was not run.
 func (r *Report) findingFor(c stall.Cause) *doctor.Finding {
 	var best *doctor.Finding
-	for _, check := range doctorChecks[c] {
+	for _, check := range c.Desc().Checks {
 		for i := range r.Findings {
 			f := &r.Findings[i]
 			if f.Check == check && f.Severity > doctor.Info && (best == nil || f.Severity > best.Severity) {

@@ -100,3 +100,36 @@ func TestNextStepForUncoveredSpikesFollowsPSI(t *testing.T) {
 		}
 	}
 }
+
+// Every cause a headline can name (a timed one: the cause that explains
+// the spikes, or the one that froze longest) has a next step of its own,
+// and the doctor checks that can stand in for it are checks doctor runs:
+// a new cause cannot leave NEXT empty, nor wait for a finding that no
+// check makes.
+func TestEveryCauseTheHeadlineNamesHasANextStep(t *testing.T) {
+	known := map[string]bool{}
+	for _, check := range doctor.Checks() {
+		known[check] = true
+	}
+	for _, c := range stall.AllCauses() {
+		for _, check := range c.Desc().Checks {
+			if !known[check] {
+				t.Errorf("%s names doctor check %q, which doctor does not run", c, check)
+			}
+		}
+		if !c.Timed() {
+			continue
+		}
+		r := quietReport()
+		r.Correlation = &correlate.Result{Windows: 20, Spikes: make([]correlate.Spike, 1), Explained: []stall.Cause{c}}
+		if h := r.Headline(); h.Next == "" {
+			t.Errorf("the spikes are explained by %s, and the next step is empty", c)
+		}
+		for _, check := range c.Desc().Checks {
+			r.Findings = []doctor.Finding{{Check: check, Severity: doctor.Warn, Title: "found " + check}}
+			if h := r.Headline(); h.Next != "doctor, on the recorded machine: found "+check {
+				t.Errorf("%s with a finding of %s: next %q", c, check, h.Next)
+			}
+		}
+	}
+}

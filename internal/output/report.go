@@ -222,7 +222,7 @@ func (r *Report) summaryLine() summaryJSON {
 		case p.Attached:
 			s.Probes.Attached = append(s.Probes.Attached, p.Name)
 		default:
-			s.Probes.Failed = append(s.Probes.Failed, wire.ProbeStatus(p))
+			s.Probes.Failed = append(s.Probes.Failed, wire.NewProbe(p))
 		}
 	}
 	if !r.Started.IsZero() {

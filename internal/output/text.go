@@ -240,13 +240,14 @@ func anyUnlisted(u [stall.NumCauses]aggregate.StallCount) bool {
 
 // ofNote says whether a thread's or process's row says anything beyond
 // moves between CPUs of one node: a stall, a counted cause such as a
-// NUMA task move, or a move across nodes.
+// NUMA task move, or a move across nodes. A cause counted as migrations
+// says no more than the MIGR column does.
 func ofNote(stalls *aggregate.CauseSummaries, m aggregate.Migrations) bool {
 	if m.CrossNode > 0 {
 		return true
 	}
 	for _, c := range stall.AllCauses() {
-		if c != stall.TaskMigration && stalls[c].Has() {
+		if !c.CountsMigrations() && stalls[c].Has() {
 			return true
 		}
 	}

@@ -33,15 +33,17 @@ const (
 
 // Descriptor is everything a front end needs to know about a cause. Adding
 // a cause means adding its constant above and its descriptor below; no
-// output, view or exporter has a list of its own.
+// output, view or exporter has a list of its own, nor names a cause to
+// treat it apart: each asks a property here.
 type Descriptor struct {
 	Name   string // JSON, the command line, recordings: "memcg_reclaim"
 	Short  string // table headers and chart legends: "memcg"
 	Letter byte   // marks the cause in charts without colour
 	Colour string // ANSI colour of the cause in charts
-	// Timed causes have a duration. Counted ones (numa_task_move,
-	// task_migration) say where a thread went, not how long it waited.
-	Timed bool
+	// Counted is how the cause's events are counted: by their durations
+	// (a timed cause), or, for one that says where a thread went rather
+	// than how long it waited, as moves or as migrations.
+	Counted Counting
 	// NotMemory marks a wait that is not memory management's (run-queue
 	// wait): it is weighed against latency spikes like the stalls, but
 	// left out of a thread's stall (freeze) time.
@@ -56,35 +58,90 @@ type Descriptor struct {
 	// (memstall_wait's thrashing, reclaim_throttle's writeback), and a
 	// verdict names it with the cause.
 	SubReason bool
+	// Advice is what to do about the cause when a report's headline
+	// names it and doctor found nothing behind it. Every timed cause has
+	// one: the headline names no other.
+	Advice string
+	// Checks are the doctor checks (doctor.Checks names them) whose
+	// finding explains the cause, the first most telling; noChecks when
+	// none does.
+	Checks []string
 }
+
+// Counting is how a cause's events are counted.
+type Counting uint8
+
+const (
+	// CountDurations: each event is a stall with a duration. Histograms,
+	// freeze times, spikes' verdicts and the exporter's stall histogram
+	// are of its time.
+	CountDurations Counting = iota + 1
+	// CountMoves: each event is a thread moved (or swapped) to another
+	// node, taking no time: counted per thread, and exported as moves
+	// (numatrace_numa_task_moves_total).
+	CountMoves
+	// CountMigrations: each is a thread changing CPU, which the kernel
+	// counts exactly per thread (ThreadStats.Migrations, with the
+	// cross-node share). The tables show that count in their MIGR and
+	// X-NODE columns: a count of streamed events never exceeds it, and
+	// a row with nothing else says only that a thread moved.
+	CountMigrations
+)
+
+// noChecks says that no doctor check explains a cause; a nil Checks is a
+// descriptor not filled in.
+var noChecks = []string{}
 
 // descriptors is indexed by Cause; TestDescriptorsComplete fails when an
 // entry is missing or half filled.
 var descriptors = [NumCauses]Descriptor{
-	DirectReclaim: {Name: "direct_reclaim", Short: "direct", Letter: 'D', Colour: "9", Timed: true,
-		Fields: fields(fieldOrder, fieldGFP, fieldPages), Words: reclaimWords},
-	MemcgReclaim: {Name: "memcg_reclaim", Short: "memcg", Letter: 'M', Colour: "11", Timed: true,
-		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldCgroup, fieldSoftLimit), Words: reclaimWords},
-	NodeReclaim: {Name: "node_reclaim", Short: "node", Letter: 'N', Colour: "13", Timed: true,
-		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldNode), Words: reclaimWords},
-	Compaction: {Name: "compaction", Short: "compact", Letter: 'C', Colour: "14", Timed: true,
-		Fields: fields(fieldOrder, fieldGFP, fieldPriority, fieldStatus, fieldPass, fieldAttempt), Words: compactionWords},
-	NUMAMigration: {Name: "numa_migration", Short: "numa-mig", Letter: 'P', Colour: "12", Timed: true, // P: page migration
-		Fields: fields(fieldPages, fieldReason, fieldMode), Words: migrationWords},
-	NUMATaskMove: {Name: "numa_task_move", Short: "numa-move", Letter: 'T', Colour: "10",
-		Fields: fields(fieldMove, fieldSrcCPU, fieldDstCPU, fieldSrcNode, fieldDstNode, fieldOtherTID), Words: taskMoveWords},
-	TaskMigration: {Name: "task_migration", Short: "migr", Letter: 't', Colour: "8",
-		Fields: fields(), Words: func(*Event) []string { return nil }},
-	MmapLock: {Name: "mmap_lock", Short: "mmap", Letter: 'L', Colour: "15", Timed: true,
-		Fields: fields(fieldWrite, fieldAcquired), Words: mmapLockWords},
-	RunqWait: {Name: "runq_wait", Short: "runq", Letter: 'Q', Colour: "208", Timed: true, NotMemory: true,
-		Fields: fields(), Words: func(*Event) []string { return []string{"waited for a CPU"} }},
-	ReclaimThrottle: {Name: "reclaim_throttle", Short: "rthrottle", Letter: 'R', Colour: "3", Timed: true, SubReason: true,
-		Fields: fields(fieldReason, fieldNode), Words: reclaimThrottleWords},
-	DirtyThrottle: {Name: "dirty_throttle", Short: "dirty", Letter: 'W', Colour: "5", Timed: true, // W: writeback
-		Fields: fields(fieldDirty, fieldLimit, fieldAttempt), Words: dirtyThrottleWords},
-	MemstallWait: {Name: "memstall_wait", Short: "memstall", Letter: 'S', Colour: "1", Timed: true, SubReason: true, // S: PSI memory stall
-		Fields: fields(fieldReason), Words: func(e *Event) []string { return []string{"waited in a memory stall: " + e.Reason} }},
+	DirectReclaim: {Name: "direct_reclaim", Short: "direct", Letter: 'D', Colour: "9", Counted: CountDurations,
+		Fields: fields(fieldOrder, fieldGFP, fieldPages), Words: reclaimWords,
+		Advice: "the machine ran short of free memory and allocating threads reclaimed it themselves: find what fills memory, and run `numatrace doctor` on that machine (min_free_kbytes, watermark_scale_factor, hugepage reservations)",
+		Checks: []string{"hugepage_starvation", "hugepage_reservation", "min_free_kbytes", "watermark_scale_factor", "node_pressure"}},
+	MemcgReclaim: {Name: "memcg_reclaim", Short: "memcg", Letter: 'M', Colour: "11", Counted: CountDurations,
+		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldCgroup, fieldSoftLimit), Words: reclaimWords,
+		Advice: "the cgroup reached its memory limit: raise memory.max (or memory.high), or cut what fills it (page cache counts against the limit)",
+		Checks: []string{"container"}},
+	NodeReclaim: {Name: "node_reclaim", Short: "node", Letter: 'N', Colour: "13", Counted: CountDurations,
+		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldNode), Words: reclaimWords,
+		Advice: "threads reclaimed their own node instead of using another node's free memory: check vm.zone_reclaim_mode with `numatrace doctor` (0 turns it off)",
+		Checks: []string{"zone_reclaim_mode"}},
+	Compaction: {Name: "compaction", Short: "compact", Letter: 'C', Colour: "14", Counted: CountDurations,
+		Fields: fields(fieldOrder, fieldGFP, fieldPriority, fieldStatus, fieldPass, fieldAttempt), Words: compactionWords,
+		Advice: "transparent huge page faults compacted memory synchronously: check /sys/kernel/mm/transparent_hugepage/defrag with `numatrace doctor` (defer or madvise, not always)",
+		Checks: []string{"thp_defrag"}},
+	NUMAMigration: {Name: "numa_migration", Short: "numa-mig", Letter: 'P', Colour: "12", Counted: CountDurations, // P: page migration
+		Fields: fields(fieldPages, fieldReason, fieldMode), Words: migrationWords,
+		Advice: "NUMA balancing moved the threads' pages between nodes: check the process's CPU and memory binding with `numatrace doctor --pid PID`",
+		Checks: []string{"binding", "cross_node_alloc", "remote_memory", "interleave", "numa_balancing_thrash", "numa_balancing", "node_saturation"}},
+	NUMATaskMove: {Name: "numa_task_move", Short: "numa-move", Letter: 'T', Colour: "10", Counted: CountMoves,
+		Fields: fields(fieldMove, fieldSrcCPU, fieldDstCPU, fieldSrcNode, fieldDstNode, fieldOtherTID), Words: taskMoveWords,
+		Advice: "NUMA balancing moved the threads between nodes: check the process's CPU and memory binding with `numatrace doctor --pid PID`",
+		Checks: []string{"binding", "numa_balancing_thrash", "numa_balancing", "node_saturation"}},
+	TaskMigration: {Name: "task_migration", Short: "migr", Letter: 't', Colour: "8", Counted: CountMigrations,
+		Fields: fields(), Words: func(*Event) []string { return nil },
+		Checks: []string{"binding", "node_saturation", "nic_irq_affinity"}},
+	MmapLock: {Name: "mmap_lock", Short: "mmap", Letter: 'L', Colour: "15", Counted: CountDurations,
+		Fields: fields(fieldWrite, fieldAcquired), Words: mmapLockWords,
+		Advice: "threads waited for the process's mmap_lock behind another holder (khugepaged, mmap or munmap in another thread): the stacks show who; `numatrace doctor` checks THP",
+		Checks: []string{"thp_defrag"}},
+	RunqWait: {Name: "runq_wait", Short: "runq", Letter: 'Q', Colour: "208", Counted: CountDurations, NotMemory: true,
+		Fields: fields(), Words: func(*Event) []string { return []string{"waited for a CPU"} },
+		Advice: "the threads waited for a CPU, not for memory: look at CPU saturation and the target's CPU limits",
+		Checks: noChecks},
+	ReclaimThrottle: {Name: "reclaim_throttle", Short: "rthrottle", Letter: 'R', Colour: "3", Counted: CountDurations, SubReason: true,
+		Fields: fields(fieldReason, fieldNode), Words: reclaimThrottleWords,
+		Advice: "reclaim throttled the threads while writeback or isolation caught up: memory is nearly full; find what fills it",
+		Checks: []string{"node_pressure", "min_free_kbytes"}},
+	DirtyThrottle: {Name: "dirty_throttle", Short: "dirty", Letter: 'W', Colour: "5", Counted: CountDurations, // W: writeback
+		Fields: fields(fieldDirty, fieldLimit, fieldAttempt), Words: dirtyThrottleWords,
+		Advice: "writers were throttled for dirty pages: the disk cannot keep up with the writes (vm.dirty_ratio, vm.dirty_bytes)",
+		Checks: noChecks},
+	MemstallWait: {Name: "memstall_wait", Short: "memstall", Letter: 'S', Colour: "1", Counted: CountDurations, SubReason: true, // S: PSI memory stall
+		Fields: fields(fieldReason), Words: func(e *Event) []string { return []string{"waited in a memory stall: " + e.Reason} },
+		Advice: "the threads waited for memory (refaults of evicted pages, memory.high throttling): the working set does not fit; raise the limit or shrink it",
+		Checks: []string{"psi_memory"}},
 }
 
 // Desc returns the cause's descriptor; an unknown cause gets a bare one.
@@ -119,14 +176,18 @@ func (c Cause) Label(reason string) string {
 }
 
 // Timed reports whether the cause has a duration.
-func (c Cause) Timed() bool { return c.Desc().Timed }
+func (c Cause) Timed() bool { return c.Desc().Counted == CountDurations }
+
+// CountsMigrations reports whether the cause's count is a thread's CPU
+// changes, which the kernel keeps exactly per thread (CountMigrations).
+func (c Cause) CountsMigrations() bool { return c.Desc().Counted == CountMigrations }
 
 // Freezes says whether the cause's time is a thread's freeze time: a
 // timed memory-management stall, not a wait of another kind (the run
 // queue's). Every freeze total (an event's, a histogram's, a thread's,
 // a request's, the descendants') asks this; the BPF side gets the same
 // from the table.
-func (c Cause) Freezes() bool { d := c.Desc(); return d.Timed && !d.NotMemory }
+func (c Cause) Freezes() bool { return c.Timed() && !c.Desc().NotMemory }
 
 // AllCauses lists every cause in order.
 func AllCauses() []Cause {

@@ -123,6 +123,26 @@ func TestDescriptorsComplete(t *testing.T) {
 				t.Errorf("%s: a field without a key or a value", d.Name)
 			}
 		}
+		switch d.Counted {
+		case CountDurations:
+			if d.Advice == "" {
+				t.Errorf("%s: a timed cause needs Advice: a report's headline names it with that as its next step", d.Name)
+			}
+		case CountMoves:
+		case CountMigrations:
+			unique("count", "migrations", c) // the kernel keeps one count of them per thread
+		default:
+			t.Errorf("%s: Counted %d: say how its events are counted (CountDurations for a timed cause)", d.Name, d.Counted)
+		}
+		if d.Checks == nil {
+			t.Errorf("%s: no Checks: name the doctor checks whose finding explains it, or noChecks", d.Name)
+		}
+		for _, check := range d.Checks {
+			if check == "" || strings.Trim(check, "abcdefghijklmnopqrstuvwxyz_") != "" {
+				t.Errorf("%s: doctor check %q is not a check's name", d.Name, check)
+			}
+			unique(d.Name+" check", check, c)
+		}
 		unique("name", d.Name, c)
 		unique("short name", d.Short, c)
 		unique("letter", string(d.Letter), c)
@@ -246,11 +266,12 @@ func TestUntraced(t *testing.T) {
 		t.Errorf("no probe list: %v, want nothing marked", u)
 	}
 	u := Untraced([]ProbeStatus{
-		{Name: "memcg_reclaim", Attached: true},                          // before 1.3: named after the cause
-		{Name: "memcg_softlimit_reclaim", Cause: "memcg_reclaim"},        // failed, but its sibling attached
-		{Name: "compaction_begin", Cause: "compaction", Attached: false}, // failed
-		{Name: "runq_switch", Cause: "runq_wait", Attached: true},        // 1.3: names its cause
-		{Name: "kswapd_wakeup", Attached: true},                          // no cause
+		{Name: "memcg_reclaim", Attached: true},                                         // before 1.3: named after the cause
+		{Name: "memcg_softlimit_reclaim", Cause: MemcgReclaim, Feeds: true},             // failed, but its sibling attached
+		{Name: "compaction_begin", Cause: Compaction, Feeds: true, Attached: false},     // failed
+		{Name: "runq_switch", Cause: RunqWait, Feeds: true, Attached: true},             // 1.3: names its cause
+		{Name: "kswapd_wakeup", Attached: true},                                         // no cause
+		{Name: "direct_reclaim_v2", Cause: DirectReclaim, Feeds: false, Attached: true}, // feeds none
 	})
 	for c := Cause(0); c < NumCauses; c++ {
 		want := c != MemcgReclaim && c != RunqWait

@@ -5,8 +5,12 @@ package stall
 // reports, the view and the exporter show it; the formats write it as
 // wire.ProbeStatus.
 type ProbeStatus struct {
-	Name        string
-	Cause       string // the cause it feeds; "" for system-wide counters
+	Name string
+	// Cause is the stall cause the probe feeds, when Feeds: system-wide
+	// counters feed none. Its name is read and written only by the
+	// formats (wire.ProbeStatus).
+	Cause       Cause
+	Feeds       bool
 	Description string
 	Tracepoints []string
 	Programs    []string // the program variants chosen for this kernel
@@ -16,9 +20,8 @@ type ProbeStatus struct {
 	Error   string
 }
 
-// Untraced marks the causes no attached probe fed. Probes that do not name
-// their cause (recordings before 1.3) are named after it. With no probe
-// list at all, nothing is marked: the source did not say.
+// Untraced marks the causes no attached probe fed. With no probe list at
+// all, nothing is marked: the source did not say.
 func Untraced(probes []ProbeStatus) (untraced [NumCauses]bool) {
 	if len(probes) == 0 {
 		return untraced
@@ -27,15 +30,21 @@ func Untraced(probes []ProbeStatus) (untraced [NumCauses]bool) {
 		untraced[i] = true
 	}
 	for _, p := range probes {
-		name := p.Cause
-		if name == "" {
-			name = p.Name
-		}
-		if c, err := ParseCause(name); err == nil && p.Attached {
+		if c, ok := p.fed(); ok && p.Attached {
 			untraced[c] = false
 		}
 	}
 	return untraced
+}
+
+// fed is the cause the probe feeds. Recordings before 1.3 did not say:
+// their probes of a cause were named after it.
+func (p *ProbeStatus) fed() (Cause, bool) {
+	if p.Feeds {
+		return p.Cause, true
+	}
+	c, err := ParseCause(p.Name)
+	return c, err == nil
 }
 
 // Asked counts the probes that were to attach: all but those left out

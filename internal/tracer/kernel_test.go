@@ -209,7 +209,7 @@ func mmapLockTracers(t *testing.T) (slow, every *Tracer) {
 			case p.Name == "mmap_lock" && !p.Attached:
 				testutil.RequireFeature(t, !strings.Contains(p.Error, "not in this kernel"), "mmap_lock via "+via+": "+p.Error)
 				t.Fatalf("mmap_lock via %s: %s", via, p.Error)
-			case p.Name != "mmap_lock" && !infrastructure[p.Name] && p.Attached:
+			case p.Name != "mmap_lock" && !infrastructure[ProbeName(p.Name)] && p.Attached:
 				t.Errorf("%s attached although only mmap_lock was asked for", p.Name)
 			}
 		}
@@ -218,7 +218,7 @@ func mmapLockTracers(t *testing.T) (slow, every *Tracer) {
 	return open(MmapLockContention), open(MmapLockTracepoints)
 }
 
-func skipAllBut(name string) map[string]bool {
+func skipAllBut(name string) map[ProbeName]bool {
 	skip, err := SkipProbes(name, "")
 	if err != nil {
 		panic(err)

@@ -25,12 +25,38 @@ type hook struct {
 	variants   []variant
 }
 
+// ProbeName names a probe: --causes and --no-causes take it (SkipProbes),
+// Config.Skip is keyed by it, and the reports list it.
+type ProbeName string
+
+// The probes' names; probeDefs defines each.
+const (
+	probeDirectReclaim         ProbeName = "direct_reclaim"
+	probeMemcgReclaim          ProbeName = "memcg_reclaim"
+	probeMemcgSoftlimitReclaim ProbeName = "memcg_softlimit_reclaim"
+	probeNodeReclaim           ProbeName = "node_reclaim"
+	probeCompaction            ProbeName = "compaction"
+	probeNumaMigration         ProbeName = "numa_migration"
+	probeNumaTaskMove          ProbeName = "numa_task_move"
+	probeTaskMigration         ProbeName = "task_migration"
+	probeMmapLock              ProbeName = "mmap_lock"
+	probeRunqWait              ProbeName = "runq_wait"
+	probeReclaimThrottle       ProbeName = "reclaim_throttle"
+	probeDirtyThrottle         ProbeName = "dirty_throttle"
+	probeMemstallWait          ProbeName = "memstall_wait"
+	probeKswapdWakeup          ProbeName = "kswapd_wakeup"
+	probeKhugepagedCollapse    ProbeName = "khugepaged_collapse"
+	probeThreadExit            ProbeName = "thread_exit"
+	probeFollowForks           ProbeName = "follow_forks"
+	probeCgroupMoves           ProbeName = "cgroup_moves"
+)
+
 // probeDef is a unit that loads and attaches on its own: if any of its
 // hooks cannot, the whole probe is reported unavailable and the others go on.
 type probeDef struct {
-	name   string
-	cause  string // the stall cause it feeds, or "" for system-wide counters
-	object string // the BPF file its programs are in: "reclaim" for bpf/reclaim.bpf.c
+	name   ProbeName
+	cause  *stall.Cause // the stall cause it feeds (feeds), nil for system-wide counters
+	object string       // the BPF file its programs are in: "reclaim" for bpf/reclaim.bpf.c
 	hooks  []hook
 	// slots are the pending slots (enum pending_slot, bpf/common.h) its
 	// begin programs open and its end programs close. A probe of a timed
@@ -50,6 +76,18 @@ type probeDef struct {
 	fallback *probeDef
 }
 
+// feeds is the stall cause a probe feeds.
+func feeds(c stall.Cause) *stall.Cause { return &c }
+
+// status is the probe's status before it is opened.
+func (d *probeDef) status() stall.ProbeStatus {
+	st := stall.ProbeStatus{Name: string(d.name), Description: d.description}
+	if d.cause != nil {
+		st.Cause, st.Feeds = *d.cause, true
+	}
+	return st
+}
+
 func one(program string, nargs int, names map[int]string) []variant {
 	return []variant{{program: program, nargs: nargs, names: names}}
 }
@@ -61,35 +99,35 @@ var switchHook = hook{"sched_switch", []variant{ // prev_state came fourth in 5.
 
 // probeDefs lists every probe numatrace knows, in display order.
 var probeDefs = []probeDef{
-	{name: "direct_reclaim", cause: stall.DirectReclaim.String(), object: "reclaim",
+	{name: probeDirectReclaim, cause: feeds(stall.DirectReclaim), object: "reclaim",
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_DIRECT_RECLAIM},
 		description: "global direct reclaim in the allocating thread",
 		hooks: []hook{
 			{"mm_vmscan_direct_reclaim_begin", one(reclaimProgDirectReclaimBegin, 2, nil)},
 			{"mm_vmscan_direct_reclaim_end", one(reclaimProgDirectReclaimEnd, 1, nil)},
 		}},
-	{name: "memcg_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
+	{name: probeMemcgReclaim, cause: feeds(stall.MemcgReclaim), object: "reclaim",
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMCG_RECLAIM},
 		description: "reclaim forced by a cgroup memory limit",
 		hooks: []hook{
 			{"mm_vmscan_memcg_reclaim_begin", one(reclaimProgMemcgReclaimBegin, 2, nil)},
 			{"mm_vmscan_memcg_reclaim_end", one(reclaimProgMemcgReclaimEnd, 1, nil)},
 		}},
-	{name: "memcg_softlimit_reclaim", cause: stall.MemcgReclaim.String(), object: "reclaim",
+	{name: probeMemcgSoftlimitReclaim, cause: feeds(stall.MemcgReclaim), object: "reclaim",
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMCG_SOFTLIMIT},
 		description: "memcg soft-limit reclaim (counted as memcg_reclaim)",
 		hooks: []hook{
 			{"mm_vmscan_memcg_softlimit_reclaim_begin", one(reclaimProgMemcgSoftlimitBegin, 2, nil)},
 			{"mm_vmscan_memcg_softlimit_reclaim_end", one(reclaimProgMemcgSoftlimitEnd, 1, nil)},
 		}},
-	{name: "node_reclaim", cause: stall.NodeReclaim.String(), object: "reclaim",
+	{name: probeNodeReclaim, cause: feeds(stall.NodeReclaim), object: "reclaim",
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_NODE_RECLAIM},
 		description: "node-local reclaim (vm.zone_reclaim_mode != 0)",
 		hooks: []hook{
 			{"mm_vmscan_node_reclaim_begin", one(reclaimProgNodeReclaimBegin, 3, map[int]string{0: "nid", 1: "order"})},
 			{"mm_vmscan_node_reclaim_end", one(reclaimProgNodeReclaimEnd, 1, nil)},
 		}},
-	{name: "compaction", cause: stall.Compaction.String(), object: "compaction",
+	{name: probeCompaction, cause: feeds(stall.Compaction), object: "compaction",
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_COMPACT_ATTEMPT, typesPendingSlotSLOT_COMPACT_PASS},
 		description: "direct compaction in the allocating thread; kcompactd and proactive passes counted system-wide",
 		hooks: []hook{
@@ -100,7 +138,7 @@ var probeDefs = []probeDef{
 				{program: compactionProgCompactPassEndPfn, nargs: 6, names: map[int]string{5: "status"}},
 			}},
 		}},
-	{name: "numa_migration", cause: stall.NUMAMigration.String(), object: "numa",
+	{name: probeNumaMigration, cause: feeds(stall.NUMAMigration), object: "numa",
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_MIGRATE},
 		description: "page migration (NUMA balancing, compaction, mbind, ...) in the migrating thread",
 		hooks: []hook{
@@ -110,19 +148,19 @@ var probeDefs = []probeDef{
 				{program: numaProgMigrateEndR6, nargs: 7, names: map[int]string{0: "succeeded", 5: "mode", 6: "reason"}},
 			}},
 		}},
-	{name: "numa_task_move", cause: stall.NUMATaskMove.String(), object: "numa",
+	{name: probeNumaTaskMove, cause: feeds(stall.NUMATaskMove), object: "numa",
 		description: "NUMA balancing moved (or swapped, or failed to move) a task between nodes",
 		hooks: []hook{
 			{"sched_move_numa", one(numaProgNumaMoveTask, 3, map[int]string{1: "src_cpu", 2: "dst_cpu"})},
 			{"sched_swap_numa", one(numaProgNumaSwapTask, 4, nil)},
 			{"sched_stick_numa", one(numaProgNumaStickTask, 4, nil)},
 		}},
-	{name: "task_migration", cause: stall.TaskMigration.String(), object: "sched",
+	{name: probeTaskMigration, cause: feeds(stall.TaskMigration), object: "sched",
 		description: "a thread changed CPU; counted per thread with the cross-node share",
 		hooks: []hook{
 			{"sched_migrate_task", one(schedProgTaskMigrate, 2, map[int]string{0: "p", 1: "dest_cpu"})},
 		}},
-	{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
+	{name: probeMmapLock, cause: feeds(stall.MmapLock), object: "mmap_lock",
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_MMAP_LOCK},
 		description: "wait to take the process's mmap_lock, from the lock's slow path: only contended acquisitions run a program",
 		hooks: []hook{
@@ -130,7 +168,7 @@ var probeDefs = []probeDef{
 			{"contention_end", one(mmaplockProgMmapContentionEnd, 2, map[int]string{0: "lock", 1: "ret"})},
 		},
 		// 5.12 to 5.18: every acquisition runs two programs.
-		fallback: &probeDef{name: "mmap_lock", cause: stall.MmapLock.String(), object: "mmap_lock",
+		fallback: &probeDef{name: probeMmapLock, cause: feeds(stall.MmapLock), object: "mmap_lock",
 			slots:       []typesPendingSlot{typesPendingSlotSLOT_MMAP_LOCK},
 			description: "wait to take the process's mmap_lock, from the mmap_lock tracepoints: every acquisition runs two programs (no lock:contention_* here)",
 			hooks: []hook{
@@ -140,50 +178,50 @@ var probeDefs = []probeDef{
 					{program: mmaplockProgMmapLockAcquiredW2, nargs: 4, names: map[int]string{2: "write", 3: "success"}},
 				}},
 			}}},
-	{name: "runq_wait", cause: stall.RunqWait.String(), object: "sched", latencyOnly: true,
+	{name: probeRunqWait, cause: feeds(stall.RunqWait), object: "sched", latencyOnly: true,
 		description: "time a traced thread waited for a CPU once woken or preempted, from the scheduler's own run-queue times (only with a latency source and a target)",
 		requires:    schedInfoOn,
 		hooks:       []hook{switchHook}},
-	{name: "reclaim_throttle", cause: stall.ReclaimThrottle.String(), object: "throttle",
+	{name: probeReclaimThrottle, cause: feeds(stall.ReclaimThrottle), object: "throttle",
 		description: "reclaim waiting for writeback, isolated pages or progress (reclaim_throttle, 5.16+), as long as the kernel says it waited",
 		hooks: []hook{{"mm_vmscan_throttled", one(throttleProgReclaimThrottled, 4,
 			map[int]string{2: "usec_delayed", 3: "reason"})}}},
-	{name: "dirty_throttle", cause: stall.DirtyThrottle.String(), object: "throttle",
+	{name: probeDirtyThrottle, cause: feeds(stall.DirtyThrottle), object: "throttle",
 		description: "a writer paused over its dirty-page limit (balance_dirty_pages), for the pause the kernel set",
 		requires:    func(*btf.Spec) error { _, err := nsPerJiffy(); return err },
 		hooks: []hook{{"balance_dirty_pages", []variant{
 			{program: throttleProgDirtyThrottledDtc, nargs: 8, names: map[int]string{1: "dtc", 6: "pause", 7: "start_time"}},
 			{program: throttleProgDirtyThrottledArgs, nargs: 12, names: map[int]string{1: "thresh", 3: "dirty", 10: "pause", 11: "start_time"}},
 		}}}},
-	{name: "memstall_wait", cause: stall.MemstallWait.String(), object: "sched", taskStorage: true,
+	{name: probeMemstallWait, cause: feeds(stall.MemstallWait), object: "sched", taskStorage: true,
 		slots:       []typesPendingSlot{typesPendingSlotSLOT_MEMSTALL},
 		description: "time a traced thread spent off CPU inside a PSI memory stall that no other cause times: thrashing, memory.high, swap-in, other",
 		requires:    memstallReady,
 		hooks:       []hook{switchHook}},
-	{name: "kswapd_wakeup", object: "reclaim",
+	{name: probeKswapdWakeup, object: "reclaim",
 		description: "kswapd wakeups, system-wide",
 		hooks:       []hook{{"mm_vmscan_wakeup_kswapd", one(reclaimProgKswapdWakeup, 0, nil)}}},
-	{name: "khugepaged_collapse", object: "mmap_lock",
+	{name: probeKhugepagedCollapse, object: "mmap_lock",
 		description: "khugepaged huge-page collapses, system-wide",
 		hooks:       []hook{{"mm_collapse_huge_page", one(mmaplockProgKhugepagedCollapse, 3, map[int]string{2: "status"})}}},
-	{name: "thread_exit", object: "sched",
+	{name: probeThreadExit, object: "sched",
 		description: "thread exits: keeps names and notices the target exiting",
 		hooks:       []hook{{"sched_process_exit", one(schedProgThreadExit, 0, nil)}}},
-	{name: "follow_forks", object: "sched", forksOnly: true,
+	{name: probeFollowForks, object: "sched", forksOnly: true,
 		description: "follows new processes of a --cgroup or --children target as they fork; with --pid alone, watches the target's descendants",
 		hooks:       []hook{{"sched_process_fork", one(schedProgFollowFork, 2, nil)}}},
-	{name: "cgroup_moves", object: "sched", cgroupOnly: true,
+	{name: probeCgroupMoves, object: "sched", cgroupOnly: true,
 		description: "follows processes moved into a --cgroup target",
 		hooks:       []hook{{"cgroup_attach_task", one(schedProgFollowAttach, 4, map[int]string{0: "dst_cgrp", 2: "task"})}}},
 }
 
 // infrastructure probes keep the others working: never skipped.
-var infrastructure = map[string]bool{"thread_exit": true, "follow_forks": true, "cgroup_moves": true}
+var infrastructure = map[ProbeName]bool{probeThreadExit: true, probeFollowForks: true, probeCgroupMoves: true}
 
 // SkipProbes turns --causes ONLY or --no-causes LIST into the probes not
 // to attach. A name is a probe's or a cause's (a cause names every probe
 // that feeds it).
-func SkipProbes(only, without string) (map[string]bool, error) {
+func SkipProbes(only, without string) (map[ProbeName]bool, error) {
 	if only == "" && without == "" {
 		return nil, nil
 	}
@@ -191,7 +229,7 @@ func SkipProbes(only, without string) (map[string]bool, error) {
 	if only == "" {
 		list, flag = without, "--no-causes"
 	}
-	named := map[string]bool{}
+	named := map[ProbeName]bool{}
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
@@ -199,7 +237,7 @@ func SkipProbes(only, without string) (map[string]bool, error) {
 		}
 		found := false
 		for _, d := range probeDefs {
-			if !infrastructure[d.name] && (d.name == n || (d.cause != "" && d.cause == n)) {
+			if !infrastructure[d.name] && (string(d.name) == n || (d.cause != nil && d.cause.String() == n)) {
 				named[d.name], found = true, true
 			}
 		}
@@ -207,13 +245,13 @@ func SkipProbes(only, without string) (map[string]bool, error) {
 			var names []string
 			for _, d := range probeDefs {
 				if !infrastructure[d.name] {
-					names = append(names, d.name)
+					names = append(names, string(d.name))
 				}
 			}
 			return nil, fmt.Errorf("%s: no probe or cause %q (probes: %s)", flag, n, strings.Join(names, ", "))
 		}
 	}
-	skip := map[string]bool{}
+	skip := map[ProbeName]bool{}
 	for _, d := range probeDefs {
 		if infrastructure[d.name] {
 			continue

@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
 )
 
@@ -156,6 +157,24 @@ func TestSignatureFromThisKernel(t *testing.T) {
 	}
 }
 
+// Every cause is fed by a probe that says so: a cause no probe names is
+// untraced in every run's probe list, and no verdict would weigh it.
+func TestEveryCauseHasAProbe(t *testing.T) {
+	var fed [stall.NumCauses]bool
+	for _, top := range probeDefs {
+		for d := &top; d != nil; d = d.fallback {
+			if d.cause != nil {
+				fed[*d.cause] = true
+			}
+		}
+	}
+	for _, c := range stall.AllCauses() {
+		if !fed[c] {
+			t.Errorf("no probe feeds %s: give its probe in probeDefs cause: feeds(...)", c)
+		}
+	}
+}
+
 // --causes names probes or causes; the probes that keep the others
 // working are never skipped, and a name that is neither is an error.
 func TestSkipProbes(t *testing.T) {
@@ -164,7 +183,7 @@ func TestSkipProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range probeDefs {
-		want := !infrastructure[d.name] && d.cause != "memcg_reclaim"
+		want := !infrastructure[d.name] && (d.cause == nil || *d.cause != stall.MemcgReclaim)
 		if skip[d.name] != want {
 			t.Errorf("--causes memcg_reclaim: %s skipped %v, want %v", d.name, skip[d.name], want)
 		}

@@ -93,7 +93,7 @@ type Config struct {
 	// tracepoints.
 	MmapLockVia string
 	// Skip names probes not to attach (--causes, --no-causes).
-	Skip map[string]bool
+	Skip map[ProbeName]bool
 	// EveryProbe attaches the probes only a --cgroup target needs too
 	// (numatrace probes).
 	EveryProbe bool
@@ -246,7 +246,7 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 	}
 	// Migration totals from the task iterator where it loads; the hook
 	// then only counts cross-node moves (see migrations.go).
-	if !cfg.noMigrIter && !cfg.Skip["task_migration"] && t.openMigrationsIter(specs[migrationsObject], kspec) == nil {
+	if !cfg.noMigrIter && !cfg.Skip[probeTaskMigration] && t.openMigrationsIter(specs[migrationsObject], kspec) == nil {
 		if err := specs[migrationsObject].Variables[typesVarCfgMigrIter].Set(uint32(1)); err != nil {
 			return err
 		}
@@ -258,11 +258,12 @@ func (t *Tracer) load(cfg Config, kspec *btf.Spec) error {
 			continue
 		}
 		if cfg.Skip[def.name] {
-			t.probes = append(t.probes, stall.ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description,
-				Skipped: true, Error: "left out (--causes / --no-causes)"})
+			st := def.status()
+			st.Skipped, st.Error = true, "left out (--causes / --no-causes)"
+			t.probes = append(t.probes, st)
 			continue
 		}
-		if def.name == "task_migration" && t.migrIter == nil {
+		if def.name == probeTaskMigration && t.migrIter == nil {
 			def.hooks = []hook{{"sched_migrate_task", one(progMigrateCount, 2, map[int]string{0: "p", 1: "dest_cpu"})}}
 		}
 		st := t.openWithFallback(def, cfg, specs, kspec)
@@ -577,7 +578,7 @@ func (t *Tracer) openWithFallback(def probeDef, cfg Config, specs map[string]*eb
 }
 
 func (t *Tracer) openProbe(def probeDef, spec *ebpf.CollectionSpec, kspec *btf.Spec) stall.ProbeStatus {
-	st := stall.ProbeStatus{Name: def.name, Cause: def.cause, Description: def.description}
+	st := def.status()
 	for _, h := range def.hooks {
 		st.Tracepoints = append(st.Tracepoints, h.tracepoint)
 	}
@@ -657,13 +658,13 @@ func hookKey(object, program, tracepoint string) string {
 // waits where the kernel marks memory stalls; and reads the wait sites
 // and the tick length the memstall and dirty-throttle programs need.
 func (t *Tracer) switchJobs(cfg Config, kspec *btf.Spec) {
-	t.runqOn = cfg.RunqWait && !cfg.Skip["runq_wait"] && schedInfoOn(kspec) == nil
-	t.memstallOn = !cfg.Skip["memstall_wait"] && t.taskStorage && memstallReady(kspec) == nil
+	t.runqOn = cfg.RunqWait && !cfg.Skip[probeRunqWait] && schedInfoOn(kspec) == nil
+	t.memstallOn = !cfg.Skip[probeMemstallWait] && t.taskStorage && memstallReady(kspec) == nil
 	if t.memstallOn {
 		// Without the sites every wait still counts, as "other".
 		t.siteStart, t.siteEnd, _ = memstallSites("/proc/kallsyms")
 	}
-	if !cfg.Skip["dirty_throttle"] {
+	if !cfg.Skip[probeDirtyThrottle] {
 		t.jiffyNs, _ = nsPerJiffy() // 0: the probe reports why it cannot attach
 	}
 }

@@ -4,9 +4,9 @@ import "github.com/numatrace/numatrace/internal/stall"
 
 // ProbeStatus is one probe's status as a recording's header, the JSON
 // summary, the Perfetto metadata and `probes --json` write it. Its fields
-// are stall.ProbeStatus's, so that the two convert into each other: a
-// field added there fails to compile here until the formats say how to
-// write it.
+// are stall.ProbeStatus's, the cause by its name:
+// TestProbeStatusAsTheFormatsWriteIt fails for a field added there until
+// the formats say how to write it.
 type ProbeStatus struct {
 	Name        string   `json:"name"`
 	Cause       string   `json:"cause,omitempty"` // the cause it feeds; "" for system-wide counters
@@ -18,6 +18,28 @@ type ProbeStatus struct {
 	Error       string   `json:"error,omitempty"`
 }
 
+// NewProbe is p in the formats' shape.
+func NewProbe(p stall.ProbeStatus) ProbeStatus {
+	w := ProbeStatus{Name: p.Name, Description: p.Description, Tracepoints: p.Tracepoints, Programs: p.Programs,
+		Attached: p.Attached, Skipped: p.Skipped, Error: p.Error}
+	if p.Feeds {
+		w.Cause = p.Cause.String()
+	}
+	return w
+}
+
+// Status is the status w holds. A cause name this version does not know
+// (a newer writer's cause) feeds no cause it knows, as its events are
+// left out.
+func (w ProbeStatus) Status() stall.ProbeStatus {
+	p := stall.ProbeStatus{Name: w.Name, Description: w.Description, Tracepoints: w.Tracepoints, Programs: w.Programs,
+		Attached: w.Attached, Skipped: w.Skipped, Error: w.Error}
+	if c, err := stall.ParseCause(w.Cause); err == nil {
+		p.Cause, p.Feeds = c, true
+	}
+	return p
+}
+
 // NewProbes is ps in the formats' shape; nil stays nil (the header
 // writes null for it).
 func NewProbes(ps []stall.ProbeStatus) []ProbeStatus {
@@ -26,7 +48,7 @@ func NewProbes(ps []stall.ProbeStatus) []ProbeStatus {
 	}
 	out := make([]ProbeStatus, len(ps))
 	for i, p := range ps {
-		out[i] = ProbeStatus(p)
+		out[i] = NewProbe(p)
 	}
 	return out
 }
@@ -38,7 +60,7 @@ func ProbeStatuses(ps []ProbeStatus) []stall.ProbeStatus {
 	}
 	out := make([]stall.ProbeStatus, len(ps))
 	for i, p := range ps {
-		out[i] = stall.ProbeStatus(p)
+		out[i] = p.Status()
 	}
 	return out
 }
