@@ -50,6 +50,9 @@ const volatile __u32 cfg_exit_group_dead = 0;
 const volatile __u64 cfg_wakeup_bytes = 256 << 10;
 /* A request timer runs: keep each traced thread's stall totals for it. */
 const volatile __u32 cfg_request_stalls = 0;
+/* ...and its task times (enum task_time) inside its stalls, for the
+ * requests' budgets: the loader sets it with cfg_request_stalls. */
+const volatile __u32 cfg_request_times = 0;
 /* The causes that are not memory management's (1 << cause each), left out
  * of a thread's freeze total: the loader sets it from the Go cause table
  * (stall.Descriptor.NotMemory), the one place that says so. */
@@ -138,6 +141,7 @@ struct pending {
 	__s32 aux;     /* compaction priority; migrate mode */
 	__u32 passes;  /* compaction: zone passes so far */
 	__u32 who;     /* enum who: whose stall this is (compaction notes everyone's attempts) */
+	__u64 times[TIME_MAX]; /* cfg_request_times: the thread's task times at start_ns */
 };
 
 /*
@@ -177,6 +181,10 @@ struct {
 	__type(key, struct pending_key);
 	__type(value, struct pending);
 } pendings SEC(".maps");
+
+/* A new thread's stall totals, never written: global data, not a copy on
+ * the stall programs' stacks, which have little room left. */
+struct thread_stall thread_stall_zero;
 
 /* Per-thread stall totals for requests timed in the kernel (cfg_request_stalls). */
 struct {
@@ -346,6 +354,14 @@ static __always_inline __u32 log2_slot(__u64 v)
 	return r < HIST_SLOTS ? r : HIST_SLOTS - 1;
 }
 
+/* Where hist_get makes a thread's new histogram before inserting it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hist);
+} hist_scratch SEC(".maps");
+
 /* Fills comm from t, or from the current task when t is NULL. */
 static __always_inline void comm_of(char *dst, struct task_struct *t)
 {
@@ -363,11 +379,18 @@ static __always_inline struct hist *hist_get(__u32 tgid, __u32 tid, __u32 cause,
 
 	if (h)
 		return h;
-	struct hist zero = { .pid = tgid };
+	/* Made in a per-CPU scratch value, not on the stack: the stall
+	 * programs that call this have no room left for its 300 bytes. */
+	__u32 zero_key = 0;
+	struct hist *fresh = bpf_map_lookup_elem(&hist_scratch, &zero_key);
 
-	comm_of(zero.comm, t);
+	if (!fresh)
+		return NULL;
+	__builtin_memset(fresh, 0, sizeof(*fresh));
+	fresh->pid = tgid;
+	comm_of(fresh->comm, t);
 	/* Counted, so that what the LRU evicts is known: made less present. */
-	if (!bpf_map_update_elem(&hists, &key, &zero, BPF_NOEXIST))
+	if (!bpf_map_update_elem(&hists, &key, fresh, BPF_NOEXIST))
 		counter_add(COUNTER_HIST_NEW, 1);
 	return bpf_map_lookup_elem(&hists, &key);
 }
@@ -434,34 +457,64 @@ static __always_inline void stall_count(__u32 tgid, __u32 tid, __u32 cause, stru
 }
 
 /*
- * Adds stall time to the current thread's running totals, which a timed
- * request reads as it starts and ends. Only the thread itself writes its
- * entry, so no atomics are needed.
+ * Reads task t's times (enum task_time) into out. The scheduler adds to
+ * sum_exec_runtime at each tick and switch, and to run_delay as a wait
+ * ends: a thread on a CPU now may have up to a tick more than it says.
+ * blkio_delay counts only with kernel.task_delayacct on (0 without it).
  */
-static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, bool nested)
+static __always_inline void task_times(struct task_struct *t, __u64 *out)
+{
+	out[TIME_CPU] = BPF_CORE_READ(t, se.sum_exec_runtime);
+	out[TIME_RUNQ] = BPF_CORE_READ(t, sched_info.run_delay);
+	out[TIME_IO] = BPF_CORE_READ(t, delays, blkio_delay);
+}
+
+/* The current thread's times into out. */
+static __always_inline void current_times(__u64 *out)
+{
+	task_times((struct task_struct *)bpf_get_current_task(), out);
+}
+
+/*
+ * Adds stall time to the current thread's running totals, which a timed
+ * request reads as it starts and ends; in (NULL: not known) is its task
+ * times inside the stall. Only the thread itself writes its entry, so no
+ * atomics are needed.
+ */
+static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, bool nested, const __u64 *in)
 {
 	if (!cfg_request_stalls || cause >= CAUSE_MAX || !ns)
 		return;
 	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
 
 	if (!ts) {
-		struct thread_stall zero = {};
-
-		bpf_map_update_elem(&thread_stalls, &tid, &zero, BPF_NOEXIST);
+		bpf_map_update_elem(&thread_stalls, &tid, &thread_stall_zero, BPF_NOEXIST);
 		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
 		if (!ts)
 			return;
 	}
 	ts->ns[cause] += ns;
-	if (!nested && !(cfg_not_memory & (1u << cause))) /* the freeze total is memory management's */
+	if (!nested && !(cfg_not_memory & (1u << cause))) { /* the freeze total is memory management's */
 		ts->ns[CAUSE_MAX] += ns;
+		if (in) {
+#pragma unroll
+			for (int i = 0; i < TIME_MAX; i++)
+				ts->in_stall[i] += in[i];
+		}
+	}
 }
 
-/* Adds one whole stall of the current thread. */
-static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 dur, bool nested)
+/* Adds one whole stall of the current thread; in as thread_stall_add's. */
+static __always_inline void hist_add_in(__u32 tgid, __u32 tid, __u32 cause, __u64 dur, bool nested, const __u64 *in)
 {
 	stall_count(tgid, tid, cause, NULL, 0, dur, true, nested);
-	thread_stall_add(tid, cause, dur, nested);
+	thread_stall_add(tid, cause, dur, nested, in);
+}
+
+/* Adds one whole stall of the current thread, known at one point. */
+static __always_inline void hist_add(__u32 tgid, __u32 tid, __u32 cause, __u64 dur, bool nested)
+{
+	hist_add_in(tgid, tid, cause, dur, nested, NULL);
 }
 
 /*
@@ -664,6 +717,8 @@ static __always_inline void pending_start(__u32 tid, __u32 slot, struct pending 
 {
 	if (slot >= SLOT_MAX)
 		return;
+	if (cfg_request_times && traced)
+		current_times(p->times);
 	if (cfg_task_storage) {
 		struct task_pendings *tp = task_slots(true);
 
@@ -751,7 +806,16 @@ static __always_inline struct event *stall_close(void *ctx, __u32 slot, __u32 ca
 		child_count(tgid, cause, dur, true, nested);
 		return NULL;
 	}
-	hist_add(tgid, tid, cause, dur, nested);
+	__u64 in[TIME_MAX], *inp = NULL;
+
+	if (cfg_request_times && !nested) {
+		current_times(in);
+#pragma unroll
+		for (int i = 0; i < TIME_MAX; i++)
+			in[i] = in[i] > p->times[i] ? in[i] - p->times[i] : 0;
+		inp = in;
+	}
+	hist_add_in(tgid, tid, cause, dur, nested, inp);
 	if (!stream_wanted(cause, dur))
 		return NULL;
 	struct event *e = stall_reserve(ctx, tgid, tid, cause, now, dur, dur);

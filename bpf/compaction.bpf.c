@@ -104,7 +104,7 @@ static __always_inline int compact_pass_end(void *ctx, int is_direct, __s32 stat
 	if (attempt->who != WHO_TARGET)
 		return 0;
 	stall_count(tgid, tid, CAUSE_COMPACTION, NULL, prev, prev + slice, attempt->passes == 1, false);
-	thread_stall_add(tid, CAUSE_COMPACTION, slice, false);
+	thread_stall_add(tid, CAUSE_COMPACTION, slice, false, NULL);
 	if (!stream_wanted(CAUSE_COMPACTION, slice))
 		return 0;
 	/* Stacks once the attempt so far is long enough: a long attempt of

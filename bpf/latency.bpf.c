@@ -19,6 +19,8 @@ struct timed_req {
 	__u32 tid;
 	__u32 _pad;
 	__u64 stall_ns[CAUSE_MAX + 1]; /* the thread's totals at the start */
+	__u64 times[TIME_MAX];         /* cfg_request_times: its task times at the start */
+	__u64 in_stall[TIME_MAX];      /* ...and their part inside its stalls */
 };
 
 /*
@@ -39,6 +41,10 @@ static __always_inline void request_begin(__u64 key, __u32 tid, __u64 now)
 	struct timed_req r = { .start_ns = now, .tid = tid };
 
 	stalls_snapshot(tid, r.stall_ns);
+	if (cfg_request_times) {
+		current_times(r.times);
+		in_stall_snapshot(tid, r.in_stall);
+	}
 	if (bpf_map_update_elem(&req_start, &key, &r, BPF_ANY))
 		counter_add(COUNTER_LOST_EVENTS, 1); /* full: this request goes untimed */
 }
@@ -69,6 +75,15 @@ static __always_inline void request_end(__u64 key, __u64 now, bool breakdown)
 		s->flags = stalls_since(tid, r->stall_ns, s->stall_ns, NULL);
 	else
 		__builtin_memset(s->stall_ns, 0, sizeof(s->stall_ns));
+	if (breakdown && cfg_request_times && r->tid == tid) {
+		__u64 t[TIME_MAX];
+
+		current_times(t);
+		s->flags |= times_since(tid, t, r->times, r->in_stall, s->times_ns, s->in_stall_ns);
+	} else {
+		__builtin_memset(s->times_ns, 0, sizeof(s->times_ns));
+		__builtin_memset(s->in_stall_ns, 0, sizeof(s->in_stall_ns));
+	}
 	__builtin_memset(s->totals_ns, 0, sizeof(s->totals_ns)); /* sockreq's only */
 	lat_submit(s);
 	bpf_map_delete_elem(&req_start, &key);

@@ -198,12 +198,30 @@ struct child_total {
 };
 
 /*
+ * A thread's time as the kernel counts it for every task: on a CPU
+ * (se.sum_exec_runtime), runnable and waiting for one (sched_info.run_delay),
+ * and waiting for block I/O (delay accounting's blkio_delay, with
+ * kernel.task_delayacct on). A timed request reads them at its two ends:
+ * with its stalls, where its time went.
+ */
+enum task_time {
+	TIME_CPU = 0,
+	TIME_RUNQ = 1,
+	TIME_IO = 2,
+	TIME_MAX = 3,
+};
+
+/*
  * A traced thread's stall time so far, per cause, kept only while a
  * request timer runs (cfg_request_stalls). Slot CAUSE_MAX is the freeze
- * time: a stall nested in another counted once.
+ * time: a stall nested in another counted once. in_stall is its task
+ * times (enum task_time) inside that freeze time: reclaim runs on a CPU,
+ * waits for one and for I/O, and a request's budget counts that time once,
+ * as the stall's.
  */
 struct thread_stall {
 	__u64 ns[CAUSE_MAX + 1];
+	__u64 in_stall[TIME_MAX];
 };
 
 /* Bits in lat_sample.flags. */
@@ -215,6 +233,11 @@ enum lat_flag {
 	 * were at the connection's record before. Most exchanges: a quarter
 	 * of the ring's bytes and of the cache lines the reader pulls over. */
 	LAT_PLAIN = 4,
+	/* times_ns holds the serving thread's task times inside the request
+	 * (it ended on the thread it began on, and the kernel let them be
+	 * read at both ends), and in_stall_ns (unless LAT_PLAIN) the part of
+	 * them inside its stalls. */
+	LAT_TIMES = 8,
 };
 
 /* One request timed in the kernel: by the latency uprobes, or on a socket (sockreq). */
@@ -230,11 +253,18 @@ struct lat_sample {
 	 * keeps a connection's latest until it is whole (same conn, same
 	 * start: a later write of the same response replaces it). */
 	__u64 conn;
+	/* With LAT_TIMES: the serving thread's task times inside the request
+	 * (enum task_time). In the head: a request that stalled not at all
+	 * has them too. */
+	__u64 times_ns[TIME_MAX];
 	__u64 stall_ns[CAUSE_MAX + 1]; /* the thread's stall time inside the request; [CAUSE_MAX] freeze */
 	/* sockreq, with LAT_STALLS: the thread's stall totals at ts_ns. Against
 	 * the connection's exchange before, they say what the thread stalled
 	 * while the connection was idle (a paced client's late request). */
 	__u64 totals_ns[CAUSE_MAX + 1];
+	/* With LAT_TIMES: the part of times_ns inside the request's stalls
+	 * (their freeze time), counted there and not again. */
+	__u64 in_stall_ns[TIME_MAX];
 };
 
 #define LAT_HEAD_SIZE __builtin_offsetof(struct lat_sample, stall_ns)

@@ -50,6 +50,37 @@ static __always_inline __u32 stalls_since(__u32 tid, const __u64 *snap, __u64 *d
 	return flags;
 }
 
+/* Copies thread tid's task times inside its stalls so far into in. */
+static __always_inline void in_stall_snapshot(__u32 tid, __u64 *in)
+{
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+	if (ts)
+		__builtin_memcpy(in, ts->in_stall, sizeof(ts->in_stall));
+	else
+		__builtin_memset(in, 0, sizeof(ts->in_stall));
+}
+
+/*
+ * The request's task times: what thread tid, whose times are now, spent
+ * since they were times and its part inside stalls was in, into d and
+ * d_in. Returns LAT_TIMES.
+ */
+static __always_inline __u32 times_since(__u32 tid, const __u64 *now, const __u64 *times, const __u64 *in,
+					 __u64 *d, __u64 *d_in)
+{
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+#pragma unroll
+	for (int i = 0; i < TIME_MAX; i++) {
+		__u64 in_now = ts ? ts->in_stall[i] : 0;
+
+		d[i] = now[i] > times[i] ? now[i] - times[i] : 0;
+		d_in[i] = in_now > in[i] ? in_now - in[i] : 0;
+	}
+	return LAT_TIMES;
+}
+
 /* Submits a sample; as event_submit, waking the reader only when much waits. */
 static __always_inline void lat_submit(struct lat_sample *s)
 {

@@ -266,7 +266,7 @@ static __always_inline void runq_wait(struct task_struct *next, __u32 tgid, __u3
 	if (!dur || dur < cfg_min_stall_ns[CAUSE_RUNQ_WAIT])
 		return;
 	stall_count(tgid, tid, CAUSE_RUNQ_WAIT, next, 0, dur, true, false);
-	thread_stall_add(tid, CAUSE_RUNQ_WAIT, dur, false);
+	thread_stall_add(tid, CAUSE_RUNQ_WAIT, dur, false, NULL);
 	if (!stream_wanted(CAUSE_RUNQ_WAIT, dur))
 		return;
 	struct event *e = event_reserve(tgid, tid, CAUSE_RUNQ_WAIT, bpf_ktime_get_ns(), dur, next);
@@ -408,7 +408,7 @@ static __always_inline void memstall_in(struct task_struct *next, __u64 now)
 	}
 	stall_count(tgid, tid, CAUSE_MEMSTALL_WAIT, next, 0, dur, true, false);
 	/* next's request totals: it does not run until this switch is done. */
-	thread_stall_add(tid, CAUSE_MEMSTALL_WAIT, dur, false);
+	thread_stall_add(tid, CAUSE_MEMSTALL_WAIT, dur, false, NULL);
 	if (!stream_wanted(CAUSE_MEMSTALL_WAIT, dur))
 		return;
 	struct event *e = event_reserve(tgid, tid, CAUSE_MEMSTALL_WAIT, now, dur, next);

@@ -75,6 +75,7 @@ enum sockreq_flag {
 	CONN_STALLS = 4,    /* stall_start is tid's totals at the arrival */
 	CONN_TAIL = 8,      /* a write of the last exchange's response has yet to return */
 	CONN_HELD_PIPELINED = 16, /* the held exchange carried pipelined bytes */
+	CONN_TIMES = 32,    /* times_start is start_tid's task times at the arrival */
 };
 
 /* One connection's exchange in progress. */
@@ -95,7 +96,33 @@ struct sockreq_conn {
 	 * emitted as the connection becomes the target's. held_end 0: none. */
 	__u64 held_start;
 	__u64 held_end;
+	__u64 times_start[TIME_MAX];    /* start_tid's task times at the arrival (CONN_TIMES) */
+	__u64 in_stall_start[TIME_MAX]; /* ...and their part inside its stalls */
+	__u64 times_ns[TIME_MAX];       /* the exchange's task times up to end_ns (times_flags) */
+	__u64 in_stall_ns[TIME_MAX];
+	__u32 times_flags;              /* LAT_TIMES when times_ns holds them */
+	__u32 _pad;
 };
+
+/* The kernel's own task lookup (6.2+): a thread's times read as a request
+ * for it arrives, in the softirq, where the current task is anyone's.
+ * Called only from the tp_btf programs, which load where it is. */
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
+/* Reads thread tid's task times into out; false if it cannot be found. */
+static __always_inline bool tid_times(__u32 tid, __u64 *out)
+{
+	struct task_struct *t = bpf_task_from_pid(tid);
+
+	if (!t)
+		return false;
+	out[TIME_CPU] = t->se.sum_exec_runtime;
+	out[TIME_RUNQ] = t->sched_info.run_delay;
+	out[TIME_IO] = BPF_CORE_READ(t, delays, blkio_delay);
+	bpf_task_release(t);
+	return true;
+}
 
 /* The target's inbound connections, by socket. An LRU: a connection
  * whose close was missed must not keep its entry for ever. */
@@ -223,6 +250,10 @@ static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *
 	s->flags = c->stall_flags | (pipelined ? LAT_PIPELINED : 0) | (plain ? LAT_PLAIN : 0);
 	s->_pad = 0;
 	s->conn = (__u64)sk;
+	s->flags |= c->times_flags;
+#pragma unroll
+	for (int i = 0; i < TIME_MAX; i++)
+		s->times_ns[i] = c->times_flags ? c->times_ns[i] : 0;
 	if (!plain) {
 		/* A stall is added to the totals as it ends: one that began
 		 * before the request arrived is counted whole. No more than the
@@ -232,23 +263,32 @@ static __always_inline void exchange_emit(struct sock *sk, struct sockreq_conn *
 			s->stall_ns[i] = c->stall_ns[i] < lat ? c->stall_ns[i] : lat;
 			s->totals_ns[i] = c->stall_flags ? c->stall_totals[i] : 0;
 		}
+#pragma unroll
+		for (int i = 0; i < TIME_MAX; i++)
+			s->in_stall_ns[i] = c->times_flags ? c->in_stall_ns[i] : 0;
 	}
 	c->emitted_sum = c->stall_flags ? sum : 0;
 	lat_submit(s);
 }
 
-/* A request's first byte has arrived at c; seq is the server's write_seq. */
-static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now, __u32 seq)
+/* A request's first byte has arrived at c; seq is the server's write_seq.
+ * btf: the program is tp_btf, which can look the serving thread up. */
+static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now, __u32 seq, bool btf)
 {
 	c->start_ns = now;
 	c->seq_start = seq;
 	c->end_ns = 0;
 	c->stall_flags = 0;
+	c->times_flags = 0;
 	c->flags = 0;
 	if (c->tid && cfg_request_stalls) {
 		stalls_snapshot(c->tid, c->stall_start);
 		c->start_tid = c->tid;
 		c->flags = CONN_STALLS;
+		if (btf && cfg_request_times && tid_times(c->tid, c->times_start)) {
+			in_stall_snapshot(c->tid, c->in_stall_start);
+			c->flags |= CONN_TIMES;
+		}
 	}
 }
 
@@ -284,8 +324,10 @@ static __always_inline __u64 sent_at(struct sock *sk, __u64 start, __u64 now, bo
 }
 
 /* c's exchange ends: its response's latest write, by tid, returned (or
- * the next request arrived) at now. */
-static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c, __u32 tid, __u64 now, bool btf)
+ * the next request arrived) at now. current: tid is the current thread
+ * (its write returning), not the softirq's. */
+static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c, __u32 tid, __u64 now, bool btf,
+					 bool current)
 {
 	/* One read: the other CPU's arrival may move it (exchange_emit). */
 	__u64 start = *(volatile __u64 *)&c->start_ns;
@@ -296,8 +338,20 @@ static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c
 
 	c->end_ns = end;
 	c->stall_flags = 0;
+	c->times_flags = 0;
 	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
 		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns, c->stall_totals);
+	if ((c->flags & CONN_TIMES) && c->start_tid == tid) {
+		__u64 t[TIME_MAX];
+		bool known = true;
+
+		if (current)
+			current_times(t);
+		else
+			known = btf && tid_times(tid, t);
+		if (known)
+			c->times_flags = times_since(tid, t, c->times_start, c->in_stall_start, c->times_ns, c->in_stall_ns);
+	}
 	exchange_emit(sk, c, start, end, tid, c->flags & CONN_PIPELINED);
 }
 
@@ -364,7 +418,7 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 			return;
 	}
 	if (c->end_ns) {
-		exchange_begin(c, now, seq); /* the next request: the last one's response was whole */
+		exchange_begin(c, now, seq, btf); /* the next request: the last one's response was whole */
 	} else if (c->start_ns && seq != c->seq_start && now > c->start_ns && (c->pid || !c->held_end)) {
 		/* The response is on its way and its write has not returned:
 		 * the client has it, or this would not be its next request.
@@ -373,10 +427,10 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 		__u32 held = 0;
 
 		if (c->pid)
-			exchange_end(sk, c, c->tid, now, btf);
+			exchange_end(sk, c, c->tid, now, btf, false);
 		else
 			held = exchange_hold(sk, c, now, btf);
-		exchange_begin(c, now, seq);
+		exchange_begin(c, now, seq, btf);
 		c->flags |= CONN_TAIL | held;
 	} else if (c->start_ns) {
 		/* More of the request, unless the server has read all that
@@ -385,7 +439,7 @@ static __always_inline void arrival(struct sock *sk, const struct sk_buff *skb, 
 		if (TCP_FIELD(btf, tp, copied_seq) == TCP_FIELD(btf, tp, rcv_nxt))
 			c->flags |= CONN_PIPELINED;
 	} else {
-		exchange_begin(c, now, seq);
+		exchange_begin(c, now, seq, btf);
 	}
 }
 
@@ -474,7 +528,7 @@ static __always_inline void socket_io(struct sock *sk, __u32 tgid, __u32 tid, bo
 	}
 	if (now <= c->start_ns)
 		return;
-	exchange_end(sk, c, tid, now, btf);
+	exchange_end(sk, c, tid, now, btf, true);
 }
 
 /*

@@ -46,8 +46,14 @@ type Config struct {
 	Function string
 	// Untraced causes had no probe attached: no verdict lists them as 0.
 	Untraced [stall.NumCauses]bool
-	WallAt   func(monoNs uint64) time.Time // for verdict lines; nil prints offsets
-	StartNs  uint64
+	// Source is the latency source's kind: advice for one source (time an
+	// outer function) is given only for it.
+	Source run.LatencyKind
+	// PressureOwn: the windows' PSI is the target's own cgroup's; else it
+	// is the whole machine's, every process's, and is said to be.
+	PressureOwn bool
+	WallAt      func(monoNs uint64) time.Time // for verdict lines; nil prints offsets
+	StartNs     uint64
 }
 
 func (c *Config) defaults() {
@@ -265,6 +271,10 @@ type Spike struct {
 	// was read (HasPressure).
 	PressureNs  uint64
 	HasPressure bool
+	// Budget is where the window's slow requests' time went, when they
+	// were timed with their serving threads' counters (HasBudget).
+	Budget    stall.Budget
+	HasBudget bool
 
 	timed bool // coverage is of the slow requests' excess, timed in the kernel
 }
@@ -331,13 +341,22 @@ type Result struct {
 	// the Known ones it was read for: whether memory stalled in them in
 	// places no probe sees.
 	UncoveredPressure UncoveredPressure
+	// PressureOwn: that PSI is the target's own group's, not the whole
+	// machine's (every process's).
+	PressureOwn bool
 	// OutsideShare is the share of the serving threads' stall time that
 	// fell outside the timed requests; null unless requests were timed in
 	// the kernel.
 	OutsideShare *float64
-	Conclusion   string
+	// Budget is where the spikes' slow requests' time went, summed over
+	// the spikes that have one (HasBudget): the verdict's first words.
+	Budget     stall.Budget
+	HasBudget  bool
+	Conclusion string
 
 	outsideNs uint64 // the serving threads' stall time, over the run
+	// uncoveredBudget is the budget of the spikes no cause covers.
+	uncoveredBudget stall.Budget
 }
 
 // Analyze finds the spikes in a run's windows (in index order) and weighs
@@ -381,6 +400,7 @@ func Analyze(ws []Window, cfg Config) *Result {
 	res.Windows = len(seen)
 	res.weigh(seen, cfg)
 	res.outside(ws)
+	res.spikesBudget()
 	res.conclude(cfg)
 	return res
 }

@@ -425,7 +425,7 @@ func TestRequestsTimedInTheKernel(t *testing.T) {
 		ws[i].Latency.Requests = &latency.Requests{TIDs: []uint32{7044}}
 	}
 	ws[10].ServedStallNs = 28 * ms
-	r = Analyze(ws, Config{Function: "handle_request"})
+	r = Analyze(ws, Config{Function: "handle_request", Source: run.LatencyUprobe})
 	if len(r.Spikes) != 0 || r.OutsideShare == nil || *r.OutsideShare != 1 ||
 		!strings.Contains(r.Conclusion, "100% of the stall time of the threads that serve requests fell outside handle_request") {
 		t.Errorf("outside %v: %s", r.OutsideShare, r.Conclusion)

@@ -10,20 +10,25 @@ import (
 )
 
 // Spikes no probe explains send the reader outside memory management only
-// when PSI agrees: where PSI counted memory stall in their windows, the
-// verdict says memory is still the likely cause.
+// when PSI agrees: where PSI of the target's own group counted memory
+// stall in their windows, the verdict says memory is still the likely
+// cause. A machine-wide PSI is every process's: it is said as such, and
+// never taken for the target's.
 func TestUncoveredSpikesAskPSI(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		psi      uint64 // ns in each spike window; 0 and unread: no reading
 		read     bool
+		own      bool // the target's own group's PSI
 		want     string
 		wantSpik string
 	}{
-		{"no PSI", 0, false, "no stall cause explains them: look outside memory management (CPU, locks, I/O, the network).", "No stall in it: look elsewhere"},
-		{"PSI quiet", 2 * ms, true, "look outside memory management (CPU, locks, I/O, the network); PSI agrees (4 ms of memory stall in their windows).", "No stall in it: look elsewhere"},
-		{"PSI stalled", 400 * ms, true, "yet PSI counted 800 ms of memory stall in their windows (40% of their time), which no probe timed: memory management is still the likely cause",
-			"PSI counted 400 ms of memory stall in the window that no probe timed"},
+		{"no PSI", 0, false, true, "no stall cause explains them: look outside memory management (CPU, locks, I/O, the network).", "No stall in it: look elsewhere"},
+		{"PSI quiet", 2 * ms, true, true, "look outside memory management (CPU, locks, I/O, the network); PSI agrees (4 ms of memory stall in their windows).", "No stall in it: look elsewhere"},
+		{"PSI stalled", 400 * ms, true, true, "yet PSI counted 800 ms of memory stall in the target's group in their windows (40% of their time), which no probe timed: memory management is still the likely cause",
+			"PSI counted 400 ms of memory stall in the target's group in the window that no probe timed"},
+		{"machine-wide PSI stalled", 400 * ms, true, false, "look outside memory management (CPU, locks, I/O, the network); PSI counted 800 ms of memory stall machine-wide in their windows (every process's on the machine, not the target's alone).",
+			"No stall in it: look elsewhere"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lat, ws := build(40, map[uint64]uint64{20: 41 * ms, 30: 50 * ms}, map[uint64]uint64{5: ms})
@@ -33,7 +38,7 @@ func TestUncoveredSpikesAskPSI(t *testing.T) {
 					w.PressureNs = c.psi
 				}
 			}
-			r := analyze(lat, ws, Config{WindowNs: uint64(time.Second)})
+			r := analyze(lat, ws, Config{WindowNs: uint64(time.Second), PressureOwn: c.own})
 			if len(r.Spikes) != 2 || len(r.Explained) != 0 {
 				t.Fatalf("spikes %d, explained %v", len(r.Spikes), r.Explained)
 			}
@@ -42,6 +47,9 @@ func TestUncoveredSpikesAskPSI(t *testing.T) {
 			}
 			if c.read && strings.Contains(c.want, "likely") && strings.Contains(r.Conclusion, "look outside") {
 				t.Errorf("the conclusion still sends the reader outside memory management: %q", r.Conclusion)
+			}
+			if !c.own && strings.Contains(r.Conclusion, "likely cause") {
+				t.Errorf("machine-wide PSI taken for the target's: %q", r.Conclusion)
 			}
 			if !strings.Contains(r.Spikes[0].Verdict, c.wantSpik) {
 				t.Errorf("spike verdict %q\nwant %q", r.Spikes[0].Verdict, c.wantSpik)

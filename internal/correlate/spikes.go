@@ -164,6 +164,9 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 	}
 	slow := slowExcess(w, base)
 	sp.timed = slow > 0
+	if l := w.Latency; sp.timed && l != nil && l.Requests != nil && l.Requests.SlowBudget.Total() > 0 {
+		sp.Budget, sp.HasBudget = l.Requests.SlowBudget, true
+	}
 	for _, c := range stall.AllCauses() {
 		if !c.Timed() || cfg.Untraced[c] {
 			continue
@@ -274,17 +277,42 @@ func verdict(sp Spike, cfg Config) string {
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, "; ")
 	}
+	if sp.HasBudget {
+		out += "; its slow requests' time: " + BudgetWords(&sp.Budget)
+	}
 	top := topCoverage(sp.Causes)
 	switch {
-	case top < explainCoverage && sp.HasPressure && float64(sp.PressureNs) >= memoryLikely*float64(cfg.WindowNs):
-		out += fmt.Sprintf(". PSI counted %s of memory stall in the window that no probe timed: memory is still likely behind it",
-			fmtDur(sp.PressureNs))
+	case top < explainCoverage && memoryUnseen(sp, cfg):
+		out += fmt.Sprintf(". PSI counted %s of memory stall in the target's group in the window that no probe timed:"+
+			" memory is still likely behind it", fmtDur(sp.PressureNs))
+	case top < explainCoverage && sp.HasBudget:
+		if l, ok := Largest(&sp.Budget); ok {
+			out += fmt.Sprintf(". No stall covers half of it: its slow requests' time went mostly to %s", l.Part.Words())
+		}
 	case top == 0:
 		out += ". No stall in it: look elsewhere"
 	case top < explainCoverage:
 		out += ". The stalls cover less than half of it: look elsewhere for the rest"
 	}
 	return out
+}
+
+// unseenShare is the share of the slow requests' time no counter split
+// (waits off a CPU numatrace cannot name, time not split) from which
+// memory management may be behind it where numatrace cannot see it.
+const unseenShare = 0.3
+
+// memoryUnseen says whether a spike no stall covers is likely memory
+// management's still: PSI of the target's own group counted memory stall
+// in its window, and its requests' own time does not say otherwise
+// (most of it is unaccounted for, or it was not split at all). A
+// machine-wide PSI belongs to every process: it says nothing of the
+// target's requests.
+func memoryUnseen(sp Spike, cfg Config) bool {
+	if !cfg.PressureOwn || !sp.HasPressure || float64(sp.PressureNs) < memoryLikely*float64(cfg.WindowNs) {
+		return false
+	}
+	return !sp.HasBudget || unaccounted(&sp.Budget) >= unseenShare
 }
 
 // topCoverage is the highest coverage of any cause.

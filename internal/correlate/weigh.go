@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/numatrace/numatrace/internal/prose"
+	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -64,9 +65,13 @@ func (r *Result) weigh(seen []*Window, cfg Config) {
 	for _, w := range seen {
 		byIndex[w.Index] = w
 	}
+	r.PressureOwn = cfg.PressureOwn
 	for _, sp := range r.Spikes {
 		if len(sp.Causes) == 0 || sp.Causes[0].Coverage < explainCoverage {
 			r.Uncovered++
+			if sp.HasBudget {
+				r.uncoveredBudget.Add(&sp.Budget)
+			}
 			if w := byIndex[sp.Index]; w != nil && w.HasPressure {
 				r.UncoveredPressure.Known++
 				r.UncoveredPressure.SomeNs += w.PressureNs
@@ -239,7 +244,9 @@ func (r *Result) conclude(cfg Config) {
 	default:
 		r.Conclusion = r.judge(spikes, cfg)
 	}
-	if r.OutsideShare != nil && *r.OutsideShare >= 0.5 && r.outsideNs >= outsideShown {
+	// A function timed with a uprobe may be too narrow: advice for that
+	// source alone (a socket's request is whole from its arrival).
+	if cfg.Source == run.LatencyUprobe && r.OutsideShare != nil && *r.OutsideShare >= 0.5 && r.outsideNs >= outsideShown {
 		fn := "the timed function"
 		if cfg.Function != "" {
 			fn = cfg.Function
@@ -274,6 +281,9 @@ func (r *Result) judge(spikes int, cfg Config) string {
 		}
 	}
 	head := fmt.Sprintf("%s in %s", prose.Count(uint64(spikes), "spike"), prose.Count(uint64(r.Windows), "window"))
+	if r.HasBudget {
+		head += " (the slow requests' time: " + BudgetWords(&r.Budget) + ")"
+	}
 	elsewhere := r.elsewhere()
 	switch {
 	case len(why) > 0:
@@ -390,28 +400,56 @@ func mostOf(n map[string]int) string {
 // cause, though no probe timed it.
 const memoryLikely = 0.1
 
-// elsewhere is where to look for the spikes no stall covers: outside
-// memory management, unless PSI counted memory stall in their windows
-// that no probe saw.
+// elsewhere is where to look for the spikes no stall covers: where their
+// slow requests' time went, when it was split (their largest part that is
+// no memory stall), else outside memory management; unless PSI of the
+// target's own group counted memory stall in their windows that no probe
+// saw, and their requests' time does not say otherwise. A machine-wide
+// PSI is every process's, and said to be.
 func (r *Result) elsewhere() string {
 	outside := "look outside memory management (CPU, locks, I/O, the network)"
+	if l, ok := r.UncoveredLargest(); ok {
+		outside = fmt.Sprintf("their slow requests' time went mostly to %s (%.0f%%)", l.Part.Words(), l.Share*100)
+	}
 	u := r.UncoveredPressure
 	switch {
 	case u.Known == 0:
 		return outside
 	case r.UncoveredLikelyMemory():
-		return fmt.Sprintf("yet PSI counted %s of memory stall in their windows (%.0f%% of their time), which no probe timed:"+
+		return fmt.Sprintf("yet PSI counted %s of memory stall in the target's group in their windows (%.0f%% of their time), which no probe timed:"+
 			" memory management is still the likely cause, where numatrace cannot see it", fmtDur(u.SomeNs), u.Share()*100)
+	case !r.PressureOwn:
+		return fmt.Sprintf("%s; PSI counted %s of memory stall machine-wide in their windows (every process's on the machine, not the target's alone)",
+			outside, fmtDur(u.SomeNs))
 	}
 	return fmt.Sprintf("%s; PSI agrees (%s of memory stall in their windows)", outside, fmtDur(u.SomeNs))
 }
 
-// UncoveredLikelyMemory says whether PSI counted enough memory stall in
-// the windows of the spikes no cause covers for memory management to be
-// their likely cause still: the conclusion and the report's next step
-// both follow it.
+// UncoveredLargest is the largest part of the uncovered spikes' slow
+// requests' time that is no memory stall, where their time was split.
+func (r *Result) UncoveredLargest() (PartShare, bool) { return largestNotStalled(&r.uncoveredBudget) }
+
+// largestNotStalled is b's largest part that is no memory stall: where
+// time went that the stalls do not explain.
+func largestNotStalled(b *stall.Budget) (PartShare, bool) {
+	for _, s := range Shares(b) {
+		if c, isCause := s.Part.Cause(); !isCause || !c.Freezes() {
+			return s, true
+		}
+	}
+	return PartShare{}, false
+}
+
+// UncoveredLikelyMemory says whether memory management is still the
+// likely cause of the spikes no stall covers: PSI of the target's own
+// group counted enough memory stall in their windows, and their slow
+// requests' time, where it was split, left enough unaccounted for. The
+// conclusion and the report's next step both follow it.
 func (r *Result) UncoveredLikelyMemory() bool {
-	return r.Uncovered > 0 && r.UncoveredPressure.Known > 0 && r.UncoveredPressure.Share() >= memoryLikely
+	if r.Uncovered == 0 || !r.PressureOwn || r.UncoveredPressure.Known == 0 || r.UncoveredPressure.Share() < memoryLikely {
+		return false
+	}
+	return r.uncoveredBudget.Total() == 0 || unaccounted(&r.uncoveredBudget) >= unseenShare
 }
 
 // ofSpikes is "3 of the 23 spikes", or "the spike" when there was one.

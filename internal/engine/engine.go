@@ -139,6 +139,8 @@ func spikeConfig(d run.Description, cfg correlate.Config) correlate.Config {
 	}
 	cfg.WindowNs = d.WindowNs
 	cfg.Untraced = stall.Untraced(d.Probes)
+	cfg.Source = d.Latency.Kind
+	cfg.PressureOwn = d.PressureIsTargets()
 	if cfg.StartNs == 0 {
 		cfg.StartNs = d.StartNs
 	}

@@ -54,6 +54,9 @@ type Requests struct {
 	// can account for, so that a routine stall in requests just over the
 	// SLO does not cover them all.
 	SlowExcessStallNs [stall.NumCauses]uint64
+	// SlowBudget is where the slow requests' time went, summed over them
+	// (stall.Budget): it adds up to their latency, SlowNs.
+	SlowBudget stall.Budget
 	// FreezeNs is the stall time inside all of the window's requests.
 	FreezeNs uint64
 	// TIDs are the threads that completed requests in the window.
@@ -208,6 +211,8 @@ func SummarizeSamples(index uint64, v []Sample, sloNs uint64) *Stats {
 		if (sloNs > 0 && s.LatencyNs > slow) || (sloNs == 0 && s.LatencyNs >= slow) {
 			r.Slow++
 			r.SlowNs += s.LatencyNs
+			b := s.Stall.Budget(s.LatencyNs)
+			r.SlowBudget.Add(&b)
 			over := s.LatencyNs - slow // >= 0: the request is slow
 			for c, ns := range s.Stall.ByCause {
 				if ns > 0 {

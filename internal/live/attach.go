@@ -208,15 +208,16 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		}
 		return err
 	}
+	sampler, closePSI := pressureSampler(tgt, fe.warn)
+	defer closePSI()
 	d := a.describe(tr.Probes(), tgt, started, startNs)
+	d.PressureScope = pressureScope(sampler)
 	h := a.header(d, topo, doc)
 	eng := engine.New(d, engine.Options{Sinks: fe.sinks(d, topo, doc)})
 	opt, src, err := a.sessionOptions(ctx, tr, tgt, h, fe)
 	if err != nil {
 		return err
 	}
-	sampler, closePSI := pressureSampler(tgt, fe.warn)
-	defer closePSI()
 	opt.PSI = sampler
 	if src != nil {
 		defer src.Close()
@@ -359,6 +360,23 @@ func pressureSampler(tgt *target.Target, warn func(error)) (*psi.Sampler, func()
 		scopes = append(scopes, group)
 	}
 	return psi.NewSampler(root, scopes...), func() { root.Close() }
+}
+
+// pressureScope names whose PSI the run's windows carry (run.Description's
+// PressureScope): the target's group where it is read, else the system;
+// "" without PSI.
+func pressureScope(s *psi.Sampler) string {
+	if s == nil {
+		return ""
+	}
+	sc, ok := s.Take().Scope()
+	if !ok {
+		return ""
+	}
+	if sc.IsSystem() {
+		return "system"
+	}
+	return sc.Name
 }
 
 // targetPIDs lists the target's processes, for each procfs reading of a

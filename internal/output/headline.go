@@ -50,11 +50,18 @@ const memoryUnseen = "memory management is still the likely cause (PSI counted m
 	"timed): check the service's cgroup (memory.stat: refaults, swap-ins; memory.events: high, max) and run numatrace doctor"
 
 // uncoveredNext is where to look for the spikes no stall covers, as the
-// latency analysis judged them: outside memory management, unless PSI
-// says memory stalled there unseen.
+// latency analysis judged them: where their slow requests' time went,
+// when it was split; else outside memory management, unless the target's
+// own PSI says memory stalled there unseen.
 func (r *Report) uncoveredNext() string {
-	if r.Correlation != nil && r.Correlation.UncoveredLikelyMemory() {
+	switch {
+	case r.Correlation == nil:
+		return elsewhere
+	case r.Correlation.UncoveredLikelyMemory():
 		return memoryUnseen
+	}
+	if l, ok := r.Correlation.UncoveredLargest(); ok {
+		return l.Part.Advice()
 	}
 	return elsewhere
 }

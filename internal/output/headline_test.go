@@ -81,19 +81,22 @@ func TestNextStepForUncoveredSpikesFollowsPSI(t *testing.T) {
 	r.Summary.Threads[0].StallNs, r.Summary.Processes[0].StallNs = 5e6, 5e6
 	r.Summary.Causes[stall.MemcgReclaim] = aggregate.CauseSummary{Count: 3, TotalNs: 5e6, MaxNs: 3e6}
 	for _, c := range []struct {
-		name       string
-		explained  []stall.Cause
-		psiNs      uint64
-		wantNext   string
-		unwantNext string
+		name        string
+		explained   []stall.Cause
+		psiNs       uint64
+		wantNext    string
+		unwantNext  string
+		machineWide bool // PSI is the whole machine's
 	}{
 		{"memory stalled unseen", []stall.Cause{stall.MemcgReclaim}, 438e6,
-			"; for the spikes no stall covers, memory management is still the likely cause", elsewhere},
-		{"memory stalled unseen, nothing explained", nil, 438e6, "memory management is still the likely cause", elsewhere},
-		{"PSI agrees it was not memory", []stall.Cause{stall.MemcgReclaim}, 1e6, "; for the spikes no stall covers, " + elsewhere, memoryUnseen},
+			"; for the spikes no stall covers, memory management is still the likely cause", elsewhere, false},
+		{"memory stalled unseen, nothing explained", nil, 438e6, "memory management is still the likely cause", elsewhere, false},
+		{"PSI agrees it was not memory", []stall.Cause{stall.MemcgReclaim}, 1e6, "; for the spikes no stall covers, " + elsewhere, memoryUnseen, false},
+		// Another process's memory stall is no reason to look at the target's.
+		{"machine-wide PSI stalled", nil, 438e6, elsewhere, memoryUnseen, true},
 	} {
 		r.Correlation = &correlate.Result{Windows: 20, Spikes: make([]correlate.Spike, 8), Explained: c.explained, Uncovered: 1,
-			UncoveredPressure: correlate.UncoveredPressure{Known: 1, SomeNs: c.psiNs, WindowNs: 1e9}}
+			UncoveredPressure: correlate.UncoveredPressure{Known: 1, SomeNs: c.psiNs, WindowNs: 1e9}, PressureOwn: !c.machineWide}
 		next := r.Headline().Next
 		if !strings.Contains(next, c.wantNext) || strings.Contains(next, c.unwantNext) {
 			t.Errorf("%s: next %q\nwant it to say %q", c.name, next, c.wantNext)

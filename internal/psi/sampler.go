@@ -46,6 +46,18 @@ func (s *Sampler) Take() Snapshot {
 	return snap
 }
 
+// Scope is the scope whose figure the snapshot gives the run's windows:
+// the target's group where it has a reading (the group is listed after
+// the system), else the system; ok false when none was read.
+func (s Snapshot) Scope() (Scope, bool) {
+	for i := len(s.Readings) - 1; i >= 0; i-- {
+		if s.Readings[i].Err == nil {
+			return s.Readings[i].Scope, true
+		}
+	}
+	return Scope{}, false
+}
+
 // Span is the memory stall PSI counted in one scope between two snapshots.
 type Span struct {
 	Scope    Scope

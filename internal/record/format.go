@@ -28,8 +28,10 @@ const (
 	// 1.1 added latency records, 1.2 the doctor header field, 1.3 made
 	// lost records mark where the live run closed windows, 1.4 added
 	// the stalls' stacks, 1.5 the throttle and memstall causes (later
-	// events), the limit field and the header's PSI figures.
-	VersionMinor = 5
+	// events), the limit field and the header's PSI figures, 1.6 the
+	// requests' budgets (latency records' slow_budget_ns) and the
+	// header's psi_scope.
+	VersionMinor = 6
 )
 
 // Limits that keep a reader's memory bounded on any input.

@@ -44,6 +44,10 @@ type Header struct {
 	LatencySource *LatencySource `json:"latency_source,omitempty"`
 	// FlightRecorder is set when the file holds only the most recent data.
 	FlightRecorder bool `json:"flight_recorder,omitempty"`
+	// PSIScope is whose memory PSI the lost records carry (since 1.6):
+	// "system", or the target's cgroup v2 group; absent in older files,
+	// whose figure is read as the system's.
+	PSIScope string `json:"psi_scope,omitempty"`
 	// Doctor is `numatrace doctor --json` of the machine (and target
 	// process) when tracing started (since 1.2).
 	Doctor json.RawMessage `json:"doctor,omitempty"`
@@ -85,7 +89,7 @@ func NewHeader(d run.Description, host Host, version string, doctor json.RawMess
 	h := Header{Numatrace: version, Started: d.Started, StartNs: d.StartNs, WindowNs: d.WindowNs, Target: d.Target,
 		Probes: wire.NewProbes(d.Probes), MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
 		StacksMinNs: d.StacksMinNs, Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: spikeOnName(d.Spikes.On),
-		LatencyFunction: d.LatencyFunction, LatencySource: newLatencySource(d.Latency), FlightRecorder: d.FlightRecorder, Doctor: doctor}
+		LatencyFunction: d.LatencyFunction, LatencySource: newLatencySource(d.Latency), FlightRecorder: d.FlightRecorder, PSIScope: d.PressureScope, Doctor: doctor}
 	h.Host.Kernel = d.Kernel
 	return h
 }
@@ -95,7 +99,8 @@ func (h Header) Run() run.Description {
 	return run.Description{Target: h.Target, Kernel: h.Host.Kernel, Started: h.Started, StartNs: h.StartNs,
 		WindowNs: h.WindowNs, Probes: wire.ProbeStatuses(h.Probes), MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
 		StacksMinNs: h.StacksMinNs, Spikes: run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: spikeOn(h.SpikeOn)},
-		LatencyFunction: h.LatencyFunction, Latency: h.LatencySource.run(), FlightRecorder: h.FlightRecorder}
+		LatencyFunction: h.LatencyFunction, Latency: h.LatencySource.run(), FlightRecorder: h.FlightRecorder,
+		PressureScope: h.PSIScope}
 }
 
 // spikeOnName is p as the header writes it: "" for p99, the default,

@@ -41,6 +41,17 @@ type Description struct {
 	Latency LatencySource
 	// FlightRecorder runs keep only their most recent data.
 	FlightRecorder bool
+	// PressureScope is whose memory PSI the windows carry: the target's
+	// own cgroup v2 group (its path in the hierarchy), or "system" for
+	// the whole machine; "" when the run read none, or did not say
+	// (recordings before 1.6), which is taken as the system's.
+	PressureScope string
+}
+
+// PressureIsTargets says whether the windows' PSI is the target's own
+// group's, not every process's on the machine.
+func (d Description) PressureIsTargets() bool {
+	return d.PressureScope != "" && d.PressureScope != "system"
 }
 
 // LatencyKind is the kind of a run's latency source, by the name the

@@ -382,7 +382,7 @@ func (s *tracing) pressure(upTo uint64) (uint64, bool) {
 	}
 	s.psiNext = upTo + s.eng.Run().WindowNs/2
 	snap := s.opt.PSI.Take()
-	for i := len(snap.Readings) - 1; i >= 0; i-- { // the group is listed after the system
+	for i := len(snap.Readings) - 1; i >= 0; i-- { // the group is listed after the system (Snapshot.Scope)
 		if r := snap.Readings[i]; r.Err == nil {
 			s.psiLast, s.psiHave = uint64(r.Totals.Some), true
 			s.eng.SetPressure(s.psiLast)

@@ -78,4 +78,18 @@ func (e *Event) FreezeNs() uint64 {
 type RequestStall struct {
 	ByCause  [NumCauses]uint64
 	FreezeNs uint64
+	// Times are the thread's own counters inside the request, where the
+	// timer read them at both ends (HasTimes): what the budget splits
+	// the rest of its time by.
+	Times    TaskTimes
+	HasTimes bool
+}
+
+// Budget is where the request of latNs went in the thread that served it
+// (NewBudget); st may be nil.
+func (st *RequestStall) Budget(latNs uint64) Budget {
+	if st == nil || !st.HasTimes {
+		return NewBudget(latNs, st, nil)
+	}
+	return NewBudget(latNs, st, &st.Times)
 }

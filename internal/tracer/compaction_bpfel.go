@@ -49,6 +49,7 @@ type compactionPending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type compactionPendingKey struct {
@@ -74,8 +75,9 @@ type compactionThreadCounts struct {
 }
 
 type compactionThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -87,6 +89,7 @@ const (
 	compactionMapCounters             = "counters"
 	compactionMapCpuNode              = "cpu_node"
 	compactionMapEvents               = "events"
+	compactionMapHistScratch          = "hist_scratch"
 	compactionMapHists                = "hists"
 	compactionMapPendings             = "pendings"
 	compactionMapRunqDelay            = "runq_delay"
@@ -113,6 +116,7 @@ const (
 	compactionVarCfgNotMemory         = "cfg_not_memory"
 	compactionVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	compactionVarCfgRequestStalls     = "cfg_request_stalls"
+	compactionVarCfgRequestTimes      = "cfg_request_times"
 	compactionVarCfgSelfTgid          = "cfg_self_tgid"
 	compactionVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	compactionVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -120,6 +124,7 @@ const (
 	compactionVarCfgTaskStorage       = "cfg_task_storage"
 	compactionVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	compactionVarCfgWatchChildren     = "cfg_watch_children"
+	compactionVarThreadStallZero      = "thread_stall_zero"
 )
 
 // loadCompaction returns the embedded CollectionSpec for compaction.
@@ -179,6 +184,7 @@ type compactionMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
@@ -207,6 +213,7 @@ type compactionVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -214,6 +221,7 @@ type compactionVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 }
 
 // compactionObjects contains all objects after they have been loaded into the kernel.
@@ -241,6 +249,7 @@ type compactionMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
@@ -258,6 +267,7 @@ func (m *compactionMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.Pendings,
 		m.RunqDelay,
@@ -287,6 +297,7 @@ type compactionVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -294,6 +305,7 @@ type compactionVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 }
 
 // compactionPrograms contains all programs after they have been loaded into the kernel.

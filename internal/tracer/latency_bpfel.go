@@ -49,6 +49,7 @@ type latencyPending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type latencyPendingKey struct {
@@ -74,8 +75,9 @@ type latencyThreadCounts struct {
 }
 
 type latencyThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 type latencyTimedReq struct {
@@ -84,6 +86,8 @@ type latencyTimedReq struct {
 	Tid     uint32
 	Pad     uint32
 	StallNs [13]uint64
+	Times   [3]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -95,6 +99,7 @@ const (
 	latencyMapCounters             = "counters"
 	latencyMapCpuNode              = "cpu_node"
 	latencyMapEvents               = "events"
+	latencyMapHistScratch          = "hist_scratch"
 	latencyMapHists                = "hists"
 	latencyMapLatEvents            = "lat_events"
 	latencyMapPendings             = "pendings"
@@ -123,6 +128,7 @@ const (
 	latencyVarCfgNotMemory         = "cfg_not_memory"
 	latencyVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	latencyVarCfgRequestStalls     = "cfg_request_stalls"
+	latencyVarCfgRequestTimes      = "cfg_request_times"
 	latencyVarCfgSelfTgid          = "cfg_self_tgid"
 	latencyVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	latencyVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -130,6 +136,7 @@ const (
 	latencyVarCfgTaskStorage       = "cfg_task_storage"
 	latencyVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	latencyVarCfgWatchChildren     = "cfg_watch_children"
+	latencyVarThreadStallZero      = "thread_stall_zero"
 )
 
 // loadLatency returns the embedded CollectionSpec for latency.
@@ -189,6 +196,7 @@ type latencyMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	LatEvents       *ebpf.MapSpec `ebpf:"lat_events"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
@@ -219,6 +227,7 @@ type latencyVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -226,6 +235,7 @@ type latencyVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 }
 
 // latencyObjects contains all objects after they have been loaded into the kernel.
@@ -253,6 +263,7 @@ type latencyMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	LatEvents       *ebpf.Map `ebpf:"lat_events"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
@@ -272,6 +283,7 @@ func (m *latencyMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.LatEvents,
 		m.Pendings,
@@ -303,6 +315,7 @@ type latencyVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -310,6 +323,7 @@ type latencyVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 }
 
 // latencyPrograms contains all programs after they have been loaded into the kernel.

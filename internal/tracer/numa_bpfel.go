@@ -49,6 +49,7 @@ type numaPending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type numaPendingKey struct {
@@ -74,8 +75,9 @@ type numaThreadCounts struct {
 }
 
 type numaThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -87,6 +89,7 @@ const (
 	numaMapCounters             = "counters"
 	numaMapCpuNode              = "cpu_node"
 	numaMapEvents               = "events"
+	numaMapHistScratch          = "hist_scratch"
 	numaMapHists                = "hists"
 	numaMapPendings             = "pendings"
 	numaMapRunqDelay            = "runq_delay"
@@ -115,6 +118,7 @@ const (
 	numaVarCfgNotMemory         = "cfg_not_memory"
 	numaVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	numaVarCfgRequestStalls     = "cfg_request_stalls"
+	numaVarCfgRequestTimes      = "cfg_request_times"
 	numaVarCfgSelfTgid          = "cfg_self_tgid"
 	numaVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	numaVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -122,6 +126,7 @@ const (
 	numaVarCfgTaskStorage       = "cfg_task_storage"
 	numaVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	numaVarCfgWatchChildren     = "cfg_watch_children"
+	numaVarThreadStallZero      = "thread_stall_zero"
 )
 
 // loadNuma returns the embedded CollectionSpec for numa.
@@ -183,6 +188,7 @@ type numaMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
@@ -211,6 +217,7 @@ type numaVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -218,6 +225,7 @@ type numaVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 }
 
 // numaObjects contains all objects after they have been loaded into the kernel.
@@ -245,6 +253,7 @@ type numaMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
@@ -262,6 +271,7 @@ func (m *numaMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.Pendings,
 		m.RunqDelay,
@@ -291,6 +301,7 @@ type numaVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -298,6 +309,7 @@ type numaVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 }
 
 // numaPrograms contains all programs after they have been loaded into the kernel.

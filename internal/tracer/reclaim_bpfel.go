@@ -49,6 +49,7 @@ type reclaimPending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type reclaimPendingKey struct {
@@ -74,8 +75,9 @@ type reclaimThreadCounts struct {
 }
 
 type reclaimThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -87,6 +89,7 @@ const (
 	reclaimMapCounters             = "counters"
 	reclaimMapCpuNode              = "cpu_node"
 	reclaimMapEvents               = "events"
+	reclaimMapHistScratch          = "hist_scratch"
 	reclaimMapHists                = "hists"
 	reclaimMapPendings             = "pendings"
 	reclaimMapRunqDelay            = "runq_delay"
@@ -118,6 +121,7 @@ const (
 	reclaimVarCfgNotMemory         = "cfg_not_memory"
 	reclaimVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	reclaimVarCfgRequestStalls     = "cfg_request_stalls"
+	reclaimVarCfgRequestTimes      = "cfg_request_times"
 	reclaimVarCfgSelfTgid          = "cfg_self_tgid"
 	reclaimVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -125,6 +129,7 @@ const (
 	reclaimVarCfgTaskStorage       = "cfg_task_storage"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	reclaimVarCfgWatchChildren     = "cfg_watch_children"
+	reclaimVarThreadStallZero      = "thread_stall_zero"
 )
 
 // loadReclaim returns the embedded CollectionSpec for reclaim.
@@ -189,6 +194,7 @@ type reclaimMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
@@ -217,6 +223,7 @@ type reclaimVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -224,6 +231,7 @@ type reclaimVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 }
 
 // reclaimObjects contains all objects after they have been loaded into the kernel.
@@ -251,6 +259,7 @@ type reclaimMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
@@ -268,6 +277,7 @@ func (m *reclaimMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.Pendings,
 		m.RunqDelay,
@@ -297,6 +307,7 @@ type reclaimVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -304,6 +315,7 @@ type reclaimVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 }
 
 // reclaimPrograms contains all programs after they have been loaded into the kernel.

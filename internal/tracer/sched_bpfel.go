@@ -54,6 +54,7 @@ type schedPending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type schedPendingKey struct {
@@ -79,8 +80,9 @@ type schedThreadCounts struct {
 }
 
 type schedThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -92,6 +94,7 @@ const (
 	schedMapCounters             = "counters"
 	schedMapCpuNode              = "cpu_node"
 	schedMapEvents               = "events"
+	schedMapHistScratch          = "hist_scratch"
 	schedMapHists                = "hists"
 	schedMapMemstallScratch      = "memstall_scratch"
 	schedMapPendings             = "pendings"
@@ -124,6 +127,7 @@ const (
 	schedVarCfgNotMemory         = "cfg_not_memory"
 	schedVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	schedVarCfgRequestStalls     = "cfg_request_stalls"
+	schedVarCfgRequestTimes      = "cfg_request_times"
 	schedVarCfgSelfTgid          = "cfg_self_tgid"
 	schedVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	schedVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -131,6 +135,7 @@ const (
 	schedVarCfgTaskStorage       = "cfg_task_storage"
 	schedVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	schedVarCfgWatchChildren     = "cfg_watch_children"
+	schedVarThreadStallZero      = "thread_stall_zero"
 )
 
 // loadSched returns the embedded CollectionSpec for sched.
@@ -195,6 +200,7 @@ type schedMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	MemstallScratch *ebpf.MapSpec `ebpf:"memstall_scratch"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
@@ -224,6 +230,7 @@ type schedVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -231,6 +238,7 @@ type schedVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 }
 
 // schedObjects contains all objects after they have been loaded into the kernel.
@@ -258,6 +266,7 @@ type schedMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	MemstallScratch *ebpf.Map `ebpf:"memstall_scratch"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
@@ -276,6 +285,7 @@ func (m *schedMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.MemstallScratch,
 		m.Pendings,
@@ -306,6 +316,7 @@ type schedVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -313,6 +324,7 @@ type schedVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 }
 
 // schedPrograms contains all programs after they have been loaded into the kernel.

@@ -49,6 +49,7 @@ type sockreqPending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type sockreqPendingKey struct {
@@ -58,21 +59,27 @@ type sockreqPendingKey struct {
 }
 
 type sockreqSockreqConn struct {
-	_           structs.HostLayout
-	StartNs     uint64
-	EndNs       uint64
-	Tid         uint32
-	Pid         uint32
-	Flags       uint32
-	SeqStart    uint32
-	StallStart  [13]uint64
-	StallNs     [13]uint64
-	StallTotals [13]uint64
-	EmittedSum  uint64
-	StallFlags  uint32
-	StartTid    uint32
-	HeldStart   uint64
-	HeldEnd     uint64
+	_            structs.HostLayout
+	StartNs      uint64
+	EndNs        uint64
+	Tid          uint32
+	Pid          uint32
+	Flags        uint32
+	SeqStart     uint32
+	StallStart   [13]uint64
+	StallNs      [13]uint64
+	StallTotals  [13]uint64
+	EmittedSum   uint64
+	StallFlags   uint32
+	StartTid     uint32
+	HeldStart    uint64
+	HeldEnd      uint64
+	TimesStart   [3]uint64
+	InStallStart [3]uint64
+	TimesNs      [3]uint64
+	InStallNs    [3]uint64
+	TimesFlags   uint32
+	Pad          uint32
 }
 
 type sockreqTaskPendings struct {
@@ -92,8 +99,9 @@ type sockreqThreadCounts struct {
 }
 
 type sockreqThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -108,6 +116,7 @@ const (
 	sockreqMapCounters             = "counters"
 	sockreqMapCpuNode              = "cpu_node"
 	sockreqMapEvents               = "events"
+	sockreqMapHistScratch          = "hist_scratch"
 	sockreqMapHists                = "hists"
 	sockreqMapLatEvents            = "lat_events"
 	sockreqMapPendings             = "pendings"
@@ -138,6 +147,7 @@ const (
 	sockreqVarCfgNotMemory         = "cfg_not_memory"
 	sockreqVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	sockreqVarCfgRequestStalls     = "cfg_request_stalls"
+	sockreqVarCfgRequestTimes      = "cfg_request_times"
 	sockreqVarCfgSelfTgid          = "cfg_self_tgid"
 	sockreqVarCfgSkStorage         = "cfg_sk_storage"
 	sockreqVarCfgStacksMinNs       = "cfg_stacks_min_ns"
@@ -146,6 +156,7 @@ const (
 	sockreqVarCfgTaskStorage       = "cfg_task_storage"
 	sockreqVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sockreqVarCfgWatchChildren     = "cfg_watch_children"
+	sockreqVarThreadStallZero      = "thread_stall_zero"
 )
 
 // loadSockreq returns the embedded CollectionSpec for sockreq.
@@ -210,6 +221,7 @@ type sockreqMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	LatEvents       *ebpf.MapSpec `ebpf:"lat_events"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
@@ -240,6 +252,7 @@ type sockreqVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgSkStorage         *ebpf.VariableSpec `ebpf:"cfg_sk_storage"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
@@ -248,6 +261,7 @@ type sockreqVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 }
 
 // sockreqObjects contains all objects after they have been loaded into the kernel.
@@ -278,6 +292,7 @@ type sockreqMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	LatEvents       *ebpf.Map `ebpf:"lat_events"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
@@ -300,6 +315,7 @@ func (m *sockreqMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.LatEvents,
 		m.Pendings,
@@ -331,6 +347,7 @@ type sockreqVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgSkStorage         *ebpf.Variable `ebpf:"cfg_sk_storage"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
@@ -339,6 +356,7 @@ type sockreqVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 }
 
 // sockreqPrograms contains all programs after they have been loaded into the kernel.

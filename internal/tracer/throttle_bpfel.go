@@ -49,6 +49,7 @@ type throttlePending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type throttlePendingKey struct {
@@ -74,8 +75,9 @@ type throttleThreadCounts struct {
 }
 
 type throttleThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -87,6 +89,7 @@ const (
 	throttleMapCounters             = "counters"
 	throttleMapCpuNode              = "cpu_node"
 	throttleMapEvents               = "events"
+	throttleMapHistScratch          = "hist_scratch"
 	throttleMapHists                = "hists"
 	throttleMapPendings             = "pendings"
 	throttleMapRunqDelay            = "runq_delay"
@@ -112,6 +115,7 @@ const (
 	throttleVarCfgNotMemory         = "cfg_not_memory"
 	throttleVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	throttleVarCfgRequestStalls     = "cfg_request_stalls"
+	throttleVarCfgRequestTimes      = "cfg_request_times"
 	throttleVarCfgSelfTgid          = "cfg_self_tgid"
 	throttleVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	throttleVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -119,6 +123,7 @@ const (
 	throttleVarCfgTaskStorage       = "cfg_task_storage"
 	throttleVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	throttleVarCfgWatchChildren     = "cfg_watch_children"
+	throttleVarThreadStallZero      = "thread_stall_zero"
 )
 
 // loadThrottle returns the embedded CollectionSpec for throttle.
@@ -177,6 +182,7 @@ type throttleMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
@@ -205,6 +211,7 @@ type throttleVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -212,6 +219,7 @@ type throttleVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 }
 
 // throttleObjects contains all objects after they have been loaded into the kernel.
@@ -239,6 +247,7 @@ type throttleMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
@@ -256,6 +265,7 @@ func (m *throttleMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.Pendings,
 		m.RunqDelay,
@@ -285,6 +295,7 @@ type throttleVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -292,6 +303,7 @@ type throttleVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 }
 
 // throttlePrograms contains all programs after they have been loaded into the kernel.

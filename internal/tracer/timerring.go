@@ -69,6 +69,10 @@ func (r *timerRing) decode(s *typesLatSample) exchange.Record {
 		st := r.newStall()
 		st.FreezeNs = s.StallNs[stall.NumCauses]
 		copy(st.ByCause[:], s.StallNs[:stall.NumCauses])
+		if flags&typesLatFlagLAT_TIMES != 0 {
+			st.Times = stall.TaskTimes{Ns: s.TimesNs, InStallNs: s.InStallNs}
+			st.HasTimes = true
+		}
 		rec.Stall = st
 	}
 	if s.Conn != 0 {

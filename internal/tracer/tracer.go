@@ -336,6 +336,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	set := map[string]any{
 		typesVarCfgTaskStorage:       boolU32(t.taskStorage),
 		typesVarCfgRequestStalls:     boolU32(cfg.RequestStalls),
+		typesVarCfgRequestTimes:      boolU32(cfg.RequestStalls),
 		typesVarCfgNotMemory:         notMemoryMask(),
 		typesVarCfgMultiNode:         boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
 		typesVarCfgTargetCgroup:      cfg.CgroupID,

@@ -141,19 +141,22 @@ const (
 	typesLatFlagLAT_STALLS    typesLatFlag = 1
 	typesLatFlagLAT_PIPELINED typesLatFlag = 2
 	typesLatFlagLAT_PLAIN     typesLatFlag = 4
+	typesLatFlagLAT_TIMES     typesLatFlag = 8
 )
 
 type typesLatSample struct {
-	_        structs.HostLayout
-	TsNs     uint64
-	LatNs    uint64
-	Pid      uint32
-	Tid      uint32
-	Flags    uint32
-	Pad      uint32
-	Conn     uint64
-	StallNs  [13]uint64
-	TotalsNs [13]uint64
+	_         structs.HostLayout
+	TsNs      uint64
+	LatNs     uint64
+	Pid       uint32
+	Tid       uint32
+	Flags     uint32
+	Pad       uint32
+	Conn      uint64
+	TimesNs   [3]uint64
+	StallNs   [13]uint64
+	TotalsNs  [13]uint64
+	InStallNs [3]uint64
 }
 
 type typesMemstallReason uint32
@@ -186,6 +189,7 @@ type typesPending struct {
 	Aux     int32
 	Passes  uint32
 	Who     uint32
+	Times   [3]uint64
 }
 
 type typesPendingKey struct {
@@ -238,8 +242,9 @@ type typesThreadCounts struct {
 }
 
 type typesThreadStall struct {
-	_  structs.HostLayout
-	Ns [13]uint64
+	_       structs.HostLayout
+	Ns      [13]uint64
+	InStall [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -251,6 +256,7 @@ const (
 	typesMapCounters             = "counters"
 	typesMapCpuNode              = "cpu_node"
 	typesMapEvents               = "events"
+	typesMapHistScratch          = "hist_scratch"
 	typesMapHists                = "hists"
 	typesMapPendings             = "pendings"
 	typesMapRunqDelay            = "runq_delay"
@@ -273,6 +279,7 @@ const (
 	typesVarCfgNotMemory         = "cfg_not_memory"
 	typesVarCfgNsPerJiffy        = "cfg_ns_per_jiffy"
 	typesVarCfgRequestStalls     = "cfg_request_stalls"
+	typesVarCfgRequestTimes      = "cfg_request_times"
 	typesVarCfgSelfTgid          = "cfg_self_tgid"
 	typesVarCfgStacksMinNs       = "cfg_stacks_min_ns"
 	typesVarCfgTargetCgroup      = "cfg_target_cgroup"
@@ -280,6 +287,7 @@ const (
 	typesVarCfgTaskStorage       = "cfg_task_storage"
 	typesVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	typesVarCfgWatchChildren     = "cfg_watch_children"
+	typesVarThreadStallZero      = "thread_stall_zero"
 	typesVarUnusedCause          = "unused_cause"
 	typesVarUnusedChildTotal     = "unused_child_total"
 	typesVarUnusedCounter        = "unused_counter"
@@ -351,6 +359,7 @@ type typesMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	CpuNode         *ebpf.MapSpec `ebpf:"cpu_node"`
 	Events          *ebpf.MapSpec `ebpf:"events"`
+	HistScratch     *ebpf.MapSpec `ebpf:"hist_scratch"`
 	Hists           *ebpf.MapSpec `ebpf:"hists"`
 	Pendings        *ebpf.MapSpec `ebpf:"pendings"`
 	RunqDelay       *ebpf.MapSpec `ebpf:"runq_delay"`
@@ -379,6 +388,7 @@ type typesVariableSpecs struct {
 	CfgNotMemory         *ebpf.VariableSpec `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.VariableSpec `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.VariableSpec `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.VariableSpec `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.VariableSpec `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.VariableSpec `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
@@ -386,6 +396,7 @@ type typesVariableSpecs struct {
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
 	UnusedCause          *ebpf.VariableSpec `ebpf:"unused_cause"`
 	UnusedChildTotal     *ebpf.VariableSpec `ebpf:"unused_child_total"`
 	UnusedCounter        *ebpf.VariableSpec `ebpf:"unused_counter"`
@@ -429,6 +440,7 @@ type typesMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	CpuNode         *ebpf.Map `ebpf:"cpu_node"`
 	Events          *ebpf.Map `ebpf:"events"`
+	HistScratch     *ebpf.Map `ebpf:"hist_scratch"`
 	Hists           *ebpf.Map `ebpf:"hists"`
 	Pendings        *ebpf.Map `ebpf:"pendings"`
 	RunqDelay       *ebpf.Map `ebpf:"runq_delay"`
@@ -446,6 +458,7 @@ func (m *typesMaps) Close() error {
 		m.Counters,
 		m.CpuNode,
 		m.Events,
+		m.HistScratch,
 		m.Hists,
 		m.Pendings,
 		m.RunqDelay,
@@ -475,6 +488,7 @@ type typesVariables struct {
 	CfgNotMemory         *ebpf.Variable `ebpf:"cfg_not_memory"`
 	CfgNsPerJiffy        *ebpf.Variable `ebpf:"cfg_ns_per_jiffy"`
 	CfgRequestStalls     *ebpf.Variable `ebpf:"cfg_request_stalls"`
+	CfgRequestTimes      *ebpf.Variable `ebpf:"cfg_request_times"`
 	CfgSelfTgid          *ebpf.Variable `ebpf:"cfg_self_tgid"`
 	CfgStacksMinNs       *ebpf.Variable `ebpf:"cfg_stacks_min_ns"`
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
@@ -482,6 +496,7 @@ type typesVariables struct {
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
+	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
 	UnusedCause          *ebpf.Variable `ebpf:"unused_cause"`
 	UnusedChildTotal     *ebpf.Variable `ebpf:"unused_child_total"`
 	UnusedCounter        *ebpf.Variable `ebpf:"unused_counter"`

@@ -29,8 +29,11 @@ type Requests struct {
 	SlowNs            uint64            `json:"slow_ns"`
 	SlowStallNs       map[string]uint64 `json:"slow_stall_ns,omitempty"`
 	SlowExcessStallNs map[string]uint64 `json:"slow_excess_stall_ns,omitempty"`
-	FreezeNs          uint64            `json:"freeze_ns"`
-	TIDs              []uint32          `json:"tids"`
+	// SlowBudgetNs is where the slow requests' time went, by part (a
+	// cause's name, or on_cpu, disk_io, other_wait, unsplit); since 1.6.
+	SlowBudgetNs map[string]uint64 `json:"slow_budget_ns,omitempty"`
+	FreezeNs     uint64            `json:"freeze_ns"`
+	TIDs         []uint32          `json:"tids"`
 }
 
 // NewStats is s in the formats' shape.
@@ -41,7 +44,8 @@ func NewStats(s latency.Stats) Stats {
 		// A cause is in both maps when it stalled a slow request, though its
 		// time over the slow threshold may be 0.
 		j.Requests = &Requests{Slow: r.Slow, SlowNs: r.SlowNs, SlowStallNs: ByName(r.SlowStallNs, r.SlowStallNs),
-			SlowExcessStallNs: ByName(r.SlowExcessStallNs, r.SlowStallNs), FreezeNs: r.FreezeNs, TIDs: r.TIDs}
+			SlowExcessStallNs: ByName(r.SlowExcessStallNs, r.SlowStallNs), SlowBudgetNs: ByPartName(&r.SlowBudget),
+			FreezeNs: r.FreezeNs, TIDs: r.TIDs}
 	}
 	return j
 }
@@ -56,8 +60,53 @@ func (j Stats) Latency() *latency.Stats {
 		if r.SlowExcessStallNs == nil { // written before the field: the whole stall counts
 			s.Requests.SlowExcessStallNs = s.Requests.SlowStallNs
 		}
+		s.Requests.SlowBudget = ByPart(r.SlowBudgetNs)
+		if r.SlowBudgetNs == nil { // written before the field: the stalls, and the rest not split
+			s.Requests.SlowBudget = stall.NewBudget(r.SlowNs, &stall.RequestStall{ByCause: s.Requests.SlowStallNs,
+				FreezeNs: freezeOf(s.Requests.SlowStallNs)}, nil)
+		}
 	}
 	return s
+}
+
+// freezeOf is a stall breakdown's freeze time, where the file does not
+// say it: its memory stalls' sum.
+func freezeOf(ns [stall.NumCauses]uint64) uint64 {
+	var f uint64
+	for c, v := range ns {
+		if stall.Cause(c).Freezes() {
+			f += v
+		}
+	}
+	return f
+}
+
+// ByPartName keys a budget's parts with time by their names.
+func ByPartName(b *stall.Budget) map[string]uint64 {
+	m := map[string]uint64{}
+	for p, v := range b {
+		if v > 0 {
+			m[stall.Part(p).String()] = v
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// ByPart reads a budget keyed by part name; a name this version does not
+// know (a newer writer's part) goes to the time not split.
+func ByPart(m map[string]uint64) stall.Budget {
+	var b stall.Budget
+	for name, v := range m {
+		if p, ok := stall.ParsePart(name); ok {
+			b[p] += v
+		} else {
+			b[stall.PartUnsplit] += v
+		}
+	}
+	return b
 }
 
 // byName keys ns by cause name, as the format does, for the causes with
