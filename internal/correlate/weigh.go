@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/numatrace/numatrace/internal/latency"
 	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -127,7 +128,7 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 			y = float64(latencyOn(cfg.On, w.Latency))
 			if rq := w.Latency.Requests; rq != nil {
 				slowNs += rq.SlowNs
-				slowStallNs += rq.SlowStallNs[c]
+				slowStallNs += inSlowNs(rq, c)
 			}
 		}
 		xs = append(xs, dose)
@@ -161,6 +162,16 @@ func weighCause(c stall.Cause, seen []*Window, spike map[uint64]*Spike, cfg Conf
 		cc.InSlowRequests = &share
 	}
 	return cc
+}
+
+// inSlowNs is cause c's time in a window's slow requests: its part of
+// their budget, which is the one figure the verdict's shares come from,
+// else (a window without one) its stall time in them.
+func inSlowNs(rq *latency.Requests, c stall.Cause) uint64 {
+	if rq.SlowBudget.Total() > 0 {
+		return rq.SlowBudget[stall.PartOf(c)]
+	}
+	return rq.SlowStallNs[c]
 }
 
 // outside is the share of the serving threads' stall time that fell

@@ -162,11 +162,17 @@ func (a *Attach) runqWait(tgt *target.Target) bool {
 	return a.RunqWait && a.Latency.Set() && tgt.Kind != target.System
 }
 
+// requestStalls says whether requests are timed in the kernel with their
+// serving threads' stalls and counters: their budgets.
+func (a *Attach) requestStalls() bool {
+	return (a.Latency.Uprobe != "" || a.Latency.Mode == source.ModeKernel) && a.RequestStalls
+}
+
 // tracerConfig says what the kernel side traces.
 func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (tracer.Config, error) {
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
 		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
-		RequestStalls: (a.Latency.Uprobe != "" || a.Latency.Mode == source.ModeKernel) && a.RequestStalls, RunqWait: a.runqWait(tgt),
+		RequestStalls: a.requestStalls(), RunqWait: a.runqWait(tgt),
 		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip, StacksMinNs: a.Trace.stacksMinNs()}
 	switch tgt.Kind {
 	case target.Process:
@@ -210,6 +216,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	}
 	sampler, closePSI := pressureSampler(tgt, fe.warn)
 	defer closePSI()
+	if a.requestStalls() && a.Latency.Mode != source.ModeOff {
+		defer delayAccounting(fe.warn)()
+	}
 	d := a.describe(tr.Probes(), tgt, started, startNs)
 	d.PressureScope = pressureScope(sampler)
 	h := a.header(d, topo, doc)

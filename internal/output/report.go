@@ -180,8 +180,30 @@ type correlationJSON struct {
 	Outside     *float64                        `json:"outside_share,omitempty"`
 	Conclusion  string                          `json:"conclusion"`
 	// UncoveredPSINs is what PSI counted in the uncovered spikes' windows
-	// it was read for.
-	UncoveredPSINs *uint64 `json:"uncovered_psi_ns,omitempty"`
+	// it was read for; UncoveredPSIScope whose it is: "target" (its own
+	// cgroup) or "system" (every process's).
+	UncoveredPSINs    *uint64 `json:"uncovered_psi_ns,omitempty"`
+	UncoveredPSIScope string  `json:"uncovered_psi_scope,omitempty"`
+	// Budget is where the spikes' slow requests' time went, by part, worst
+	// first; absent where they were not timed with their threads.
+	Budget []partShareJSON `json:"budget,omitempty"`
+}
+
+// partShareJSON is one part of a budget: a cause's name, or on_cpu,
+// disk_io, other_wait, unsplit.
+type partShareJSON struct {
+	Part  string  `json:"part"`
+	Ns    uint64  `json:"ns"`
+	Share float64 `json:"share"`
+}
+
+// budgetJSON is b's parts worst first, those correlate names.
+func budgetJSON(b *stall.Budget) []partShareJSON {
+	var out []partShareJSON
+	for _, p := range correlate.Shares(b) {
+		out = append(out, partShareJSON{Part: p.Part.String(), Ns: p.Ns, Share: p.Share})
+	}
+	return out
 }
 
 func (r *Report) summaryLine() summaryJSON {
@@ -200,6 +222,13 @@ func (r *Report) summaryLine() summaryJSON {
 			Outside: c.OutsideShare, Conclusion: c.Conclusion}
 		if u := c.UncoveredPressure; u.Known > 0 {
 			s.Correlation.UncoveredPSINs = &u.SomeNs
+			s.Correlation.UncoveredPSIScope = "system"
+			if c.PressureOwn {
+				s.Correlation.UncoveredPSIScope = "target"
+			}
+		}
+		if c.HasBudget {
+			s.Correlation.Budget = budgetJSON(&c.Budget)
 		}
 	}
 	if c := r.Summary.Children; c != nil {

@@ -72,6 +72,9 @@ type spikeJSON struct {
 	Causes       []causeInSpikeJSON `json:"causes"`
 	Verdict      string             `json:"verdict"`
 	PSINs        *uint64            `json:"psi_ns,omitempty"` // memory stall PSI counted in the window
+	// Budget is where the window's slow requests' time went, when they
+	// were timed with their serving threads.
+	Budget []partShareJSON `json:"budget,omitempty"`
 }
 
 type causeInSpikeJSON struct {
@@ -155,6 +158,9 @@ func spikesJSON(sps []correlate.Spike) []spikeJSON {
 			Requests: sp.Requests, Causes: make([]causeInSpikeJSON, len(sp.Causes)), Verdict: sp.Verdict}
 		if sp.HasPressure {
 			j.PSINs = &sp.PressureNs
+		}
+		if sp.HasBudget {
+			j.Budget = budgetJSON(&sp.Budget)
 		}
 		for k, c := range sp.Causes {
 			j.Causes[k] = causeInSpikeJSON{Cause: c.Cause.String(), StallNs: c.StallNs, AroundNs: c.AroundNs,
