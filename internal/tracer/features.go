@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -26,7 +27,40 @@ type Feature struct {
 // from tracepoints, which every supported kernel has; these results say
 // which finer hooks the kernel would allow.
 func probeFeatures(kspec *btf.Spec) []Feature {
-	return []Feature{probeFexit(kspec), probeKprobe()}
+	return []Feature{probeFexit(kspec), probeKprobe(), probeTaskFromPID(kspec), probeDelayAcct()}
+}
+
+// probeTaskFromPID says whether a request timed on a socket can have its
+// budget split: the serving thread is looked up as the request arrives,
+// in the softirq, with the kernel's bpf_task_from_pid (6.2+).
+func probeTaskFromPID(kspec *btf.Spec) Feature {
+	f := Feature{Name: "task_lookup"}
+	var fn *btf.Func
+	if kspec == nil || kspec.TypeByName("bpf_task_from_pid", &fn) != nil {
+		f.Detail = "no bpf_task_from_pid (6.2+): requests timed on sockets are split by their stalls only, the rest of their time unsplit"
+		return f
+	}
+	f.Available = true
+	f.Detail = "bpf_task_from_pid: requests timed on sockets are split where their serving thread's time went (on a CPU, waiting for one, for I/O)"
+	return f
+}
+
+// probeDelayAcct says whether the kernel keeps delay accounting, which
+// splits a request's disk I/O wait from its other waits.
+func probeDelayAcct() Feature {
+	f := Feature{Name: "delayacct"}
+	b, err := os.ReadFile("/proc/sys/kernel/task_delayacct")
+	switch {
+	case err != nil:
+		f.Detail = fmt.Sprintf("no delay accounting (%s): a request's disk I/O wait is not split from its other waits", short(err))
+	case strings.TrimSpace(string(b)) == "1":
+		f.Available = true
+		f.Detail = "kernel.task_delayacct is on: a request's disk I/O wait is split from its other waits"
+	default:
+		f.Available = true
+		f.Detail = "kernel.task_delayacct is off: a run that times requests switches it on for its duration, and sets it back"
+	}
+	return f
 }
 
 func trivial(typ ebpf.ProgramType, attach ebpf.AttachType, to string) *ebpf.ProgramSpec {
