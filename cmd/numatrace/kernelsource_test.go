@@ -334,3 +334,40 @@ func TestKernelTimingUnderAClosedLoopKeepsEverySample(t *testing.T) {
 		}
 	}
 }
+
+// The redis memcg incident, under way as the SRE attaches with no latency
+// flag, numatrace where the scheduler puts it: the slow requests' time
+// went mostly to memcg reclaim (with its throttling), which the verdict's
+// budget puts first, run after run; and every window's budget of its slow
+// requests adds up to their latency (issue 45, (d) and (f)).
+func TestTheMemcgIncidentsBudget(t *testing.T) {
+	for i := range 5 {
+		run := runRedisScenario(t, redisScenario{name: fmt.Sprintf("numatrace-e2e-redis-budget-%d", i),
+			length: 8 * time.Second, underWay: true, kernelLatency: true, unpinned: true, args: []string{"--slo", "5ms"}})
+		b := run.Correlation.Budget
+		t.Logf("run %d: budget %+v; %s", i+1, b, run.Correlation.Conclusion)
+		if len(b) == 0 {
+			t.Fatalf("run %d: no budget: %s", i+1, run.Correlation.Conclusion)
+		}
+		reclaim := uint64(0)
+		for _, p := range b {
+			if p.Part == "memcg_reclaim" || p.Part == "reclaim_throttle" {
+				reclaim += p.Ns
+			}
+		}
+		for _, p := range b {
+			if p.Part != "memcg_reclaim" && p.Part != "reclaim_throttle" && p.Ns > reclaim {
+				t.Errorf("run %d: %s (%.0f%%) holds more of the slow requests' time than memcg reclaim and its throttling", i+1, p.Part, p.Share*100)
+			}
+		}
+		if !strings.Contains(run.Correlation.Conclusion, "memcg_reclaim") {
+			t.Errorf("run %d: the verdict does not name memcg_reclaim: %s", i+1, run.Correlation.Conclusion)
+		}
+		for _, w := range run.windows {
+			if d := int64(w.budgetNs) - int64(w.slowNs); w.slowNs > 0 && (d > int64(w.slowNs)/50 || -d > int64(w.slowNs)/50) {
+				t.Errorf("run %d: window %d's slow requests took %v; their budget sums to %v", i+1, w.index,
+					time.Duration(w.slowNs), time.Duration(w.budgetNs))
+			}
+		}
+	}
+}

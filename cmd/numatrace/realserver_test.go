@@ -227,10 +227,11 @@ type redisRun struct {
 	} `json:"threads"`
 	Spikes      []redisSpike `json:"spikes"`
 	Correlation struct {
-		Windows     int      `json:"windows"`
-		ExplainedBy []string `json:"explained_by"`
-		PartlyBy    []string `json:"partly_explained_by"`
-		Conclusion  string   `json:"conclusion"`
+		Windows     int          `json:"windows"`
+		ExplainedBy []string     `json:"explained_by"`
+		PartlyBy    []string     `json:"partly_explained_by"`
+		Conclusion  string       `json:"conclusion"`
+		Budget      []budgetPart `json:"budget"`
 	} `json:"correlation"`
 
 	redisPID int
@@ -249,6 +250,16 @@ type redisRun struct {
 type redisWindow struct {
 	index, p99, memcgNs uint64
 	startNs, endNs      uint64 // CLOCK_MONOTONIC
+	// slowNs is its slow requests' summed latency, and budgetNs the sum
+	// of their budget's parts, which must be it.
+	slowNs, budgetNs uint64
+}
+
+// budgetPart is one part of a budget in the JSON summary.
+type budgetPart struct {
+	Part  string  `json:"part"`
+	Ns    uint64  `json:"ns"`
+	Share float64 `json:"share"`
 }
 
 func (r *redisRun) spikeAt(index uint64) *redisSpike {
@@ -273,6 +284,9 @@ type redisScenario struct {
 	// kernelLatency: no latency flag, so numatrace times redis's requests
 	// on its sockets itself; the client's log is still written.
 	kernelLatency bool
+	// unpinned: numatrace runs where the scheduler puts it, as a user's
+	// does, not on the hog's CPU.
+	unpinned bool
 }
 
 // runRedisScenario traces redis under load as the scenario says. Redis
@@ -372,7 +386,9 @@ func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec s
 		args = append(args, "--latency-file", logPath)
 	}
 	nt := startAttach(t, args...)
-	pinTasks(t, nt.cmd.Process.Pid, hogCPU)
+	if !sc.unpinned {
+		pinTasks(t, nt.cmd.Process.Pid, hogCPU)
+	}
 	requests := load()
 	time.Sleep(700 * time.Millisecond) // let numatrace read the last lines and close the window
 	nt.cmd.Process.Signal(os.Interrupt)
@@ -388,7 +404,11 @@ func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec s
 			StartNs uint64 `json:"start_ns"`
 			EndNs   uint64 `json:"end_ns"`
 			Latency *struct {
-				P99Ns uint64 `json:"p99_ns"`
+				P99Ns    uint64 `json:"p99_ns"`
+				Requests *struct {
+					SlowNs       uint64            `json:"slow_ns"`
+					SlowBudgetNs map[string]uint64 `json:"slow_budget_ns"`
+				} `json:"requests"`
 			} `json:"latency"`
 			Threads []struct {
 				TID    int               `json:"tid"`
@@ -399,6 +419,12 @@ func runRedisTrace(t *testing.T, run *redisRun, sc redisScenario, logPath, rec s
 			continue
 		}
 		rw := redisWindow{index: w.Index, p99: w.Latency.P99Ns, startNs: w.StartNs, endNs: w.EndNs}
+		if rq := w.Latency.Requests; rq != nil {
+			rw.slowNs = rq.SlowNs
+			for _, ns := range rq.SlowBudgetNs {
+				rw.budgetNs += ns
+			}
+		}
 		for _, th := range w.Threads {
 			if th.TID == run.redisPID {
 				rw.memcgNs = th.Stalls["memcg_reclaim"]

@@ -207,12 +207,22 @@ func (p *pace) idleStalls(s Record) (gap stall.RequestStall) {
 	return gap
 }
 
-// add adds b's stalls to a's.
+// add adds b's stalls to a's, and b's own counters where it has them: a
+// request counted from when it was due has its own thread's counters for
+// its own time, and what stalled in its wait; the rest of that wait is
+// no counter's, and its budget says it waited off a CPU.
 func add(a, b *stall.RequestStall) {
 	for c := range a.ByCause {
 		a.ByCause[c] += b.ByCause[c]
 	}
 	a.FreezeNs += b.FreezeNs
+	if b.HasTimes {
+		for i := range a.Times.Ns {
+			a.Times.Ns[i] += b.Times.Ns[i]
+			a.Times.InStallNs[i] += b.Times.InStallNs[i]
+		}
+		a.HasTimes = true
+	}
 }
 
 // scaledTo is st scaled down so that its freeze is no more than ns.
