@@ -36,6 +36,10 @@ const (
 	// PartOtherWait is the rest of the thread's time off a CPU: locks,
 	// futexes, sleeps, waiting on another thread or on the network.
 	PartOtherWait
+	// PartHeldUp is time before the request reached the server, counted
+	// from when its connection's schedule had it due: it waited behind the
+	// exchange before it (less what froze that one, which is its stall's).
+	PartHeldUp
 	// PartUnsplit is time that could not be split: the thread's counters
 	// were not read at both ends (a request handed between threads, a
 	// source or kernel that does not read them).
@@ -57,6 +61,8 @@ var partNames = [NumParts - Part(NumCauses)]struct{ name, words, advice string }
 	{"disk_io", "disk I/O wait", "the serving threads waited for block I/O: look at the device (iostat -x: utilisation, await) and at what the requests read (a cache or buffer pool too small for the working set)"},
 	{"other_wait", "other waits off CPU (locks, sleeps, another thread, the network)",
 		"the serving threads waited off a CPU for something else: a lock, another thread, a sleep or the network; their stacks (--stacks-min) say which"},
+	{"held_up", "held up before reaching the server (behind the exchange before it on its connection)",
+		"requests waited to be sent behind the slow exchange before them on their connection: what made that one slow is the cause (the other parts); a client with more connections, or one that does not wait for each reply, queues less"},
 	{"unsplit", "not split (the thread's counters were not read at both ends)",
 		"the requests' time was not split: time them on a kernel with bpf_task_from_pid (6.2+) and sock_send_length (6.3+), or with --latency-uprobe on the request handler"},
 }
@@ -127,6 +133,10 @@ func NewBudget(latNs uint64, st *RequestStall, tt *TaskTimes) Budget {
 	}
 	memory := b.addStalls(latNs, st)
 	left := latNs - memory
+	// Before it reached the server: what froze the exchange it waited for
+	// is in its stalls; the rest of that wait it was held up.
+	b[PartHeldUp] = min(st.WaitNs-min(st.WaitFreezeNs, st.WaitNs), left)
+	left -= b[PartHeldUp]
 	if tt == nil {
 		runq := min(st.ByCause[RunqWait], left) // the run-queue probe's, if it ran
 		b[PartOf(RunqWait)] = runq

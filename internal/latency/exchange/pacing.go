@@ -265,6 +265,7 @@ func (r Record) withWait(waitNs uint64, inherited *stall.RequestStall) Record {
 		return r
 	}
 	st := inherited
+	st.WaitNs, st.WaitFreezeNs = waitNs, min(inherited.FreezeNs, waitNs)
 	if r.Stall != nil {
 		add(st, r.Stall)
 	}

@@ -295,8 +295,9 @@ func diff(a, b int) int {
 
 // A request counted from when it was due keeps its own thread's counters
 // for its budget: its wait's stalls are added to its own, and the rest of
-// the wait is time off a CPU, not time that could not be split (the redis
-// incident's budget was 69% unsplit, most of its requests due-counted).
+// the wait it was held up, not time that could not be split (the redis
+// incident's budget was 69% unsplit, most of its requests due-counted),
+// nor time of its own off a CPU.
 func TestADueRequestKeepsItsBudget(t *testing.T) {
 	own := &stall.RequestStall{FreezeNs: 2e6, HasTimes: true}
 	own.ByCause[stall.MemcgReclaim] = 2e6
@@ -306,7 +307,7 @@ func TestADueRequestKeepsItsBudget(t *testing.T) {
 	r := Record{EndNs: 20e6, LatNs: 4e6, Stall: own}.withWait(6e6, inherited)
 	b := r.Stall.Budget(r.LatNs)
 	if !r.Stall.HasTimes || b[stall.PartUnsplit] != 0 || b[stall.PartOf(stall.MemcgReclaim)] != 7e6 ||
-		b[stall.PartOnCPU] != 1e6 || b[stall.PartOtherWait] != 2e6 || b.Total() != 10e6 {
+		b[stall.PartOnCPU] != 1e6 || b[stall.PartHeldUp] != 1e6 || b[stall.PartOtherWait] != 1e6 || b.Total() != 10e6 {
 		t.Errorf("budget %v of a request of %d ns counted from when it was due", b, r.LatNs)
 	}
 }
