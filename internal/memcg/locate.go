@@ -36,6 +36,17 @@ const maxDepth = 64
 // namespace, as are the mounts. A process in no group with memory files
 // gives a *NoGroupError.
 func Of(fs *hostfs.Root, pid int) (*Reading, error) {
+	dir, err := Find(fs, pid)
+	if err != nil {
+		return nil, err
+	}
+	return Dir(fs, dir)
+}
+
+// Find is the directory of process pid's own memory cgroup, as Of finds
+// it: a run reads it again by its directory (Dir) once the process may
+// have exited.
+func Find(fs *hostfs.Root, pid int) (string, error) {
 	who := fmt.Sprintf("pid %d", pid)
 	var v1, v2 string
 	err := fs.Scan(fmt.Sprintf("proc/%d/cgroup", pid), hostfs.MaxTable, func(_ int, line string) error {
@@ -54,11 +65,11 @@ func Of(fs *hostfs.Root, pid int) (*Reading, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	ms, err := mounts(fs)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	for _, c := range []struct {
 		group string
@@ -78,7 +89,7 @@ func Of(fs *hostfs.Root, pid int) (*Reading, error) {
 			}
 			dir := path.Join(m.point, strings.TrimPrefix(c.group, m.root))
 			if fs.Exists(dir + "/" + filesOf(c.v2).usage) {
-				return group(fs, dir, c.v2)
+				return dir, nil
 			}
 		}
 	}
@@ -86,11 +97,12 @@ func Of(fs *hostfs.Root, pid int) (*Reading, error) {
 	if v1 == "" && v2 == "" {
 		why = "its /proc/PID/cgroup names no memory cgroup"
 	}
-	return nil, &NoGroupError{Who: who, Why: why}
+	return "", &NoGroupError{Who: who, Why: why}
 }
 
-// Dir reads the memory cgroup in dir, an absolute directory (--cgroup):
-// a v1 memory controller group or a cgroup v2 group with memory files.
+// Dir reads the memory cgroup in dir, an absolute directory (--cgroup,
+// or what Find found): a v1 memory controller group or a cgroup v2 group
+// with memory files; or the ancestor whose limit binds it.
 func Dir(fs *hostfs.Root, dir string) (*Reading, error) {
 	if !path.IsAbs(dir) {
 		return nil, fmt.Errorf("cgroup directory %s is not an absolute path", sanitize.Text(dir))

@@ -74,15 +74,7 @@ func (r *Report) Headline() Headline {
 	h.Verdict = r.verdict()
 	switch {
 	case key != nil:
-		if f := r.findingFor(*key); f != nil {
-			h.Finding = f
-			h.Next = "doctor, on the recorded machine: " + f.Title
-			if f.Fix != "" {
-				h.Next += "; fix: " + f.Fix
-			}
-		} else {
-			h.Next = key.Desc().Advice
-		}
+		h.Next, h.Finding = r.nextFor(*key)
 		if spikesUnexplained {
 			h.Next += "; for the spikes no stall covers, " + r.uncoveredNext()
 		}
@@ -181,6 +173,39 @@ func (r *Report) keyCause() (key *stall.Cause, unexplained bool) {
 		return &c, false
 	}
 	return nil, false
+}
+
+// nextFor is the next step for the cause the headline names, of the kind
+// of wait it mostly was where it has kinds: where its stalls are the
+// target's memory cgroup at its limit and the run read the group, the
+// group with its figures; else the recorded doctor's finding that
+// explains the cause (returned too); else the cause's advice.
+func (r *Report) nextFor(c stall.Cause) (string, *doctor.Finding) {
+	d := c.Desc()
+	kind := r.kindOf(c)
+	if step := d.LimitFor(kind); step != nil && r.MemoryCgroup.Known() {
+		return r.MemoryCgroup.Sentence() + ": " + step.Do(r.MemoryCgroup.Last().Knob()), nil
+	}
+	if f := r.findingFor(c); f != nil {
+		next := "doctor, on the recorded machine: " + f.Title
+		if f.Fix != "" {
+			next += "; fix: " + f.Fix
+		}
+		return next, f
+	}
+	return d.AdviceFor(kind), nil
+}
+
+// kindOf is the kind of wait the cause's stalls mostly were, where it
+// has kinds: in the spikes it covers, when the latency analysis judged
+// it; else over the run.
+func (r *Report) kindOf(c stall.Cause) string {
+	if r.Correlation != nil {
+		if cc := r.Correlation.Correlation[c]; cc != nil && cc.Reason != "" {
+			return cc.Reason
+		}
+	}
+	return ""
 }
 
 // findingFor is the recorded doctor's most severe finding that explains
