@@ -169,7 +169,7 @@ func (s Span) Figures() string {
 	if share, ok := s.CacheShare(); ok {
 		p = append(p, fmt.Sprintf("%.0f%% of it page cache", share*100))
 	}
-	if r.Peak > r.Usage+slack(max(r.Usage, 1)) {
+	if r.Peak > r.Usage+max(r.Usage/8, 1<<20) { // it once held much more than it does now
 		p = append(p, "peak "+Bytes(r.Peak))
 	}
 	over := s.Over
