@@ -28,9 +28,20 @@ type WorstThread struct {
 	TID     uint32 `json:"tid"`
 	Comm    string `json:"comm"`
 	StallNs uint64 `json:"stall_ns"`
-	Cause   string `json:"cause"` // the cause of most of its stall time
+	Cause   string `json:"cause"`            // the cause of most of its stall time
+	Kind    string `json:"reason,omitempty"` // its kind of wait, where the cause has kinds (memstall_wait's thrashing)
 	CauseNs uint64 `json:"cause_ns"`
 	MaxNs   uint64 `json:"max_ns"` // that cause's longest single stall
+}
+
+// label names the thread's main cause with its kind of wait:
+// "memstall_wait (thrashing)".
+func (t WorstThread) label() string {
+	c, err := stall.ParseCause(t.Cause)
+	if err != nil {
+		return t.Cause
+	}
+	return c.Label(t.Kind)
 }
 
 // worstShown is how many threads the headline names, of those frozen at
@@ -126,7 +137,7 @@ func (r *Report) frozeSentence() string {
 	worst, worstNs := r.worstCause()
 	return fmt.Sprintf("Memory management froze %s of %s for %s in %s, most of it %s (%s); %s.",
 		prose.Count(uint64(frozen), "thread"), processes(procs), Dur(total), span,
-		worst, Dur(worstNs), migr)
+		worst.Label(s.Causes[worst].Kind), Dur(worstNs), migr)
 }
 
 // migrationsClause counts the task migrations and those across nodes.
@@ -205,7 +216,7 @@ func (r *Report) kindOf(c stall.Cause) string {
 			return cc.Reason
 		}
 	}
-	return ""
+	return r.Summary.Causes[c].Kind
 }
 
 // findingFor is the recorded doctor's most severe finding that explains
@@ -233,7 +244,7 @@ func (r *Report) worstThreads() []WorstThread {
 		w := WorstThread{PID: t.PID, TID: t.TID, Comm: t.Comm, StallNs: t.StallNs}
 		for _, c := range stall.AllCauses() {
 			if cs := t.Stalls[c]; c.Freezes() && cs.TotalNs > w.CauseNs {
-				w.Cause, w.CauseNs, w.MaxNs = c.String(), cs.TotalNs, cs.MaxNs
+				w.Cause, w.Kind, w.CauseNs, w.MaxNs = c.String(), cs.Kind, cs.TotalNs, cs.MaxNs
 			}
 		}
 		out = append(out, w)
@@ -253,7 +264,7 @@ func (r *Report) headlineText(w io.Writer, width int) {
 			label = "         "
 		}
 		para(label, fmt.Sprintf("tid %d %s (pid %d) froze %s, most in %s (%s, longest %s)", t.TID, sanitize.Text(t.Comm), t.PID,
-			Dur(t.StallNs), t.Cause, Dur(t.CauseNs), Dur(t.MaxNs)))
+			Dur(t.StallNs), sanitize.Text(t.label()), Dur(t.CauseNs), Dur(t.MaxNs)))
 	}
 	para("NEXT:    ", sanitize.Text(h.Next))
 }
