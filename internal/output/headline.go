@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/memcg"
 	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -195,7 +196,10 @@ func (r *Report) nextFor(c stall.Cause) (string, *doctor.Finding) {
 	d := c.Desc()
 	kind := r.kindOf(c)
 	if step := d.LimitFor(kind); step != nil && r.MemoryCgroup.Known() {
-		return r.MemoryCgroup.Sentence() + ": " + step.Do(r.MemoryCgroup.Last().Knob()), nil
+		if cg := r.MemoryCgroup.Last(); cg.Bound() != memcg.Unlimited {
+			return r.MemoryCgroup.Sentence() + ": " + step.Do(cg.Knob()), nil
+		}
+		return r.MemoryCgroup.Sentence() + ": " + noLimit, nil
 	}
 	if f := r.findingFor(c); f != nil {
 		next := "doctor, on the recorded machine: " + f.Title
@@ -206,6 +210,12 @@ func (r *Report) nextFor(c stall.Cause) (string, *doctor.Finding) {
 	}
 	return d.AdviceFor(kind), nil
 }
+
+// noLimit is the next step for a cause that is a memory cgroup at its
+// limit when the target's group, and every group above it that numatrace
+// sees, has none.
+const noLimit = "no limit on it or above it that numatrace can see explains the stalls: look for a limit above its cgroup namespace, " +
+	"or for writes to memory.reclaim"
 
 // kindOf is the kind of wait the cause's stalls mostly were, where it
 // has kinds: in the spikes it covers, when the latency analysis judged

@@ -171,6 +171,8 @@ func TestNextStepNamesTheMemoryCgroup(t *testing.T) {
 				"the kernel throttled the threads over it: raise memory.high, or cut what fills the group (page cache counts)"},
 		{"memstall_wait (thrashing)", stall.MemstallWait, "thrashing", v1,
 			"the threads waited to read back pages evicted while still in use (thrashing)"},
+		{"memcg_reclaim, a group with no limit", stall.MemcgReclaim, "", &memcg.Reading{Group: "memory/free", Limit: memcg.Unlimited, High: memcg.Unlimited, Usage: 1 << 30},
+			"the cgroup memory/free has no memory limit (usage 1.0 GiB, 0% of it page cache, failcnt 0): no limit on it or above it"},
 		{"memcg_reclaim, no group read", stall.MemcgReclaim, "", nil,
 			"a memory cgroup reached its limit (numatrace read no memory cgroup for this target: `numatrace doctor -p PID` names a process's"},
 		{"memstall_wait (memory_high), no group read", stall.MemstallWait, "memory_high", nil,
