@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,16 +39,15 @@ func TestNextNamesTheMemoryCgroup(t *testing.T) {
 	byGroup.cmd.Process.Signal(os.Interrupt)
 	byGroup.wait(t, 30*time.Second)
 
-	want := regexp.MustCompile(`^the cgroup memory/numatrace-e2e-next reached its limit \(64 MiB; usage (\d+) MiB, \d+% of it page cache, (peak \d+ MiB, )?` +
-		`failcnt [\d,]+( \(\+[\d,]+ over the run\))?\): raise memory\.limit_in_bytes, or cut what fills it \(page cache counts against the limit\)`)
+	// The usage as the run ended: the page cache cat left stays charged
+	// to the group, unless another test on the machine drops the caches
+	// first; its peak (max_usage_in_bytes) stays either way.
+	want := regexp.MustCompile(`^the cgroup memory/numatrace-e2e-next reached its limit \(64 MiB; usage [\d.]+ (bytes|KiB|MiB)` +
+		`(, \d+% of it page cache)?(, peak \d+ MiB)?, failcnt [1-9][\d,]*( \(\+[\d,]+ over the run\))?\): ` +
+		`raise memory\.limit_in_bytes, or cut what fills it \(page cache counts against the limit\)$`)
 	live := nextOf(t, byPID.stdout.String())
-	m := want.FindStringSubmatch(live)
-	if m == nil {
+	if !want.MatchString(live) {
 		t.Fatalf("attach -p: next step\n%q\ndoes not name the group, its limit and usage:\n%s", live, byPID.stdout.String())
-	}
-	// The group's page cache stays charged to it after cat exits.
-	if usage, _ := strconv.Atoi(m[1]); usage < 32 {
-		t.Errorf("usage %s MiB at the end of a run that filled a 64 MiB group", m[1])
 	}
 	got, err := exec.Command(binary(t), "report", rec).Output()
 	if err != nil {
@@ -80,8 +78,8 @@ func TestNextNamesTheMemoryCgroup(t *testing.T) {
 			t.Errorf("JSON memory_cgroup.%s: %+v", name, r)
 		}
 	}
-	if e := sum.MemoryCgroup.End; e != nil && (e.UsageBytes < 32<<20 || e.FileBytes == 0) {
-		t.Errorf("JSON memory_cgroup.end: usage %d, file %d: the group's page cache is gone", e.UsageBytes, e.FileBytes)
+	if e := sum.MemoryCgroup.End; e != nil && (e.PeakBytes < 60<<20 || e.Failcnt == 0) {
+		t.Errorf("JSON memory_cgroup.end: peak %d, failcnt %d: the reader did not fill the group", e.PeakBytes, e.Failcnt)
 	}
 }
 
@@ -90,6 +88,6 @@ type memcgJSON struct {
 	Group      string `json:"group"`
 	Version    int    `json:"version"`
 	LimitBytes uint64 `json:"limit_bytes"`
-	UsageBytes uint64 `json:"usage_bytes"`
-	FileBytes  uint64 `json:"file_bytes"`
+	PeakBytes  uint64 `json:"peak_bytes"`
+	Failcnt    uint64 `json:"failcnt"`
 }
