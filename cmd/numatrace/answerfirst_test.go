@@ -97,11 +97,13 @@ func TestReportOpensWithTheAnswer(t *testing.T) {
 		!strings.HasPrefix(lines[3], "VERDICT: 23 spikes in 61 windows, explained by memcg_reclaim") {
 		t.Fatalf("the report does not open with its answer:\n%s", strings.Join(lines[:8], "\n"))
 	}
-	head := strings.Join(lines[3:12], "\n")
+	head := strings.Join(lines[3:14], "\n")
 	flat := strings.Join(strings.Fields(head), " ") // the text wraps at 100 columns
 	for _, want := range []string{
 		"WORST: tid 7044 redis-server (pid 7044) froze 517.95ms, most in memcg_reclaim (517.85ms, longest",
-		"NEXT: the cgroup reached its memory limit: raise memory.max",
+		// A recording from before runs read the target's memory cgroup:
+		// the next step says where to read it, not "the cgroup".
+		"NEXT: a memory cgroup reached its limit (numatrace read no memory cgroup for this target: `numatrace doctor -p PID` names",
 		"for the spikes no stall covers, look outside memory management",
 	} {
 		if !strings.Contains(flat, want) {

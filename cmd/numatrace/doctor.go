@@ -13,7 +13,7 @@ import (
 
 func runDoctor(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	pid := fs.Int("pid", 0, "also check this process's placement, and show its memory per node")
+	pid := fs.Int("pid", 0, "also check this process's placement and memory cgroup, and show its memory per node")
 	alias(fs, "p", "pid")
 	asJSON := fs.Bool("json", false, "print the findings as one JSON object")
 	onlyNumastat := fs.Bool("numastat", false, "with --pid: print only the per-node memory table (numastat -p)")

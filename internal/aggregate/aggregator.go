@@ -36,6 +36,7 @@ type Aggregator struct {
 type threadState struct {
 	name   string
 	exited bool
+	kinds  KindTimes // its streamed stalls' kinds of wait
 	// The newest window the thread has a row in, plus one (0: none), and
 	// that row: most events go to it, and a newer window has none yet,
 	// so neither case looks in the window's map.
@@ -112,6 +113,7 @@ func (a *Aggregator) Add(ev *stall.Event) {
 	}
 	a.stacks.Add(ev)
 	a.memory.add(ev)
+	st.kinds.Add(ev)
 	var w *Window
 	if l := a.last; l != nil && ev.TsNs >= l.StartNs && ev.TsNs < l.EndNs {
 		w = l // most events: no division to find the window

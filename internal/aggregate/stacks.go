@@ -12,6 +12,7 @@ import (
 // of the report's stacks, a pprof sample, a folded line.
 type StackSample struct {
 	Cause   stall.Cause
+	Kind    string // the stalls' kind of wait, where the cause has kinds (stall.Event.WaitKind)
 	PID     uint32
 	TID     uint32
 	Comm    string // the thread's name
@@ -49,6 +50,7 @@ var tableLeftOut = stall.LeftOutStack(fmt.Sprintf("stack left out: past the %d M
 
 type stackRowKey struct {
 	cause stall.Cause
+	kind  string
 	tid   uint32
 	stack string
 }
@@ -75,7 +77,7 @@ func (t *StackTable) Add(ev *stall.Event) {
 // row is ev's row, made if there is room for its stack, else its
 // thread's for the cause under tableLeftOut.
 func (t *StackTable) row(ev *stall.Event) *StackSample {
-	k := stackRowKey{cause: ev.Cause, tid: ev.TID, stack: ev.Stack.Key()}
+	k := stackRowKey{cause: ev.Cause, kind: ev.WaitKind(), tid: ev.TID, stack: ev.Stack.Key()}
 	if r := t.rows[k]; r != nil {
 		return r
 	}
@@ -90,7 +92,7 @@ func (t *StackTable) row(ev *stall.Event) *StackSample {
 			t.bytes += size
 		}
 	}
-	r := &StackSample{Cause: ev.Cause, PID: ev.PID, TID: ev.TID, Stack: s}
+	r := &StackSample{Cause: ev.Cause, Kind: k.kind, PID: ev.PID, TID: ev.TID, Stack: s}
 	t.rows[k] = r
 	return r
 }
@@ -132,7 +134,7 @@ func (t *StackTable) Samples(name func(pid uint32) string) []StackSample {
 // fixed order.
 func SortStackSamples(out []StackSample) {
 	slices.SortFunc(out, func(a, b StackSample) int {
-		return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Cause, b.Cause),
+		return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Cause, b.Cause), cmp.Compare(a.Kind, b.Kind),
 			cmp.Compare(a.TID, b.TID), cmp.Compare(a.Stack.Key(), b.Stack.Key()))
 	})
 }

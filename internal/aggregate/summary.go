@@ -18,6 +18,10 @@ type CauseSummary struct {
 	P99Ns    uint64
 	// Hist is the kernel's histogram; nil when it kept none for the cause.
 	Hist *stall.Hist
+	// Kind is the kind of wait most of its streamed time was, where the
+	// cause has kinds (memstall_wait's thrashing): the tables and the
+	// headline name the cause with it (stall.Cause.Label).
+	Kind string
 }
 
 // Has says whether the kernel kept a histogram of the cause.
@@ -132,10 +136,13 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		HistMapFull: snap.HistEvicted > 0 || snap.HistCapacity > 0 && snap.HistEntries >= snap.HistCapacity,
 		HistEvicted: snap.HistEvicted, Children: SummarizeChildren(snap.Descendants), MemoryStallNs: a.memory.total()}
 	procs := processes{}
+	var kinds KindTimes // the run's
 	for tid, th := range snap.Threads {
 		ts := a.threadSummary(tid, th)
 		s.Threads = append(s.Threads, ts)
-		procs.add(&ts, th)
+		k := a.kinds(tid)
+		procs.add(&ts, th, k)
+		kinds.Merge(k)
 	}
 	s.Processes = procs.summaries()
 	totals := snap.CauseTotals
@@ -150,6 +157,7 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		}
 		s.Unlisted[c] = StallCount{Count: h.Count - min(h.Count, l.Count), TotalNs: h.TotalNs - min(h.TotalNs, l.TotalNs)}
 	}
+	kinds.name(&s.Causes)
 	sortSummaries(s.Threads, s.Processes)
 	names := make(map[uint32]string, len(s.Processes))
 	for _, p := range s.Processes {
@@ -170,7 +178,16 @@ func (a *Aggregator) threadSummary(tid uint32, th *stall.ThreadStats) ThreadSumm
 		ts.Stalls[c] = summarize(h)
 	}
 	ts.StallNs = th.Hists.FreezeNs()
+	a.kinds(tid).name(&ts.Stalls)
 	return ts
+}
+
+// kinds are the kinds of wait of tid's streamed stalls.
+func (a *Aggregator) kinds(tid uint32) *KindTimes {
+	if st := a.threads.Get(tid); st != nil {
+		return &st.kinds
+	}
+	return &KindTimes{}
 }
 
 // processes merges thread summaries by process.
@@ -178,20 +195,22 @@ type processes struct {
 	by    map[uint32]*ProcessSummary
 	hists map[uint32]map[stall.Cause]*stall.Hist
 	names map[uint32]*ProcessName
+	kinds map[uint32]*KindTimes
 	// listed is what the tables hold, by cause: every process's merged.
 	listed map[stall.Cause]*stall.Hist
 }
 
-func (ps *processes) add(ts *ThreadSummary, th *stall.ThreadStats) {
+func (ps *processes) add(ts *ThreadSummary, th *stall.ThreadStats, kinds *KindTimes) {
 	if ps.by == nil {
 		*ps = processes{by: map[uint32]*ProcessSummary{}, hists: map[uint32]map[stall.Cause]*stall.Hist{},
-			names: map[uint32]*ProcessName{}, listed: map[stall.Cause]*stall.Hist{}}
+			names: map[uint32]*ProcessName{}, kinds: map[uint32]*KindTimes{}, listed: map[stall.Cause]*stall.Hist{}}
 	}
 	p := ps.by[th.PID]
 	if p == nil {
 		p = &ProcessSummary{PID: th.PID}
-		ps.by[th.PID], ps.hists[th.PID], ps.names[th.PID] = p, map[stall.Cause]*stall.Hist{}, &ProcessName{}
+		ps.by[th.PID], ps.hists[th.PID], ps.names[th.PID], ps.kinds[th.PID] = p, map[stall.Cause]*stall.Hist{}, &ProcessName{}, &KindTimes{}
 	}
+	ps.kinds[th.PID].Merge(kinds)
 	p.Threads++
 	p.StallNs += ts.StallNs
 	p.Migrations.Total += th.Migrations
@@ -218,6 +237,7 @@ func (ps *processes) summaries() []ProcessSummary {
 			p.Stalls[c] = summarize(h)
 			mergeInto(ps.listed, c, h)
 		}
+		ps.kinds[pid].name(&p.Stalls)
 		out = append(out, *p)
 	}
 	return out

@@ -47,6 +47,7 @@ type ThreadTotals struct {
 	next     int
 	timeline []StallPoint // oldest first
 	stacks   StackTable   // its stalls that carried stacks
+	kinds    KindTimes    // its streamed stalls' kinds of wait
 }
 
 // StallPoint is a thread's stall time in one window.
@@ -80,6 +81,7 @@ func (r *RunTotals) Stall(ev *stall.Event) {
 	t.CPU = int32(ev.CPU)
 	r.rebuilt.Add(ev)
 	t.stacks.Add(ev)
+	t.kinds.Add(ev)
 	switch {
 	case r.limits.Recent == 0 || len(t.recent) < r.limits.Recent:
 		t.recent = append(t.recent, *ev)
@@ -179,6 +181,10 @@ func (t *ThreadTotals) Recent() []stall.Event {
 // Stacks are where the thread's stalls that carried stacks stalled, per
 // cause and stack, the most time first.
 func (t *ThreadTotals) Stacks() []StackSample { return t.stacks.Samples(nil) }
+
+// Kind is the kind of wait most of the thread's streamed stalls of c
+// were, where c has kinds (memstall_wait's thrashing); "" otherwise.
+func (t *ThreadTotals) Kind(c stall.Cause) string { return t.kinds.Main(c) }
 
 // Timeline is the thread's own stall time in the windows it stalled in,
 // oldest first.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/hostfs"
 	"github.com/numatrace/numatrace/internal/record"
+	"github.com/numatrace/numatrace/internal/wire"
 )
 
 // Severity orders findings.
@@ -79,6 +80,10 @@ type Report struct {
 	Findings []Finding `json:"findings"` // never null: [] when nothing is found
 	Numastat *Numastat `json:"numastat,omitempty"`
 	Skipped  []string  `json:"skipped,omitempty"` // checks that could not run, and why
+	// MemoryCgroup is --pid's memory cgroup as last read: its limit,
+	// usage, page cache and hits of the limit; absent without --pid, or
+	// when the process has none.
+	MemoryCgroup *wire.Memcg `json:"memory_cgroup,omitempty"`
 	// Interval is the time between the two readings rates are measured
 	// over ("1.002s"), or "not measured" when there was one reading.
 	Interval string `json:"interval"`
@@ -151,6 +156,7 @@ func Run(opt Options) (*Report, error) {
 	sort.SliceStable(r.Findings, func(i, j int) bool { return r.Findings[i].Severity > r.Findings[j].Severity })
 	if p != nil {
 		r.Numastat = numastat(m, p)
+		r.MemoryCgroup = wire.NewMemcg(m.memcgSpan().Last())
 	}
 	return r, nil
 }
@@ -217,6 +223,7 @@ var checks = []check{
 	{"nic_irq_affinity", checkIRQs},
 	{"container", checkContainer},
 	{"psi_memory", checkPSI},
+	{"memory_cgroup", checkMemoryCgroup},
 }
 
 // Checks lists the checks' names, in the order they run.

@@ -168,6 +168,7 @@ func TestEachCheckFiresAndStaysQuiet(t *testing.T) {
 		"nic_irq_affinity":       {"seed000_nic_irqs", "ok_irqs_spread_unbound"},
 		"container":              {"seed000_pod_zone_reclaim", "ok_container_v1_host"},
 		"psi_memory":             {"psi_pressure", ""},
+		"memory_cgroup":          {"memcg_v1_at_limit", "ok_memcg_roomy"},
 	}
 	for _, check := range doctor.Checks() {
 		c, ok := cases[check]

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/hostfs"
+	"github.com/numatrace/numatrace/internal/memcg"
 	"github.com/numatrace/numatrace/internal/procsnap"
 )
 
@@ -28,6 +29,10 @@ type reading struct {
 type procReading struct {
 	ticks   uint64              // utime+stime of the whole process, in clock ticks
 	threads map[int]threadState // by TID
+	// memcg is its memory cgroup (nil when it has none, or it could not
+	// be read: memcgWhy says why).
+	memcg    *memcg.Reading
+	memcgWhy string
 }
 
 func (p *procReading) cpuSeconds() float64 { return float64(p.ticks) / userHZ }
@@ -97,6 +102,13 @@ func readReading(fs *hostfs.Root, pid int) (*reading, error) {
 // come and go between the reads; the ones that have gone are left out.
 func readProcReading(fs *hostfs.Root, pid int) (*procReading, error) {
 	pr := &procReading{threads: map[int]threadState{}}
+	// A group doctor cannot read is a check it cannot make, not a
+	// machine it cannot read.
+	if r, err := memcg.Of(fs, pid); err != nil {
+		pr.memcgWhy = err.Error()
+	} else {
+		pr.memcg = r
+	}
 	dir := fmt.Sprintf("proc/%d", pid)
 	switch st, err := readStat(fs, dir+"/stat"); {
 	case err == nil:

@@ -40,6 +40,10 @@ func (r *Report) Text(w io.Writer) {
 		labelled(w, "fix", esc(f.Fix))
 		labelled(w, "persist", esc(f.Persist))
 	}
+	if s := r.memcgSpan(); s.Known() {
+		fmt.Fprintln(w)
+		wrapped(w, "memory cgroup: ", "  ", esc(s.Sentence()))
+	}
 	if len(r.Skipped) > 0 {
 		fmt.Fprintln(w, "\nnot checked:")
 		for _, s := range r.Skipped {

@@ -219,8 +219,11 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	if a.requestStalls() && a.Latency.Mode != source.ModeOff {
 		defer delayAccounting(fe.warn)()
 	}
+	cgroup := openMemoryCgroup(tgt, fe.warn)
+	defer cgroup.close()
 	d := a.describe(tr.Probes(), tgt, started, startNs)
 	d.PressureScope = pressureScope(sampler)
+	d.MemoryCgroup = cgroup.read()
 	h := a.header(d, topo, doc)
 	eng := engine.New(d, engine.Options{Sinks: fe.sinks(d, topo, doc)})
 	opt, src, err := a.sessionOptions(ctx, tr, tgt, h, fe)
@@ -251,6 +254,7 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 		return err
 	}
 	end := res.End
+	end.MemoryCgroup = cgroup.read()
 	var notes []string
 	if res.TargetGone {
 		// Named as it ended: the process may have exec'd since attach.

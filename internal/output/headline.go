@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/memcg"
 	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
@@ -28,9 +29,20 @@ type WorstThread struct {
 	TID     uint32 `json:"tid"`
 	Comm    string `json:"comm"`
 	StallNs uint64 `json:"stall_ns"`
-	Cause   string `json:"cause"` // the cause of most of its stall time
+	Cause   string `json:"cause"`            // the cause of most of its stall time
+	Kind    string `json:"reason,omitempty"` // its kind of wait, where the cause has kinds (memstall_wait's thrashing)
 	CauseNs uint64 `json:"cause_ns"`
 	MaxNs   uint64 `json:"max_ns"` // that cause's longest single stall
+}
+
+// label names the thread's main cause with its kind of wait:
+// "memstall_wait (thrashing)".
+func (t WorstThread) label() string {
+	c, err := stall.ParseCause(t.Cause)
+	if err != nil {
+		return t.Cause
+	}
+	return c.Label(t.Kind)
 }
 
 // worstShown is how many threads the headline names, of those frozen at
@@ -74,15 +86,7 @@ func (r *Report) Headline() Headline {
 	h.Verdict = r.verdict()
 	switch {
 	case key != nil:
-		if f := r.findingFor(*key); f != nil {
-			h.Finding = f
-			h.Next = "doctor, on the recorded machine: " + f.Title
-			if f.Fix != "" {
-				h.Next += "; fix: " + f.Fix
-			}
-		} else {
-			h.Next = key.Desc().Advice
-		}
+		h.Next, h.Finding = r.nextFor(*key)
 		if spikesUnexplained {
 			h.Next += "; for the spikes no stall covers, " + r.uncoveredNext()
 		}
@@ -134,7 +138,7 @@ func (r *Report) frozeSentence() string {
 	worst, worstNs := r.worstCause()
 	return fmt.Sprintf("Memory management froze %s of %s for %s in %s, most of it %s (%s); %s.",
 		prose.Count(uint64(frozen), "thread"), processes(procs), Dur(total), span,
-		worst, Dur(worstNs), migr)
+		worst.Label(s.Causes[worst].Kind), Dur(worstNs), migr)
 }
 
 // migrationsClause counts the task migrations and those across nodes.
@@ -183,6 +187,48 @@ func (r *Report) keyCause() (key *stall.Cause, unexplained bool) {
 	return nil, false
 }
 
+// nextFor is the next step for the cause the headline names, of the kind
+// of wait it mostly was where it has kinds: where its stalls are the
+// target's memory cgroup at its limit and the run read the group, the
+// group with its figures; else the recorded doctor's finding that
+// explains the cause (returned too); else the cause's advice.
+func (r *Report) nextFor(c stall.Cause) (string, *doctor.Finding) {
+	d := c.Desc()
+	kind := r.kindOf(c)
+	if step := d.LimitFor(kind); step != nil && r.MemoryCgroup.Known() {
+		if cg := r.MemoryCgroup.Last(); cg.Bound() != memcg.Unlimited {
+			return r.MemoryCgroup.Sentence() + ": " + step.Do(cg.Knob()), nil
+		}
+		return r.MemoryCgroup.Sentence() + ": " + noLimit, nil
+	}
+	if f := r.findingFor(c); f != nil {
+		next := "doctor, on the recorded machine: " + f.Title
+		if f.Fix != "" {
+			next += "; fix: " + f.Fix
+		}
+		return next, f
+	}
+	return d.AdviceFor(kind), nil
+}
+
+// noLimit is the next step for a cause that is a memory cgroup at its
+// limit when the target's group, and every group above it that numatrace
+// sees, has none.
+const noLimit = "no limit on it or above it that numatrace can see explains the stalls: look for a limit above its cgroup namespace, " +
+	"or for writes to memory.reclaim"
+
+// kindOf is the kind of wait the cause's stalls mostly were, where it
+// has kinds: in the spikes it covers, when the latency analysis judged
+// it; else over the run.
+func (r *Report) kindOf(c stall.Cause) string {
+	if r.Correlation != nil {
+		if cc := r.Correlation.Correlation[c]; cc != nil && cc.Reason != "" {
+			return cc.Reason
+		}
+	}
+	return r.Summary.Causes[c].Kind
+}
+
 // findingFor is the recorded doctor's most severe finding that explains
 // the cause, nil when doctor found none or was not run.
 func (r *Report) findingFor(c stall.Cause) *doctor.Finding {
@@ -208,7 +254,7 @@ func (r *Report) worstThreads() []WorstThread {
 		w := WorstThread{PID: t.PID, TID: t.TID, Comm: t.Comm, StallNs: t.StallNs}
 		for _, c := range stall.AllCauses() {
 			if cs := t.Stalls[c]; c.Freezes() && cs.TotalNs > w.CauseNs {
-				w.Cause, w.CauseNs, w.MaxNs = c.String(), cs.TotalNs, cs.MaxNs
+				w.Cause, w.Kind, w.CauseNs, w.MaxNs = c.String(), cs.Kind, cs.TotalNs, cs.MaxNs
 			}
 		}
 		out = append(out, w)
@@ -228,7 +274,7 @@ func (r *Report) headlineText(w io.Writer, width int) {
 			label = "         "
 		}
 		para(label, fmt.Sprintf("tid %d %s (pid %d) froze %s, most in %s (%s, longest %s)", t.TID, sanitize.Text(t.Comm), t.PID,
-			Dur(t.StallNs), t.Cause, Dur(t.CauseNs), Dur(t.MaxNs)))
+			Dur(t.StallNs), sanitize.Text(t.label()), Dur(t.CauseNs), Dur(t.MaxNs)))
 	}
 	para("NEXT:    ", sanitize.Text(h.Next))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/doctor"
+	"github.com/numatrace/numatrace/internal/memcg"
 	"github.com/numatrace/numatrace/internal/stall"
 )
 
@@ -133,6 +134,54 @@ func TestEveryCauseTheHeadlineNamesHasANextStep(t *testing.T) {
 			if h := r.Headline(); h.Next != "doctor, on the recorded machine: found "+check {
 				t.Errorf("%s with a finding of %s: next %q", c, check, h.Next)
 			}
+		}
+	}
+}
+
+// The next step for memcg_reclaim, and for memstall_wait of kind
+// memory_high, names the target's memory cgroup with its limit, usage,
+// page cache share and hits of the limit, and the file that sets the
+// limit, on cgroup v1 and v2; read at neither end of the run, it says
+// where to read them, never "the cgroup" alone. Another kind of
+// memstall_wait has the advice of its kind.
+func TestNextStepNamesTheMemoryCgroup(t *testing.T) {
+	v1 := &memcg.Reading{Group: "memory/numatrace-e2e-redis", Limit: 160 << 20, High: memcg.Unlimited, Usage: 166723584,
+		File: 115 << 20, Anon: 40 << 20, Failcnt: 1234}
+	v2 := &memcg.Reading{Group: "system.slice/redis.service", V2: true, Limit: 256 << 20, High: 128 << 20, Usage: 134000640,
+		File: 96 << 20, Anon: 32 << 20, Events: memcg.Events{High: 340}}
+	explained := func(c stall.Cause, kind string) *Report {
+		r := quietReport()
+		r.Summary.Causes[c] = aggregate.CauseSummary{Count: 3, TotalNs: 5e6, MaxNs: 3e6}
+		r.Correlation = &correlate.Result{Windows: 20, Spikes: make([]correlate.Spike, 3), Explained: []stall.Cause{c}}
+		r.Correlation.Correlation[c] = &correlate.CauseCorrelation{Covered: 1, Reason: kind}
+		return r
+	}
+	for _, c := range []struct {
+		name  string
+		cause stall.Cause
+		kind  string
+		cg    *memcg.Reading
+		want  string
+	}{
+		{"v1 memcg_reclaim", stall.MemcgReclaim, "", v1,
+			"the cgroup memory/numatrace-e2e-redis reached its limit (160 MiB; usage 159 MiB, 72% of it page cache, failcnt 1,234): " +
+				"raise memory.limit_in_bytes, or cut what fills it (page cache counts against the limit)"},
+		{"v2 memstall_wait (memory_high)", stall.MemstallWait, "memory_high", v2,
+			"the cgroup system.slice/redis.service reached its memory.high (128 MiB; usage 128 MiB, 75% of it page cache, memory.events high 340): " +
+				"the kernel throttled the threads over it: raise memory.high, or cut what fills the group (page cache counts)"},
+		{"memstall_wait (thrashing)", stall.MemstallWait, "thrashing", v1,
+			"the threads waited to read back pages evicted while still in use (thrashing)"},
+		{"memcg_reclaim, a group with no limit", stall.MemcgReclaim, "", &memcg.Reading{Group: "memory/free", Limit: memcg.Unlimited, High: memcg.Unlimited, Usage: 1 << 30},
+			"the cgroup memory/free has no memory limit (usage 1.0 GiB, 0% of it page cache, failcnt 0): no limit on it or above it"},
+		{"memcg_reclaim, no group read", stall.MemcgReclaim, "", nil,
+			"a memory cgroup reached its limit (numatrace read no memory cgroup for this target: `numatrace doctor -p PID` names a process's"},
+		{"memstall_wait (memory_high), no group read", stall.MemstallWait, "memory_high", nil,
+			"the kernel throttled the threads over their cgroup's memory.high (numatrace read no memory cgroup"},
+	} {
+		r := explained(c.cause, c.kind)
+		r.MemoryCgroup = memcg.Span{End: c.cg}
+		if next := r.Headline().Next; !strings.HasPrefix(next, c.want) {
+			t.Errorf("%s: next\n%q\nwant\n%q", c.name, next, c.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/numatrace/numatrace/internal/correlate"
 	"github.com/numatrace/numatrace/internal/doctor"
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/memcg"
 	"github.com/numatrace/numatrace/internal/run"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/wire"
@@ -52,6 +53,9 @@ type Report struct {
 	// Findings are doctor's, read on the traced machine as the run
 	// started; none when doctor did not run (older recordings).
 	Findings []doctor.Finding
+	// MemoryCgroup is the target's memory cgroup as the run started and
+	// as it ended; unknown where the run read none.
+	MemoryCgroup memcg.Span
 }
 
 // NewReport is a run's report: its description, how it ended, the
@@ -62,7 +66,7 @@ func NewReport(d run.Description, end run.End, sum aggregate.Summary, c *correla
 	return &Report{Target: d.Target, Kernel: d.Kernel, DurationNs: end.DurationNs, Probes: d.Probes, Summary: sum,
 		Events: end.Events, LateEvents: end.LateEvents, Windows: end.Windows, Note: end.Note, TopThreads: topThreads,
 		MinEventNs: d.MinEventNs, StacksMinNs: d.StacksMinNs, Correlation: c, Latency: end.Latency, LatencySource: d.Latency, BadRecords: end.BadRecords,
-		Pressure: end.Pressure, Started: d.Started}
+		Pressure: end.Pressure, Started: d.Started, MemoryCgroup: run.MemoryCgroup(d, end)}
 }
 
 type probesJSON struct {
@@ -117,6 +121,21 @@ type summaryJSON struct {
 	Stacks           []stackJSON                 `json:"stacks"`
 	MemoryStallNs    uint64                      `json:"memory_stall_ns"`
 	PSI              []pressureJSON              `json:"psi,omitempty"`
+	MemoryCgroup     *memcgSpanJSON              `json:"memory_cgroup,omitempty"`
+}
+
+// memcgSpanJSON is the target's memory cgroup as the run started and as
+// it ended, each absent where it was not read.
+type memcgSpanJSON struct {
+	Start *wire.Memcg `json:"start,omitempty"`
+	End   *wire.Memcg `json:"end,omitempty"`
+}
+
+func memcgSpan(s memcg.Span) *memcgSpanJSON {
+	if !s.Known() {
+		return nil
+	}
+	return &memcgSpanJSON{Start: wire.NewMemcg(s.Start), End: wire.NewMemcg(s.End)}
 }
 
 // latencySourceJSON is where the latencies came from.
@@ -214,7 +233,8 @@ func (r *Report) summaryLine() summaryJSON {
 		HistEvicted: r.Summary.HistEvicted, Causes: causeSummariesJSON(&r.Summary.Causes),
 		Unlisted:   stallCountsJSON(&r.Summary.Unlisted),
 		Probes:     probesJSON{Attached: []string{}, Failed: []wire.ProbeStatus{}},
-		BadRecords: r.BadRecords, LatencyInput: latencyInput(r.Latency), LatencySource: latencySource(r.LatencySource)}
+		BadRecords: r.BadRecords, LatencyInput: latencyInput(r.Latency), LatencySource: latencySource(r.LatencySource),
+		MemoryCgroup: memcgSpan(r.MemoryCgroup)}
 	if c := r.Correlation; c != nil {
 		s.Spikes = spikesJSON(c.Spikes)
 		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: correlationsJSON(&c.Correlation),

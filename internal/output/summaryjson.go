@@ -17,6 +17,7 @@ type causeSummaryJSON struct {
 	P50Ns    uint64 `json:"p50_ns"`
 	P90Ns    uint64 `json:"p90_ns"`
 	P99Ns    uint64 `json:"p99_ns"`
+	Reason   string `json:"reason,omitempty"` // the kind of wait most of it was (memstall_wait's thrashing)
 }
 
 type stallCountJSON struct {
@@ -112,7 +113,7 @@ func causeSummariesJSON(cs *aggregate.CauseSummaries) map[string]causeSummaryJSO
 	for c := range cs {
 		if s := &cs[c]; s.Has() {
 			m[stall.Cause(c).String()] = causeSummaryJSON{Count: s.Count, TotalNs: s.TotalNs, MaxNs: s.MaxNs,
-				NestedNs: s.NestedNs, P50Ns: s.P50Ns, P90Ns: s.P90Ns, P99Ns: s.P99Ns}
+				NestedNs: s.NestedNs, P50Ns: s.P50Ns, P90Ns: s.P90Ns, P99Ns: s.P99Ns, Reason: s.Kind}
 		}
 	}
 	return m

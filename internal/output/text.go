@@ -315,11 +315,13 @@ func (r *Report) threadRows(tw io.Writer, threads []aggregate.ThreadSummary) {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t\t\t\t\t\t%s\t%s\t\n", pid, tid, name, mig, cross)
 				return
 			}
+			// With its kind of wait where it has kinds: memstall_wait (thrashing).
+			named := sanitize.Text(cause.Label(c.Kind))
 			if !cause.Timed() { // a count: there is no time to show
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t-\t-\t-\t-\t%s\t%s\t\n", pid, tid, name, cause, c.Count, mig, cross)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t-\t-\t-\t-\t%s\t%s\t\n", pid, tid, name, named, c.Count, mig, cross)
 				return
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", pid, tid, name, cause, c.Count,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", pid, tid, name, named, c.Count,
 				Dur(c.TotalNs), Dur(c.MaxNs), Dur(c.P50Ns), Dur(c.P99Ns), mig, cross)
 		}
 		for _, c := range stall.AllCauses() {
@@ -381,7 +383,7 @@ func (r *Report) processTable(w io.Writer) {
 		worst, worstNs := "-", uint64(0)
 		for _, c := range stall.AllCauses() {
 			if cs := p.Stalls[c]; cs.Has() && c.Freezes() && cs.TotalNs > worstNs { // the STALL beside it
-				worst, worstNs = c.String(), cs.TotalNs
+				worst, worstNs = sanitize.Text(c.Label(cs.Kind)), cs.TotalNs
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t\n", p.PID, sanitize.Text(p.Comm), p.Threads, Dur(p.StallNs), worst,
@@ -403,7 +405,7 @@ func (r *Report) histograms(w io.Writer) {
 		refs = refs[:HistogramsShown]
 	}
 	for _, ref := range refs {
-		fmt.Fprintf(w, "\n%s of tid %d (%s): %s, total %s\n", ref.cause, ref.t.TID, sanitize.Text(ref.t.Comm),
+		fmt.Fprintf(w, "\n%s of tid %d (%s): %s, total %s\n", sanitize.Text(ref.cause.Label(ref.cs.Kind)), ref.t.TID, sanitize.Text(ref.t.Comm),
 			prose.Count(ref.cs.Count, "stall"), Dur(ref.cs.TotalNs))
 		WriteHist(w, ref.cs.Hist)
 	}
@@ -538,7 +540,7 @@ func (r *Report) latency(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))
 		if top := sp.Causes; len(top) > 0 && top[0].Coverage > 0 && top[0].Stack != nil {
-			fmt.Fprintf(w, "    where %s stalled (tid %d):\n", top[0].Cause, top[0].WorstTID)
+			fmt.Fprintf(w, "    where %s stalled (tid %d):\n", sanitize.Text(top[0].Cause.Label(top[0].Reason)), top[0].WorstTID)
 			writeStack(w, top[0].Stack, "      ")
 		}
 	}
@@ -560,7 +562,7 @@ func (r *Report) latency(w io.Writer) {
 			if cc.Spearman != nil {
 				rho = fmt.Sprintf("%.2f", *cc.Spearman)
 			}
-			fmt.Fprintf(tw, "  %s\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t%s\t\n", cause, cc.Covered*100, cc.SpikeShare*100, cc.NormalShare*100, lift, rho)
+			fmt.Fprintf(tw, "  %s\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t%s\t\n", sanitize.Text(cause.Label(cc.Reason)), cc.Covered*100, cc.SpikeShare*100, cc.NormalShare*100, lift, rho)
 		}
 		tw.Flush()
 	}

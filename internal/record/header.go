@@ -51,6 +51,9 @@ type Header struct {
 	// Doctor is `numatrace doctor --json` of the machine (and target
 	// process) when tracing started (since 1.2).
 	Doctor json.RawMessage `json:"doctor,omitempty"`
+	// MemoryCgroup is the target's memory cgroup as tracing started
+	// (later 1.5 writers); absent where none was read.
+	MemoryCgroup *wire.Memcg `json:"memory_cgroup,omitempty"`
 }
 
 // LatencySource is a run.LatencySource as the header writes it.
@@ -89,7 +92,8 @@ func NewHeader(d run.Description, host Host, version string, doctor json.RawMess
 	h := Header{Numatrace: version, Started: d.Started, StartNs: d.StartNs, WindowNs: d.WindowNs, Target: d.Target,
 		Probes: wire.NewProbes(d.Probes), MinEventNs: wire.ByName(d.MinEventNs, d.MinEventNs), MinStallNs: wire.ByName(d.MinStallNs, d.MinStallNs),
 		StacksMinNs: d.StacksMinNs, Host: host, SpikeK: d.Spikes.K, SpikeFloorNs: d.Spikes.FloorNs, SLONs: d.Spikes.SLONs, SpikeOn: spikeOnName(d.Spikes.On),
-		LatencyFunction: d.LatencyFunction, LatencySource: newLatencySource(d.Latency), FlightRecorder: d.FlightRecorder, PSIScope: d.PressureScope, Doctor: doctor}
+		LatencyFunction: d.LatencyFunction, LatencySource: newLatencySource(d.Latency), FlightRecorder: d.FlightRecorder, PSIScope: d.PressureScope, Doctor: doctor,
+		MemoryCgroup: wire.NewMemcg(d.MemoryCgroup)}
 	h.Host.Kernel = d.Kernel
 	return h
 }
@@ -100,7 +104,7 @@ func (h Header) Run() run.Description {
 		WindowNs: h.WindowNs, Probes: wire.ProbeStatuses(h.Probes), MinEventNs: wire.ByCause(h.MinEventNs), MinStallNs: wire.ByCause(h.MinStallNs),
 		StacksMinNs: h.StacksMinNs, Spikes: run.Spikes{K: h.SpikeK, FloorNs: h.SpikeFloorNs, SLONs: h.SLONs, On: spikeOn(h.SpikeOn)},
 		LatencyFunction: h.LatencyFunction, Latency: h.LatencySource.run(), FlightRecorder: h.FlightRecorder,
-		PressureScope: h.PSIScope}
+		PressureScope: h.PSIScope, MemoryCgroup: h.MemoryCgroup.Reading()}
 }
 
 // spikeOnName is p as the header writes it: "" for p99, the default,

@@ -23,6 +23,9 @@ type EndRecord struct {
 	Latency    *accountJSON `json:"latency,omitempty"` // since 1.3
 	BadRecords uint64       `json:"bad_records,omitempty"`
 	PSI        []psiJSON    `json:"psi,omitempty"` // since 1.5
+	// MemoryCgroup is the target's memory cgroup as tracing ended
+	// (later 1.5 writers).
+	MemoryCgroup *wire.Memcg `json:"memory_cgroup,omitempty"`
 }
 
 type psiJSON struct {
@@ -79,7 +82,7 @@ func (j skipJSON) skip() latency.Skip {
 func NewEndRecord(e run.End) EndRecord {
 	return EndRecord{EndNs: e.EndNs, DurationNs: e.DurationNs, Events: e.Events, LateEvents: e.LateEvents,
 		Windows: e.Windows, Note: e.Note, Dropped: e.Dropped, Latency: toAccountJSON(e.Latency), BadRecords: e.BadRecords,
-		PSI: toPSIJSON(e.Pressure)}
+		PSI: toPSIJSON(e.Pressure), MemoryCgroup: wire.NewMemcg(e.MemoryCgroup)}
 }
 
 func toPSIJSON(ps []run.Pressure) []psiJSON {
@@ -97,7 +100,7 @@ func (j psiJSON) pressure() run.Pressure {
 func (j EndRecord) end() *run.End {
 	return &run.End{EndNs: j.EndNs, DurationNs: j.DurationNs, Events: j.Events, LateEvents: j.LateEvents,
 		Windows: j.Windows, Note: j.Note, Dropped: j.Dropped, Latency: j.Latency.account(), BadRecords: j.BadRecords,
-		Pressure: pressures(j.PSI)}
+		Pressure: pressures(j.PSI), MemoryCgroup: j.MemoryCgroup.Reading()}
 }
 
 func pressures(js []psiJSON) []run.Pressure {

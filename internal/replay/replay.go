@@ -202,6 +202,7 @@ func (f *Feeder) Finish(blocks int) *output.Report {
 		// A dump holds only the newest blocks: count what it holds.
 		end = own
 		end.DurationNs = endNs - f.firstEvNs
+		end.MemoryCgroup = f.end.MemoryCgroup
 		if f.end.Note != "" {
 			notes = append([]string{f.end.Note}, notes...)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/numatrace/numatrace/internal/latency"
+	"github.com/numatrace/numatrace/internal/memcg"
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/window"
 )
@@ -46,6 +47,11 @@ type Description struct {
 	// the whole machine; "" when the run read none, or did not say
 	// (recordings before 1.6), which is taken as the system's.
 	PressureScope string
+	// MemoryCgroup is the target's memory cgroup as the run started (the
+	// group whose limit binds it, its limit, usage and page cache); nil
+	// when the run read none (system-wide, a target without one, older
+	// recordings).
+	MemoryCgroup *memcg.Reading
 }
 
 // PressureIsTargets says whether the windows' PSI is the target's own
@@ -177,6 +183,16 @@ type End struct {
 	// per scope (the system, the target's cgroup v2); none where the run
 	// did not read it (replays of recordings before 1.5).
 	Pressure []Pressure
+	// MemoryCgroup is the target's memory cgroup as the run ended: with
+	// Description's as it started, the report's figures of the group
+	// (MemoryCgroup); nil where not read.
+	MemoryCgroup *memcg.Reading
+}
+
+// MemoryCgroup is the target's memory cgroup over the run d ended as e
+// says: the readings as it started and as it ended.
+func MemoryCgroup(d Description, e End) memcg.Span {
+	return memcg.Span{Start: d.MemoryCgroup, End: e.MemoryCgroup}
 }
 
 // Pressure is the growth of one scope's memory PSI over [FromNs, ToNs].

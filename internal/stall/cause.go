@@ -6,6 +6,7 @@ package stall
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -66,7 +67,48 @@ type Descriptor struct {
 	// finding explains the cause, the first most telling; noChecks when
 	// none does.
 	Checks []string
+	// KindAdvice is the Advice for a kind of wait (a SubReason cause's
+	// Reason) that needs its own: memstall_wait's thrashing is not its
+	// swap-in.
+	KindAdvice map[string]string
+	// AtLimit, where set, says the cause (or the kinds of it it names)
+	// is the target's memory cgroup at its limit. When the run read the
+	// group, the headline's next step names it with its figures, then
+	// says this, with the file that sets the limit.
+	AtLimit *LimitStep
 }
+
+// LimitStep is a cause's next step when its stalls are the target's
+// memory cgroup at its limit.
+type LimitStep struct {
+	// Kinds are the kinds of wait that are the limit's; none: every
+	// stall of the cause.
+	Kinds []string
+	// Do is what to do, given the file that sets the binding limit
+	// ("memory.limit_in_bytes", "memory.max", "memory.high").
+	Do func(knob string) string
+}
+
+// AdviceFor is the cause's advice for a kind of its waits ("" for none).
+func (d *Descriptor) AdviceFor(kind string) string {
+	if a, ok := d.KindAdvice[kind]; ok {
+		return a
+	}
+	return d.Advice
+}
+
+// LimitFor is the cause's LimitStep when stalls of kind are its memory
+// cgroup at its limit, nil when they are not.
+func (d *Descriptor) LimitFor(kind string) *LimitStep {
+	if d.AtLimit == nil || len(d.AtLimit.Kinds) > 0 && !slices.Contains(d.AtLimit.Kinds, kind) {
+		return nil
+	}
+	return d.AtLimit
+}
+
+// unreadGroup is said where a cause is a memory cgroup at its limit and
+// the run read no group (a system-wide run, an older recording).
+const unreadGroup = "(numatrace read no memory cgroup for this target: `numatrace doctor -p PID` names a process's, with its limit, usage and page cache)"
 
 // Counting is how a cause's events are counted.
 type Counting uint8
@@ -101,8 +143,12 @@ var descriptors = [NumCauses]Descriptor{
 		Checks: []string{"hugepage_starvation", "hugepage_reservation", "min_free_kbytes", "watermark_scale_factor", "node_pressure"}},
 	MemcgReclaim: {Name: "memcg_reclaim", Short: "memcg", Letter: 'M', Colour: "11", Counted: CountDurations,
 		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldCgroup, fieldSoftLimit), Words: reclaimWords,
-		Advice: "the cgroup reached its memory limit: raise memory.max (or memory.high), or cut what fills it (page cache counts against the limit)",
-		Checks: []string{"container"}},
+		Advice: "a memory cgroup reached its limit " + unreadGroup + ": raise the limit (memory.max or memory.high on cgroup v2, " +
+			"memory.limit_in_bytes on v1), or cut what fills it (page cache counts against the limit)",
+		Checks: []string{"memory_cgroup", "container"},
+		AtLimit: &LimitStep{Do: func(knob string) string {
+			return "raise " + knob + ", or cut what fills it (page cache counts against the limit)"
+		}}},
 	NodeReclaim: {Name: "node_reclaim", Short: "node", Letter: 'N', Colour: "13", Counted: CountDurations,
 		Fields: fields(fieldOrder, fieldGFP, fieldPages, fieldNode), Words: reclaimWords,
 		Advice: "threads reclaimed their own node instead of using another node's free memory: check vm.zone_reclaim_mode with `numatrace doctor` (0 turns it off)",
@@ -141,7 +187,18 @@ var descriptors = [NumCauses]Descriptor{
 	MemstallWait: {Name: "memstall_wait", Short: "memstall", Letter: 'S', Colour: "1", Counted: CountDurations, SubReason: true, // S: PSI memory stall
 		Fields: fields(fieldReason), Words: func(e *Event) []string { return []string{"waited in a memory stall: " + e.Reason} },
 		Advice: "the threads waited for memory (refaults of evicted pages, memory.high throttling): the working set does not fit; raise the limit or shrink it",
-		Checks: []string{"psi_memory"}},
+		KindAdvice: map[string]string{
+			"thrashing": "the threads waited to read back pages evicted while still in use (thrashing): the working set does not fit " +
+				"in the memory it has (its cgroup's limit, or the machine's); raise that or shrink the working set",
+			"swap_in": "the threads waited for pages read back from swap: the working set does not fit in memory; " +
+				"raise the memory it has (its cgroup's limit, or the machine's) or shrink the working set",
+			"memory_high": "the kernel throttled the threads over their cgroup's memory.high " + unreadGroup +
+				": raise memory.high, or cut what fills the group (page cache counts)",
+		},
+		Checks: []string{"memory_cgroup", "psi_memory"},
+		AtLimit: &LimitStep{Kinds: []string{"memory_high"}, Do: func(knob string) string {
+			return "the kernel throttled the threads over it: raise " + knob + ", or cut what fills the group (page cache counts)"
+		}}},
 }
 
 // Desc returns the cause's descriptor; an unknown cause gets a bare one.

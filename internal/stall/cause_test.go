@@ -2,6 +2,7 @@ package stall
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,21 @@ func TestDescriptorsComplete(t *testing.T) {
 			}
 			unique(d.Name+" check", check, c)
 		}
+		for kind := range d.KindAdvice {
+			if !d.SubReason || !slices.Contains(kindsOf(c), kind) || d.KindAdvice[kind] == "" {
+				t.Errorf("%s: advice for kind %q, which is not one of its kinds of wait %v", d.Name, kind, kindsOf(c))
+			}
+		}
+		if d.AtLimit != nil {
+			if d.AtLimit.Do == nil || d.AtLimit.Do("memory.max") == "" {
+				t.Errorf("%s: AtLimit without words", d.Name)
+			}
+			for _, kind := range d.AtLimit.Kinds {
+				if !slices.Contains(kindsOf(c), kind) {
+					t.Errorf("%s: AtLimit names kind %q, which is not one of its kinds of wait %v", d.Name, kind, kindsOf(c))
+				}
+			}
+		}
 		unique("name", d.Name, c)
 		unique("short name", d.Short, c)
 		unique("letter", string(d.Letter), c)
@@ -279,4 +295,13 @@ func TestUntraced(t *testing.T) {
 			t.Errorf("%s: untraced %v, want %v", c, u[c], want)
 		}
 	}
+}
+
+// kindsOf are the kinds of wait a cause's Reason names, where the table
+// knows them.
+func kindsOf(c Cause) []string {
+	if c == MemstallWait {
+		return MemstallReasons[:]
+	}
+	return nil
 }

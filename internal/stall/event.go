@@ -59,6 +59,17 @@ type Event struct {
 // attempt's later passes only add time to it).
 func (e *Event) Counts() bool { return e.Cause != Compaction || e.Pass <= 1 }
 
+// WaitKind is the stall's kind of wait where its cause has kinds
+// (SubReason: memstall_wait's thrashing, reclaim_throttle's writeback),
+// "" for any other cause: numa_migration's Reason is why pages moved,
+// not a kind of the wait.
+func (e *Event) WaitKind() string {
+	if !e.Cause.Desc().SubReason {
+		return ""
+	}
+	return e.Reason
+}
+
 // LongestNs is the stall's length so far: a compaction attempt's whole
 // time, else the event's own.
 func (e *Event) LongestNs() uint64 { return max(e.DurNs, e.AttemptNs) }

@@ -119,7 +119,7 @@ func (s *spikesScreen) View() []string {
 	sel := c.Spikes[s.selected]
 	lines = append(lines, wrap(sanitize.Text(sel.Verdict), s.width)...)
 	if top := sel.Causes; len(top) > 0 && top[0].Coverage > 0 && top[0].Stack != nil {
-		lines = append(lines, styleDim.Render(fmt.Sprintf("where %s stalled (tid %d):", top[0].Cause, top[0].WorstTID)))
+		lines = append(lines, styleDim.Render(fmt.Sprintf("where %s stalled (tid %d):", sanitize.Text(top[0].Cause.Label(top[0].Reason)), top[0].WorstTID)))
 		for _, l := range output.StackLines(top[0].Stack, max(20, s.width-2)) {
 			lines = append(lines, "  "+l)
 		}
@@ -167,7 +167,7 @@ func coveredBy(sp correlate.Spike, form int) string {
 	}
 	switch form {
 	case 0:
-		return tc.Cause.String() + pct + " · " + who
+		return sanitize.Text(tc.Cause.Label(tc.Reason)) + pct + " · " + who
 	case 1:
 		return tc.Cause.Desc().Short + pct + " · " + who
 	}

@@ -219,6 +219,9 @@ type Detail struct {
 	Recent   []stall.Event // newest first
 	Timeline []aggregate.StallPoint
 	Stacks   []aggregate.StackSample // the most time first
+	// Kinds are, per cause with kinds of wait, the kind most of its
+	// streamed stalls were (memstall_wait's thrashing).
+	Kinds [stall.NumCauses]string
 }
 
 // Detail returns tid's drill-down, or false if the thread is unknown.
@@ -231,6 +234,9 @@ func (s *Store) Detail(tid uint32) (*Detail, bool) {
 	}
 	d := &Detail{Row: t.Row(s.info.Machine.CPUNode), Recent: t.Recent(), Timeline: t.Timeline(), Stacks: t.Stacks()}
 	d.Hists, d.Exact = s.totals.Hists(tid)
+	for c := range d.Kinds {
+		d.Kinds[c] = t.Kind(stall.Cause(c))
+	}
 	return d, true
 }
 

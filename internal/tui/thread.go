@@ -83,7 +83,7 @@ func (t *threadScreen) histograms(d *Detail) []string {
 			continue
 		}
 		any = true
-		lines = append(lines, hangWrap(fmt.Sprintf("%s: %d stalls, total %s, p50 %s, p99 %s, max %s", c, h.Count,
+		lines = append(lines, hangWrap(fmt.Sprintf("%s: %d stalls, total %s, p50 %s, p99 %s, max %s", sanitize.Text(c.Label(d.Kinds[c])), h.Count,
 			output.Dur(h.TotalNs), output.Dur(h.Quantile(0.5)), output.Dur(h.Quantile(0.99)), output.Dur(h.MaxNs)), t.width, "  ")...)
 		for _, r := range output.HistRows(&h, max(5, t.width-36)) {
 			lines = append(lines, fmt.Sprintf("  %9s → %-9s %6d %s", output.Dur(r.Lo), output.Dur(r.Hi), r.Count, repeatBlock(r.Bar)))
@@ -111,7 +111,7 @@ func (t *threadScreen) stacks(d *Detail) []string {
 		if total == 0 {
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%s: %s in stalls with stacks", c, output.Dur(total)))
+		lines = append(lines, fmt.Sprintf("%s: %s in stalls with stacks", sanitize.Text(c.Label(d.Kinds[c])), output.Dur(total)))
 		for _, st := range top {
 			lines = append(lines, "  "+output.StackShare(st, total))
 			for _, l := range output.StackLines(st.Stack, max(20, t.width-4)) {

@@ -40,6 +40,7 @@ type machine struct {
 	nics      []nic
 	irqbal    bool
 	files     map[string]string // anything else, path → content
+	later     map[string]string // files that differ a second on (counters that grow)
 }
 
 type zone struct {
@@ -189,6 +190,7 @@ func clone(m *machine) *machine {
 		c.nics = append(c.nics, n)
 	}
 	c.files = maps.Clone(m.files)
+	c.later = maps.Clone(m.later)
 	return &c
 }
 
@@ -469,6 +471,34 @@ var scenarios = map[string]func(m *machine){
 		m.files["proc/1/cgroup"] = "12:memory:/docker/4f2a9c\n11:cpuset:/docker/4f2a9c\n1:name=systemd:/docker/4f2a9c\n"
 		m.files[".dockerenv"] = ""
 	},
+	// The memory cgroup of --pid at its limit: a redis-like service in a
+	// 160 MiB cgroup v1 group, mostly page cache, its failcnt growing.
+	"memcg_v1_at_limit": func(m *machine) {
+		m.proc.cgroup = "12:memory:/numatrace-e2e-redis\n11:cpuset:/\n1:name=systemd:/system.slice/redis.service\n0::/system.slice/redis.service"
+		g := "sys/fs/cgroup/memory/numatrace-e2e-redis/"
+		m.files[g+"memory.limit_in_bytes"] = "167772160\n"
+		m.files[g+"memory.max_usage_in_bytes"] = "167772160\n"
+		m.files[g+"memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"
+		m.files[g+"memory.usage_in_bytes"] = "166723584\n"
+		m.files[g+"memory.failcnt"] = "1168\n"
+		m.files[g+"memory.stat"] = "cache 0\nrss 0\nhierarchical_memory_limit 167772160\ntotal_cache 119537664\ntotal_rss 42991616\n"
+		m.later = map[string]string{g + "memory.usage_in_bytes": "167116800\n", g + "memory.failcnt": "1234\n",
+			g + "memory.stat": "cache 0\nrss 0\nhierarchical_memory_limit 167772160\ntotal_cache 120586240\ntotal_rss 41943040\n"}
+		m.files["sys/fs/cgroup/memory/memory.limit_in_bytes"] = "9223372036854771712\n"
+		m.files["sys/fs/cgroup/memory/memory.usage_in_bytes"] = "60000000000\n"
+	},
+	// cgroup v2: memory.high below memory.max, the service throttled there.
+	"memcg_v2_high": func(m *machine) {
+		renderMemcg(m.files, serviceGroup, memcgFiles{max: "68719476736", high: "42949672960", current: 42900000000,
+			anon: 34359738368, file: 8589934592, events: "high 5000\nmax 0"})
+		m.later = map[string]string{}
+		renderMemcg(m.later, serviceGroup, memcgFiles{max: "68719476736", high: "42949672960", current: 42940000000,
+			anon: 34359738368, file: 8589934592, events: "high 5340\nmax 0"})
+	},
+	// Near miss: a limit with room to spare, never hit.
+	"ok_memcg_roomy": func(m *machine) {
+		m.files[serviceGroup+"/memory.max"] = "68719476736\n"
+	},
 	"psi_pressure": func(m *machine) {
 		m.files["sys/fs/cgroup/system.slice/quote-engine.service/memory.pressure"] = "some avg10=31.50 avg60=20.10 avg300=8.00 total=99999999\nfull avg10=8.25 avg60=5.00 avg300=2.00 total=5555555\n"
 	},
@@ -590,10 +620,41 @@ func render(m *machine, later bool) map[string]string {
 	}
 	renderNICs(t, m.nics)
 	t["sys/fs/cgroup/system.slice/quote-engine.service/memory.pressure"] = "some avg10=0.00 avg60=0.00 avg300=0.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=10\n"
+	renderMemcg(t, serviceGroup, memcgFiles{max: "max", high: "max", current: 42949672960, anon: 34359738368, file: 8589934592, events: "high 0\nmax 0"})
+	renderMemcg(t, "sys/fs/cgroup/system.slice", memcgFiles{max: "max", high: "max", current: 53687091200})
 	for k, v := range m.files {
 		t[k] = v
 	}
+	if later {
+		for k, v := range m.later {
+			t[k] = v
+		}
+	}
 	return t
+}
+
+// serviceGroup is the base machine's --pid's cgroup v2 group.
+const serviceGroup = "sys/fs/cgroup/system.slice/quote-engine.service"
+
+// memcgFiles are a cgroup v2 group's memory files.
+type memcgFiles struct {
+	max, high  string
+	current    int64
+	anon, file int64
+	events     string // "high N\nmax N": the lines that are not 0
+}
+
+// renderMemcg writes the memory files of the cgroup v2 group in dir; a
+// group without events has no memory.stat nor memory.events (a slice).
+func renderMemcg(t map[string]string, dir string, g memcgFiles) {
+	t[dir+"/memory.max"] = g.max + "\n"
+	t[dir+"/memory.high"] = g.high + "\n"
+	t[dir+"/memory.current"] = fmt.Sprint(g.current) + "\n"
+	if g.events == "" {
+		return
+	}
+	t[dir+"/memory.stat"] = fmt.Sprintf("anon %d\nfile %d\nkernel 104857600\n", g.anon, g.file)
+	t[dir+"/memory.events"] = "low 0\n" + g.events + "\noom 0\noom_kill 0\noom_group_kill 0\n"
 }
 
 // at is the counters now, or a second on when later.
