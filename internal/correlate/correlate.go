@@ -392,6 +392,9 @@ type Result struct {
 	Frozen []Spike
 	// Measured is the latency the run measured, spikes or not.
 	Measured Measured
+	// On is the percentile spikes were judged by: the one that held in
+	// the frozen windows.
+	On run.Percentile
 	// frozenWords is what the conclusion says of the frozen windows.
 	frozenWords string
 }
@@ -434,7 +437,7 @@ func (m *Measured) add(l *Latency) {
 // run's did when it closed.
 func Analyze(ws []Window, cfg Config) *Result {
 	cfg.defaults()
-	res := &Result{Spikes: []Spike{}, Explained: []stall.Cause{}, Partly: []stall.Cause{}, Frozen: []Spike{}}
+	res := &Result{Spikes: []Spike{}, Explained: []stall.Cause{}, Partly: []stall.Cause{}, Frozen: []Spike{}, On: cfg.On}
 	det := NewDetector(cfg)
 	var seen []*Window
 	type heldWindow struct {
