@@ -510,9 +510,10 @@ func (r *Report) top() int {
 	return r.TopThreads
 }
 
-// worstSpikes are the spikes by how far each went over its threshold,
-// the worst first; the JSON keeps them in time order.
-func worstSpikes(spikes []correlate.Spike) []correlate.Spike {
+// WorstFirst are the spikes (or frozen windows) by how far each went
+// over its threshold, the worst first, as the report lists them (and the
+// view its frozen windows); the JSON keeps them in time order.
+func WorstFirst(spikes []correlate.Spike) []correlate.Spike {
 	out := slices.Clone(spikes)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ExcessNs > out[j].ExcessNs })
 	return out
@@ -523,7 +524,7 @@ func (r *Report) latency(w io.Writer) {
 	if c == nil {
 		return
 	}
-	spikes := worstSpikes(c.Spikes)
+	spikes := WorstFirst(c.Spikes)
 	order := ""
 	if len(spikes) > 1 {
 		order = ", the worst first"
@@ -561,7 +562,7 @@ func (r *Report) latency(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s froze while %s held (p99.9 or max over the SLO, or a thread that served requests frozen a tenth of the window)%s:\n",
 			prose.Count(uint64(n), "window"), c.On, worst)
-		r.verdicts(w, worstSpikes(c.Frozen), "more frozen window")
+		r.verdicts(w, WorstFirst(c.Frozen), "more frozen window")
 	}
 }
 
