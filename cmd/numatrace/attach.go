@@ -32,7 +32,7 @@ func attachFlagSet(name string, a *live.Attach) *flag.FlagSet {
 	if name == "record" {
 		fs.StringVar(&a.RecordTo, "output", "", "write the recording to this file (required)")
 		alias(fs, "o", "output")
-		fs.BoolVar(&a.DumpOnSpike, "dump-on-spike", false, "with --flight-recorder and a latency source: also write -o at each p99 spike")
+		fs.BoolVar(&a.DumpOnSpike, "dump-on-spike", false, "with --flight-recorder and a latency source: also write -o at each p99 spike or frozen window")
 		fs.StringVar(&a.Flight, "flight-recorder", "",
 			"keep only the most recent data in memory (a size like 64MiB, or a duration like 5m) and write it to -o on SIGUSR1")
 	} else {

@@ -114,6 +114,9 @@ type Window struct {
 	// requests in the window, when the source says which threads those
 	// were (a request timer in the kernel).
 	ServedStallNs uint64
+	// ServedFrozenNs is the longest one of those threads was frozen in
+	// the window: what the rule for a frozen window weighs (Detector).
+	ServedFrozenNs uint64
 	// PressureNs is the memory stall PSI counted in the window (the
 	// target's cgroup, else the system), when PSI was read (HasPressure).
 	PressureNs  uint64
@@ -167,6 +170,7 @@ func Summarize(w *aggregate.Window) Window {
 		for _, tid := range w.Latency.Requests.TIDs {
 			if t := w.Threads[tid]; t != nil {
 				out.ServedStallNs += t.TotalNs
+				out.ServedFrozenNs = max(out.ServedFrozenNs, t.TotalNs)
 			}
 		}
 	}
@@ -275,8 +279,30 @@ type Spike struct {
 	// were timed with their serving threads' counters (HasBudget).
 	Budget    stall.Budget
 	HasBudget bool
+	// P999Ns and MaxNs are the window's tail.
+	P999Ns, MaxNs uint64
+	// Frozen: the window is no spike (the percentile spikes are judged
+	// by held) but the service froze in it, by the Detector's rule; it is
+	// one of Result.Frozen, its LatencyNs is the window's maximum and its
+	// excess is over the SLO, or over its own p99 without one.
+	Frozen bool
+	// ServedFrozenNs is the longest one of the threads that completed
+	// requests in the window was frozen in it, where the source says
+	// which threads those were.
+	ServedFrozenNs uint64
 
 	timed bool // coverage is of the slow requests' excess, timed in the kernel
+}
+
+// on is the window's latency by p.
+func (sp *Spike) on(p run.Percentile) uint64 {
+	switch p {
+	case run.P999:
+		return sp.P999Ns
+	case run.Max:
+		return sp.MaxNs
+	}
+	return sp.P99Ns
 }
 
 // CauseCorrelation is one cause's relation to the spikes over the run.
@@ -357,6 +383,53 @@ type Result struct {
 	outsideNs uint64 // the serving threads' stall time, over the run
 	// uncoveredBudget is the budget of the spikes no cause covers.
 	uncoveredBudget stall.Budget
+
+	// Frozen are the windows that are no spikes, the percentile spikes
+	// are judged by having held, in which the service froze (Detector):
+	// a closed-loop client queues few requests behind a freeze, so its
+	// p99 holds while its slowest requests waited the freeze out. Each is
+	// attributed as a spike is, against its tail.
+	Frozen []Spike
+	// Measured is the latency the run measured, spikes or not.
+	Measured Measured
+	// On is the percentile spikes were judged by: the one that held in
+	// the frozen windows.
+	On run.Percentile
+	// frozenWords is what the conclusion says of the frozen windows.
+	frozenWords string
+}
+
+// Measured is the latency a run measured: each figure's lowest and
+// highest over the windows in which requests completed.
+type Measured struct {
+	Windows        int // with requests
+	P99, P999, Max Range
+	// HasP999: the windows kept their p99.9 (recordings since format
+	// 1.3); P999 is over those that did.
+	HasP999 bool
+}
+
+// Range is the lowest and the highest of a figure.
+type Range struct{ Lo, Hi uint64 }
+
+func (r *Range) add(v uint64, first bool) {
+	if first {
+		r.Lo, r.Hi = v, v
+		return
+	}
+	r.Lo, r.Hi = min(r.Lo, v), max(r.Hi, v)
+}
+
+// add counts one window's latency in.
+func (m *Measured) add(l *Latency) {
+	first := m.Windows == 0
+	m.Windows++
+	m.P99.add(l.P99Ns, first)
+	m.Max.add(l.MaxNs, first)
+	if l.P999Ns > 0 {
+		m.P999.add(l.P999Ns, !m.HasP999)
+		m.HasP999 = true
+	}
 }
 
 // Analyze finds the spikes in a run's windows (in index order) and weighs
@@ -364,7 +437,7 @@ type Result struct {
 // run's did when it closed.
 func Analyze(ws []Window, cfg Config) *Result {
 	cfg.defaults()
-	res := &Result{Spikes: []Spike{}, Explained: []stall.Cause{}, Partly: []stall.Cause{}}
+	res := &Result{Spikes: []Spike{}, Explained: []stall.Cause{}, Partly: []stall.Cause{}, Frozen: []Spike{}, On: cfg.On}
 	det := NewDetector(cfg)
 	var seen []*Window
 	type heldWindow struct {
@@ -374,7 +447,7 @@ func Analyze(ws []Window, cfg Config) *Result {
 	var held []heldWindow // empty windows that are spikes if requests complete again
 	for i := range ws {
 		w := &ws[i]
-		j := det.Judge(w.Latency)
+		j := det.Judge(w)
 		if j.Held {
 			held = append(held, heldWindow{i, j.Baseline})
 			continue
@@ -387,14 +460,18 @@ func Analyze(ws []Window, cfg Config) *Result {
 				g := &ws[h.i]
 				seen = append(seen, g)
 				prev, next := neighbours(ws, h.i)
-				res.Spikes = append(res.Spikes, attribute(g, prev, next, cfg.WindowNs, h.base, true, cfg))
+				res.Spikes = append(res.Spikes, attribute(g, prev, next, cfg.WindowNs, h.base, noCompletion, cfg))
 			}
 		}
 		held = held[:0]
 		seen = append(seen, w)
-		if j.Spike {
-			prev, next := neighbours(ws, i)
-			res.Spikes = append(res.Spikes, attribute(w, prev, next, latencyOn(cfg.On, w.Latency), j.Baseline, false, cfg))
+		res.Measured.add(w.Latency)
+		prev, next := neighbours(ws, i)
+		switch {
+		case j.Spike:
+			res.Spikes = append(res.Spikes, attribute(w, prev, next, latencyOn(cfg.On, w.Latency), j.Baseline, overReference, cfg))
+		case j.Frozen:
+			res.Frozen = append(res.Frozen, attributeFrozen(w, prev, next, cfg))
 		}
 	}
 	res.Windows = len(seen)

@@ -50,14 +50,17 @@ type Judged struct {
 	// Gap: windows held as spikes came just before this one, which has
 	// completions again: they are spikes now.
 	Gap bool
+	// Frozen: no spike, but the service froze in the window (froze).
+	Frozen bool
 }
 
-// Judge takes the next closed window's latency (nil: no request
+// Judge takes the next closed window (its Latency nil: no request
 // completed) and judges it. The live run's flight recorder and the
 // report's analysis both ask it, window by window, so a dump fires on a
-// gap exactly when the report lists it. A window the source could not
-// tell is neither normal nor empty, and leaves no trace.
-func (d *Detector) Judge(l *Latency) Judged {
+// gap or a frozen window exactly when the report lists it. A window the
+// source could not tell is neither normal nor empty, and leaves no trace.
+func (d *Detector) Judge(w *Window) Judged {
+	l := w.Latency
 	switch {
 	case l != nil && l.Skipped != "":
 		return Judged{}
@@ -79,13 +82,35 @@ func (d *Detector) Judge(l *Latency) Judged {
 	case j.Baseline > 0:
 		j.Spike = float64(v) > d.cfg.K*float64(j.Baseline) && v > d.cfg.FloorNs
 	}
-	if !j.Spike {
+	j.Frozen = !j.Spike && d.froze(w)
+	if !j.Spike && !j.Frozen { // a frozen window is the incident's too
 		d.history = append(d.history, v)
 		if len(d.history) > d.cfg.History {
 			d.history = d.history[1:]
 		}
 	}
 	return j
+}
+
+// frozenShare is the share of a window for which one thread that
+// completed requests in it must have been frozen for the window to be a
+// frozen one: a tenth of the service's time gone, whatever the latency
+// said.
+const frozenShare = 0.1
+
+// froze is the one rule for a window whose percentile held but in which
+// the service froze: its tail broke the SLO (p99.9 or max over it), or
+// one of its serving threads was frozen a tenth of it (frozenShare), when
+// the source says which threads served. A closed-loop client queues few
+// requests behind a freeze: its p99 holds while its slowest requests
+// wait the freeze out, and while the freeze takes the throughput its
+// clients would have had.
+func (d *Detector) froze(w *Window) bool {
+	l := w.Latency
+	if slo := d.cfg.SLONs; slo > 0 && (l.P999Ns > slo || l.MaxNs > slo) {
+		return true
+	}
+	return float64(w.ServedFrozenNs) >= frozenShare*float64(d.cfg.WindowNs)
 }
 
 // gapMinRequests is the median count of requests per window from which a
@@ -153,15 +178,31 @@ func coverage(ci *CauseInSpike, excess, slow uint64) float64 {
 	return min(1, float64(ci.ExposureNs)/float64(excess))
 }
 
-func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config) Spike {
+// judgedAs is what a window being attributed was judged to be.
+type judgedAs int
+
+const (
+	overReference judgedAs = iota // a spike: its percentile over the SLO or baseline
+	noCompletion                  // a spike: no request completed in it
+	frozenIn                      // a frozen window: attributed by its maximum
+)
+
+// attribute weighs each cause against one spike of latency value over
+// base, or one frozen window (its maximum over base).
+func attribute(w, prev, next *Window, value, base uint64, as judgedAs, cfg Config) Spike {
 	sp := Spike{Index: w.Index, StartNs: w.StartNs, LatencyNs: value, Percentile: cfg.On, BaselineNs: base,
-		SLO: cfg.SLONs > 0, NoCompletion: empty, PressureNs: w.PressureNs, HasPressure: w.HasPressure}
+		SLO: cfg.SLONs > 0, NoCompletion: as == noCompletion, PressureNs: w.PressureNs, HasPressure: w.HasPressure,
+		Frozen: as == frozenIn}
+	if sp.Frozen {
+		sp.Percentile, sp.SLO = run.Max, cfg.SLONs > 0 && base == cfg.SLONs
+	}
 	if value > base {
 		sp.ExcessNs = value - base
 	}
 	if l := w.Latency; l != nil {
-		sp.P99Ns, sp.Requests = l.P99Ns, l.Count
+		sp.P99Ns, sp.P999Ns, sp.MaxNs, sp.Requests = l.P99Ns, l.P999Ns, l.MaxNs, l.Count
 	}
+	sp.ServedFrozenNs = w.ServedFrozenNs
 	slow := slowExcess(w, base)
 	sp.timed = slow > 0
 	if l := w.Latency; sp.timed && l != nil && l.Requests != nil && l.Requests.SlowBudget.Total() > 0 {
@@ -212,6 +253,19 @@ func attribute(w, prev, next *Window, value, base uint64, empty bool, cfg Config
 	return sp
 }
 
+// attributeFrozen attributes a frozen window as a spike of its maximum:
+// over the SLO, or without one (or with a tail that kept to it) over the
+// window's own p99, which is also where the slow requests timed in the
+// kernel begin.
+func attributeFrozen(w, prev, next *Window, cfg Config) Spike {
+	l := w.Latency
+	base := l.P99Ns
+	if cfg.SLONs > 0 && l.MaxNs > cfg.SLONs {
+		base = cfg.SLONs
+	}
+	return attribute(w, prev, next, l.MaxNs, base, frozenIn, cfg)
+}
+
 func fmtDur(ns uint64) string {
 	switch {
 	case ns == 0:
@@ -249,8 +303,11 @@ func verdict(sp Spike, cfg Config) string {
 		ref = "SLO " + fmtDur(sp.BaselineNs)
 	}
 	head := fmt.Sprintf("%s %s at %s (%s, %s over)", percentileLabel(cfg.On), fmtDur(sp.LatencyNs), when, ref, fmtDur(sp.ExcessNs))
-	if sp.NoCompletion {
+	switch {
+	case sp.NoCompletion:
 		head = fmt.Sprintf("No request completed for %s at %s (%s)", time.Duration(cfg.WindowNs), when, ref)
+	case sp.Frozen:
+		head = frozenHead(sp, when, cfg)
 	}
 	var parts []string
 	for _, c := range sp.Causes {
@@ -295,6 +352,35 @@ func verdict(sp Spike, cfg Config) string {
 		out += ". The stalls cover less than half of it: look elsewhere for the rest"
 	}
 	return out
+}
+
+// frozenHead opens a frozen window's verdict: the percentile that held,
+// the tail that did not, and how long a serving thread was frozen, e.g.
+// "P99 412 µs held at 12:00:03, but P99.9 38 ms and max 42 ms (SLO 5 ms,
+// 37 ms over); a thread that served requests was frozen 120 ms (24% of
+// the window)".
+func frozenHead(sp Spike, when string, cfg Config) string {
+	// The figures above the one that held (a recording from before p99.9
+	// was kept has none of it).
+	var tail []string
+	if cfg.On == run.P99 && sp.P999Ns > 0 {
+		tail = append(tail, "P99.9 "+fmtDur(sp.P999Ns))
+	}
+	if cfg.On != run.Max {
+		tail = append(tail, "max "+fmtDur(sp.MaxNs))
+	}
+	head := fmt.Sprintf("%s %s held at %s", percentileLabel(cfg.On), fmtDur(sp.on(cfg.On)), when)
+	switch {
+	case sp.SLO:
+		head += fmt.Sprintf(", but %s (SLO %s, %s over)", strings.Join(tail, " and "), fmtDur(sp.BaselineNs), fmtDur(sp.ExcessNs))
+	case len(tail) > 0:
+		head += fmt.Sprintf(" (%s, %s over p99)", strings.Join(tail, ", "), fmtDur(sp.ExcessNs))
+	}
+	if sp.ServedFrozenNs > 0 {
+		head += fmt.Sprintf("; a thread that served requests was frozen %s (%.0f%% of the window)",
+			fmtDur(sp.ServedFrozenNs), 100*float64(sp.ServedFrozenNs)/float64(cfg.WindowNs))
+	}
+	return head
 }
 
 // unseenShare is the share of the slow requests' time no counter split

@@ -247,6 +247,7 @@ func ranks(v []float64) []float64 {
 
 func (r *Result) conclude(cfg Config) {
 	spikes := len(r.Spikes)
+	r.frozenWords = r.frozen(cfg)
 	switch {
 	case r.Windows == 0:
 		r.Conclusion = "No latency samples: nothing to correlate."
@@ -254,6 +255,9 @@ func (r *Result) conclude(cfg Config) {
 		r.Conclusion = fmt.Sprintf("No latency spikes in %s.", prose.Count(uint64(r.Windows), "window"))
 	default:
 		r.Conclusion = r.judge(spikes, cfg)
+	}
+	if r.frozenWords != "" {
+		r.Conclusion += " " + r.frozenWords
 	}
 	// A function timed with a uprobe may be too narrow: advice for that
 	// source alone (a socket's request is whole from its arrival).
@@ -266,6 +270,81 @@ func (r *Result) conclude(cfg Config) {
 			" requests that queued behind it waited, though %s looked clean. Time an outer function (the event loop's"+
 			" iteration) or measure from the client (--latency-file).", *r.OutsideShare*100, fn, fn)
 	}
+}
+
+// FrozenWords is what the conclusion says of the frozen windows, "" when
+// there were none: the report's verdict says it after its own words for a
+// run without spikes.
+func (r *Result) FrozenWords() string { return r.frozenWords }
+
+// frozen says how many windows froze while the percentile held, their
+// worst tail, and what covers at least half of them, e.g. "In 7 windows
+// p99 held but the service froze (p99.9 up to 38 ms, max up to 42 ms):
+// memcg_reclaim covers at least half of 6 of them; no stall covers half
+// of 1."
+func (r *Result) frozen(cfg Config) string {
+	n := len(r.Frozen)
+	if n == 0 {
+		return ""
+	}
+	var p999, most uint64
+	covered := map[stall.Cause]int{}
+	reasons := map[stall.Cause]map[string]int{}
+	uncovered := 0
+	for _, f := range r.Frozen {
+		p999, most = max(p999, f.P999Ns), max(most, f.MaxNs)
+		if len(f.Causes) == 0 || f.Causes[0].Coverage < explainCoverage {
+			uncovered++
+			continue
+		}
+		c := f.Causes[0]
+		covered[c.Cause]++
+		if reasons[c.Cause] == nil {
+			reasons[c.Cause] = map[string]int{}
+		}
+		reasons[c.Cause][c.Reason]++
+	}
+	tail := "max up to " + fmtDur(most)
+	if p999 > 0 && cfg.On == run.P99 {
+		tail = "p99.9 up to " + fmtDur(p999) + ", " + tail
+	}
+	where := "windows"
+	them := "them"
+	if n == 1 {
+		where, them = "window", "it"
+	}
+	s := fmt.Sprintf("In %s %s %s held but the service froze (%s)", prose.Thousands(uint64(n)), where, cfg.On, tail)
+	// The causes that cover them, the most first (of two alike, the
+	// first in the table, so the words do not flip).
+	causes := stall.AllCauses()
+	sort.SliceStable(causes, func(i, j int) bool { return covered[causes[i]] > covered[causes[j]] })
+	var parts []string
+	for i, c := range causes {
+		k := covered[c]
+		if k == 0 {
+			break
+		}
+		of := fmt.Sprintf("%d", k)
+		switch {
+		case k == n:
+			of = them
+		case i == 0:
+			of += " of them"
+		}
+		if i == 0 {
+			parts = append(parts, fmt.Sprintf("%s%s covers at least half of %s", notMemory(c), c.Label(mostOf(reasons[c])), of))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s of %s", c.Label(mostOf(reasons[c])), of))
+		}
+	}
+	words := strings.Join(parts, ", ")
+	switch {
+	case uncovered == n:
+		words = "no stall covers half of " + them
+	case uncovered > 0:
+		words += fmt.Sprintf("; no stall covers half of %d", uncovered)
+	}
+	return s + ": " + words + "."
 }
 
 // judge names the causes that explain the spikes, by dose.

@@ -305,10 +305,9 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 	for _, w := range ws {
 		if e.lat != nil {
 			w.Latency = e.lat.Take(w.Index)
-			if e.spike(w.Latency) {
+			if e.spike(e.keepWindow(w)) {
 				spikes++
 			}
-			e.keepWindow(w)
 		}
 		for _, s := range e.sinks {
 			e.keep(s.Window(w))
@@ -321,18 +320,21 @@ func (e *Engine) closed(ws []*aggregate.Window) ([]*aggregate.Window, int) {
 	return ws, spikes
 }
 
-// spike says whether a closing window is a spike, as it closes: the
-// flight recorder dumps on it. The detector's call is the one the report
-// makes of the same window: windows in which nothing completed count
-// once requests complete again (until then, the load may have stopped).
-func (e *Engine) spike(l *latency.Stats) bool {
-	j := e.det.Judge(l)
-	return j.Spike || j.Gap
+// spike says whether a closing window is a spike or a frozen window, as
+// it closes: the flight recorder dumps on it. The detector's call is the
+// one the report makes of the same window: windows in which nothing
+// completed count once requests complete again (until then, the load
+// may have stopped).
+func (e *Engine) spike(w *correlate.Window) bool {
+	j := e.det.Judge(w)
+	return j.Spike || j.Gap || j.Frozen
 }
 
-// keepWindow adds a closed window to the spike analysis's series.
-func (e *Engine) keepWindow(w *aggregate.Window) {
-	e.series = append(e.series, correlate.Summarize(w))
+// keepWindow adds a closed window to the spike analysis's series, and
+// returns what the analysis keeps of it.
+func (e *Engine) keepWindow(w *aggregate.Window) *correlate.Window {
+	sum := correlate.Summarize(w)
+	e.series = append(e.series, sum)
 	// Trim in batches of a quarter, not a window at a time: a shift of
 	// half a million windows a second would cost more than the analysis.
 	if len(e.series) >= e.maxWindows+e.maxWindows/4 {
@@ -341,6 +343,7 @@ func (e *Engine) keepWindow(w *aggregate.Window) {
 		e.trimmed += uint64(n)
 	}
 	e.stale = true
+	return &sum
 }
 
 // publish hands the analysis to the sinks that show it: always at the

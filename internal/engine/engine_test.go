@@ -366,3 +366,39 @@ func TestLiveAndReportAgreeOnGaps(t *testing.T) {
 		}
 	}
 }
+
+// The flight recorder fires on a frozen window, by the rule the report
+// lists it by: a window whose p99 held while its max broke the SLO, and
+// one in which the thread that served the requests was frozen 150 ms of
+// its second, dump as the spike does, and the report names those three
+// windows and no other.
+func TestLiveAndReportAgreeOnFrozenWindows(t *testing.T) {
+	e := New(run.Description{StartNs: start, WindowNs: sec, Spikes: run.Spikes{SLONs: 5 * ms}}, Options{})
+	var fired []uint64
+	for i := uint64(0); i < 20; i++ {
+		st := latency.Stats{Index: i, Count: 100, P50Ns: ms / 2, P99Ns: ms, P999Ns: ms, MaxNs: 2 * ms,
+			Requests: &latency.Requests{TIDs: []uint32{7044}}}
+		switch i {
+		case 5:
+			st.P999Ns, st.MaxNs = 3*ms, 30*ms
+		case 9:
+			e.Event(stallAt(stall.MemcgReclaim, start+i*sec+sec/2, 150*ms, 7044))
+		case 14:
+			st.P99Ns, st.P999Ns, st.MaxNs = 20*ms, 20*ms, 20*ms
+		}
+		e.Latency(latency.Reading{Window: &st})
+		if _, k := e.Close(start + (i+1)*sec); k > 0 {
+			fired = append(fired, i)
+		}
+	}
+	e.Finish(start + 20*sec)
+	a := e.Analysis()
+	var listed []uint64
+	for _, sp := range append(slices.Clone(a.Spikes), a.Frozen...) {
+		listed = append(listed, sp.Index)
+	}
+	slices.Sort(listed)
+	if want := []uint64{5, 9, 14}; !slices.Equal(fired, want) || !slices.Equal(listed, want) {
+		t.Errorf("live fires at windows %v, the report lists %v; want %v for both", fired, listed, want)
+	}
+}

@@ -108,7 +108,11 @@ func (r *Report) verdict() string {
 	}
 	froze := r.frozeSentence()
 	if c := r.Correlation; c != nil && c.Windows > 0 {
-		return fmt.Sprintf("No latency spikes in %s. %s", prose.Count(uint64(c.Windows), "window"), froze)
+		s := fmt.Sprintf("No latency spikes in %s.", prose.Count(uint64(c.Windows), "window"))
+		if f := c.FrozenWords(); f != "" { // windows in which p99 held but the service froze
+			s += " " + f
+		}
+		return s + " " + froze
 	}
 	return froze
 }

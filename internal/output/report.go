@@ -114,6 +114,7 @@ type summaryJSON struct {
 	Note             string                      `json:"note,omitempty"`
 	Children         *childrenJSON               `json:"children,omitempty"`
 	Spikes           []spikeJSON                 `json:"spikes,omitempty"`
+	FrozenWindows    []frozenWindowJSON          `json:"frozen_windows,omitempty"`
 	Correlation      *correlationJSON            `json:"correlation,omitempty"`
 	BadRecords       uint64                      `json:"bad_records"`
 	LatencyInput     *latencyInputJSON           `json:"latency_input,omitempty"`
@@ -237,6 +238,7 @@ func (r *Report) summaryLine() summaryJSON {
 		MemoryCgroup: memcgSpan(r.MemoryCgroup)}
 	if c := r.Correlation; c != nil {
 		s.Spikes = spikesJSON(c.Spikes)
+		s.FrozenWindows = frozenWindowsJSON(c.Frozen)
 		s.Correlation = &correlationJSON{Windows: c.Windows, Causes: correlationsJSON(&c.Correlation),
 			ExplainedBy: causeNames(c.Explained), Partly: causeNames(c.Partly), Uncovered: c.Uncovered,
 			Outside: c.OutsideShare, Conclusion: c.Conclusion}

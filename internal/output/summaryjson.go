@@ -78,6 +78,17 @@ type spikeJSON struct {
 	Budget []partShareJSON `json:"budget,omitempty"`
 }
 
+// frozenWindowJSON is a window whose percentile held while the service
+// froze: a spike's shape (latency_ns is its maximum, percentile "max",
+// p99_ns the figure that held, excess_ns over the SLO or its own p99),
+// with its tail and how long a thread that served requests was frozen.
+type frozenWindowJSON struct {
+	spikeJSON
+	P999Ns         uint64 `json:"p999_ns"`
+	MaxNs          uint64 `json:"max_ns"`
+	ServedFrozenNs uint64 `json:"served_frozen_ns,omitempty"`
+}
+
 type causeInSpikeJSON struct {
 	Cause            string  `json:"cause"`
 	StallNs          uint64  `json:"stall_ns"`
@@ -169,6 +180,14 @@ func spikesJSON(sps []correlate.Spike) []spikeJSON {
 				ExposureNs: c.ExposureNs, Coverage: c.Coverage, InSlowRequestsNs: c.InSlowRequestsNs, Stack: stackFramesJSON(c.Stack)}
 		}
 		out[i] = j
+	}
+	return out
+}
+
+func frozenWindowsJSON(fs []correlate.Spike) []frozenWindowJSON {
+	out := make([]frozenWindowJSON, len(fs))
+	for i, sp := range spikesJSON(fs) {
+		out[i] = frozenWindowJSON{spikeJSON: sp, P999Ns: fs[i].P999Ns, MaxNs: fs[i].MaxNs, ServedFrozenNs: fs[i].ServedFrozenNs}
 	}
 	return out
 }

@@ -512,9 +512,10 @@ func (r *Report) top() int {
 	return r.TopThreads
 }
 
-// worstSpikes are the spikes by how far each went over its threshold,
-// the worst first; the JSON keeps them in time order.
-func worstSpikes(spikes []correlate.Spike) []correlate.Spike {
+// WorstFirst are the spikes (or frozen windows) by how far each went
+// over its threshold, the worst first, as the report lists them (and the
+// view its frozen windows); the JSON keeps them in time order.
+func WorstFirst(spikes []correlate.Spike) []correlate.Spike {
 	out := slices.Clone(spikes)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ExcessNs > out[j].ExcessNs })
 	return out
@@ -525,25 +526,15 @@ func (r *Report) latency(w io.Writer) {
 	if c == nil {
 		return
 	}
-	spikes := worstSpikes(c.Spikes)
+	spikes := WorstFirst(c.Spikes)
 	order := ""
 	if len(spikes) > 1 {
 		order = ", the worst first"
 	}
 	fmt.Fprintf(w, "\nLATENCY (%s with requests, %s%s)\n", prose.Count(uint64(c.Windows), "window"),
 		prose.Count(uint64(len(spikes)), "spike"), order)
-	for i, sp := range spikes {
-		if i == r.top() {
-			fmt.Fprintf(w, "  ... %s, each smaller than those above (--top %d shows them all; --json lists them in time order)\n",
-				prose.Count(uint64(len(spikes)-i), "more spike"), len(spikes))
-			break
-		}
-		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))
-		if top := sp.Causes; len(top) > 0 && top[0].Coverage > 0 && top[0].Stack != nil {
-			fmt.Fprintf(w, "    where %s stalled (tid %d):\n", sanitize.Text(top[0].Cause.Label(top[0].Reason)), top[0].WorstTID)
-			writeStack(w, top[0].Stack, "      ")
-		}
-	}
+	measured(w, &c.Measured)
+	r.verdicts(w, spikes, "more spike")
 	if len(c.Spikes) > 0 {
 		fmt.Fprintln(w, "  covers half: the share of spikes of which the cause's stall covers at least half")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -565,5 +556,45 @@ func (r *Report) latency(w io.Writer) {
 			fmt.Fprintf(tw, "  %s\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t%s\t\n", sanitize.Text(cause.Label(cc.Reason)), cc.Covered*100, cc.SpikeShare*100, cc.NormalShare*100, lift, rho)
 		}
 		tw.Flush()
+	}
+	if n := len(c.Frozen); n > 0 {
+		worst := ""
+		if n > 1 {
+			worst = ", the worst first"
+		}
+		fmt.Fprintf(w, "  %s froze while %s held (p99.9 or max over the SLO, or a thread that served requests frozen a tenth of the window)%s:\n",
+			prose.Count(uint64(n), "window"), c.On, worst)
+		r.verdicts(w, WorstFirst(c.Frozen), "more frozen window")
+	}
+}
+
+// measured is the latency the run measured, spikes or not: each figure's
+// lowest and highest over the windows with requests.
+func measured(w io.Writer, m *correlate.Measured) {
+	if m.Windows == 0 {
+		return
+	}
+	line := fmt.Sprintf("  measured per window: p99 %s to %s", Dur(m.P99.Lo), Dur(m.P99.Hi))
+	if m.HasP999 {
+		line += fmt.Sprintf(", p99.9 %s to %s", Dur(m.P999.Lo), Dur(m.P999.Hi))
+	}
+	fmt.Fprintf(w, "%s, max %s to %s\n", line, Dur(m.Max.Lo), Dur(m.Max.Hi))
+}
+
+// verdicts writes the verdicts of spikes (or frozen windows), the worst
+// first, each with the stack of the stall that covers it most, up to
+// --top of them; more says what the rest are.
+func (r *Report) verdicts(w io.Writer, spikes []correlate.Spike, more string) {
+	for i, sp := range spikes {
+		if i == r.top() {
+			fmt.Fprintf(w, "  ... %s, each smaller than those above (--top %d shows them all; --json lists them in time order)\n",
+				prose.Count(uint64(len(spikes)-i), more), len(spikes))
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", sanitize.Text(sp.Verdict))
+		if top := sp.Causes; len(top) > 0 && top[0].Coverage > 0 && top[0].Stack != nil {
+			fmt.Fprintf(w, "    where %s stalled (tid %d):\n", sanitize.Text(top[0].Cause.Label(top[0].Reason)), top[0].WorstTID)
+			writeStack(w, top[0].Stack, "      ")
+		}
 	}
 }

@@ -73,11 +73,12 @@ type Options struct {
 	ReadProcfs  func(monoNs uint64) (record.Procfs, error)
 	// Dump is called, in the session's goroutine, on each DumpRequests
 	// message, and with DumpOnSpike whenever a closing window is a
-	// latency spike: a flight recorder takes what it holds, and returns
-	// the writing of it. That runs on a goroutine of its own while the
-	// session goes on, one dump at a time: one asked for meanwhile is not
-	// taken (OnDump hears ErrDumpBusy). The run's end waits DumpWait
-	// (DefaultDumpWait if 0) at most for a dump still being written.
+	// latency spike or a frozen window: a flight recorder takes what it
+	// holds, and returns the writing of it. That runs on a goroutine of
+	// its own while the session goes on, one dump at a time: one asked
+	// for meanwhile is not taken (OnDump hears ErrDumpBusy). The run's end
+	// waits DumpWait (DefaultDumpWait if 0) at most for a dump still being
+	// written.
 	DumpRequests <-chan struct{}
 	Dump         func(record.Snapshot) (write func() error, err error)
 	DumpOnSpike  bool

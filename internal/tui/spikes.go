@@ -90,15 +90,16 @@ func (s *spikesScreen) View() []string {
 	}
 	lines = append(lines, wrap(sanitize.Text(c.Conclusion), s.width)...)
 	lines = append(lines, "")
-	if len(c.Spikes) == 0 {
-		return lines
-	}
 	clockW := 10
 	if s.wallClock && s.hasWallClock() {
 		clockW = len("15:04:05.000 UTC")
 	}
+	if len(c.Spikes) == 0 {
+		return append(lines, s.frozen(c, clockW, s.height-3-len(lines))...)
+	}
+	frozen := s.frozen(c, clockW, frozenShown)
 	lines = append(lines, styleHead.Render(fmt.Sprintf("%-*s %8s %8s  %s", clockW, "WINDOW", strings.ToUpper(sp0(c)), "VS", "COVERED BY")))
-	avail := s.height - 3 - len(lines) - 4
+	avail := s.height - 3 - len(lines) - 4 - len(frozen)
 	s.selected = min(s.selected, len(c.Spikes)-1)
 	start := 0
 	if s.selected >= avail {
@@ -115,6 +116,7 @@ func (s *spikesScreen) View() []string {
 		}
 		lines = append(lines, line)
 	}
+	lines = append(lines, frozen...)
 	lines = append(lines, "")
 	sel := c.Spikes[s.selected]
 	lines = append(lines, wrap(sanitize.Text(sel.Verdict), s.width)...)
@@ -125,6 +127,34 @@ func (s *spikesScreen) View() []string {
 		}
 	}
 	return lines
+}
+
+// frozenShown is how many lines the frozen windows take under spikes:
+// their head, three of them and a line for the rest.
+const frozenShown = 5
+
+// frozen lists the windows in which the percentile held but the service
+// froze, the worst first, in rows lines at most (their head and a line
+// for the rest included); none when there were none.
+func (s *spikesScreen) frozen(c *correlate.Result, clockW, rows int) []string {
+	if len(c.Frozen) == 0 || rows < 2 {
+		return nil
+	}
+	worst := output.WorstFirst(c.Frozen)
+	head := fmt.Sprintf("%-*s %8s %8s  %s", clockW, "FROZEN", "MAX", "P99.9", "COVERED BY ("+c.On.String()+" held)")
+	out := []string{styleHead.Render(head)}
+	shown := min(len(worst), rows-1)
+	if shown < len(worst) {
+		shown = max(0, rows-2) // a line says how many more
+	}
+	form := coverForm(worst[:shown], s.width-clockW-20)
+	for _, f := range worst[:shown] {
+		out = append(out, fmt.Sprintf("%-*s %8s %8s  %s", clockW, s.windowClock(f.Index), output.Dur(f.MaxNs), output.Dur(f.P999Ns), coveredBy(f, form)))
+	}
+	if more := len(worst) - shown; more > 0 {
+		out = append(out, styleDim.Render(fmt.Sprintf("… %d more frozen (the report lists them)", more)))
+	}
+	return out
 }
 
 // sp0 is the percentile the run's spikes are judged on.
