@@ -55,8 +55,9 @@ func (p Part) Cause() (Cause, bool) { return Cause(p), p < Part(NumCauses) }
 var partNames = [NumParts - Part(NumCauses)]struct{ name, words, advice string }{
 	{"on_cpu", "on CPU", "the serving threads ran on a CPU: profile them (perf top -p PID, or numatrace's stacks) and look at what the requests compute"},
 	{"disk_io", "disk I/O wait", "the serving threads waited for block I/O: look at the device (iostat -x: utilisation, await) and at what the requests read (a cache or buffer pool too small for the working set)"},
-	{"other_wait", "other waits off CPU (locks, sleeps, another thread, the network)",
-		"the serving threads waited off a CPU for something else: a lock, another thread, a sleep or the network; their stacks (--stacks-min) say which"},
+	{"other_wait", "waiting off CPU on a lock, a sleep, another thread or the network (other_wait)",
+		"the serving threads waited off a CPU for something numatrace does not time: a lock, another thread, a sleep or the network; " +
+			"where they blocked says which: `perf record -e sched:sched_switch -g -p PID` (or bcc's offcputime -p PID), a futex under a lock's function is a lock"},
 	{"unsplit", "not split (the thread's counters were not read at both ends)",
 		"the requests' time was not split: time them on a kernel with bpf_task_from_pid (6.2+) and sock_send_length (6.3+), or with --latency-uprobe on the request handler"},
 }
