@@ -36,7 +36,7 @@ func TestTheVerdictIsTheBudget(t *testing.T) {
 		t.Fatalf("spikes %d, budget %v (%v)", len(r.Spikes), r.Budget, r.HasBudget)
 	}
 	for _, want := range []string{
-		"2 spikes in 14 windows (the slow requests' time: 61% disk I/O wait, 22% on CPU, 9% memcg_reclaim, 8% other waits off CPU",
+		"2 spikes in 14 windows (the slow requests' time: 61% disk I/O wait, 22% on CPU, 9% memcg_reclaim, 8% waiting off CPU on a lock, a sleep, another thread or the network (other_wait))",
 		"no stall cause explains them: their slow requests' time went mostly to disk I/O wait (61%)",
 	} {
 		if !strings.Contains(r.Conclusion, want) {

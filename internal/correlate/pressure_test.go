@@ -27,6 +27,8 @@ func TestUncoveredSpikesAskPSI(t *testing.T) {
 		{"PSI quiet", 2 * ms, true, true, "look outside memory management (CPU, locks, I/O, the network); PSI agrees (4 ms of memory stall in their windows).", "No stall in it: look elsewhere"},
 		{"PSI stalled", 400 * ms, true, true, "yet PSI counted 800 ms of memory stall in the target's group in their windows (40% of their time), which no probe timed: memory management is still the likely cause",
 			"PSI counted 400 ms of memory stall in the target's group in the window that no probe timed"},
+		{"machine-wide PSI quiet", 0, true, false, "look outside memory management (CPU, locks, I/O, the network); PSI agrees (no memory stall in their windows).",
+			"No stall in it: look elsewhere"},
 		{"machine-wide PSI stalled", 400 * ms, true, false, "look outside memory management (CPU, locks, I/O, the network); PSI counted 800 ms of memory stall machine-wide in their windows (every process's on the machine, not the target's alone).",
 			"No stall in it: look elsewhere"},
 	} {

@@ -505,6 +505,8 @@ func (r *Result) elsewhere() string {
 	switch {
 	case u.Known == 0:
 		return outside
+	case u.SomeNs == 0: // none machine-wide is none in the target's group either
+		return outside + "; PSI agrees (no memory stall in their windows)"
 	case r.UncoveredLikelyMemory():
 		return fmt.Sprintf("yet PSI counted %s of memory stall in the target's group in their windows (%.0f%% of their time), which no probe timed:"+
 			" memory management is still the likely cause, where numatrace cannot see it", fmtDur(u.SomeNs), u.Share()*100)

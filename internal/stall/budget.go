@@ -37,8 +37,9 @@ const (
 	// futexes, sleeps, waiting on another thread or on the network.
 	PartOtherWait
 	// PartHeldUp is time before the request reached the server, counted
-	// from when its connection's schedule had it due: it waited behind the
-	// exchange before it (less what froze that one, which is its stall's).
+	// from when its connection's schedule had it due, that no exchange it
+	// waited behind covers: the client's, which no server-side timer sees
+	// (the part behind a slow exchange is split as that one was).
 	PartHeldUp
 	// PartUnsplit is time that could not be split: the thread's counters
 	// were not read at both ends (a request handed between threads, a
@@ -59,10 +60,11 @@ func (p Part) Cause() (Cause, bool) { return Cause(p), p < Part(NumCauses) }
 var partNames = [NumParts - Part(NumCauses)]struct{ name, words, advice string }{
 	{"on_cpu", "on CPU", "the serving threads ran on a CPU: profile them (perf top -p PID, or numatrace's stacks) and look at what the requests compute"},
 	{"disk_io", "disk I/O wait", "the serving threads waited for block I/O: look at the device (iostat -x: utilisation, await) and at what the requests read (a cache or buffer pool too small for the working set)"},
-	{"other_wait", "other waits off CPU (locks, sleeps, another thread, the network)",
-		"the serving threads waited off a CPU for something else: a lock, another thread, a sleep or the network; their stacks (--stacks-min) say which"},
-	{"held_up", "held up before reaching the server (behind the exchange before it on its connection)",
-		"requests waited to be sent behind the slow exchange before them on their connection: what made that one slow is the cause (the other parts); a client with more connections, or one that does not wait for each reply, queues less"},
+	{"other_wait", "waiting off CPU on a lock, a sleep, another thread or the network (other_wait)",
+		"the serving threads waited off a CPU for something numatrace does not time: a lock, another thread, a sleep or the network; " +
+			"where they blocked says which: `perf record -e sched:sched_switch -g -p PID` (or bcc's offcputime -p PID), a futex under a lock's function is a lock"},
+	{"held_up", "held up before reaching the server, outside the exchange before it (held_up)",
+		"requests were due before they reached the server and waited outside any exchange on their connection: the client sent them late (its timer, its CPU, its queue), which no server-side timer sees"},
 	{"unsplit", "not split (the thread's counters were not read at both ends)",
 		"the requests' time was not split: time them on a kernel with bpf_task_from_pid (6.2+) and sock_send_length (6.3+), or with --latency-uprobe on the request handler"},
 }
@@ -133,9 +135,9 @@ func NewBudget(latNs uint64, st *RequestStall, tt *TaskTimes) Budget {
 	}
 	memory := b.addStalls(latNs, st)
 	left := latNs - memory
-	// Before it reached the server: what froze the exchange it waited for
-	// is in its stalls; the rest of that wait it was held up.
-	b[PartHeldUp] = min(st.WaitNs-min(st.WaitFreezeNs, st.WaitNs), left)
+	// Before it reached the server, outside the exchanges it waited
+	// behind (whose stalls and counters it took on): held up.
+	b[PartHeldUp] = min(st.WaitNs-min(st.WaitCoveredNs, st.WaitNs), left)
 	left -= b[PartHeldUp]
 	if tt == nil {
 		runq := min(st.ByCause[RunqWait], left) // the run-queue probe's, if it ran

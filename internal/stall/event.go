@@ -95,10 +95,10 @@ type RequestStall struct {
 	Times    TaskTimes
 	HasTimes bool
 	// WaitNs is the part of the request's time before it reached the
-	// server, counted from when its connection's schedule had it due
-	// (held up behind the exchange before it); WaitFreezeNs the part of
-	// FreezeNs inside that wait (what froze the exchange it waited for).
-	WaitNs, WaitFreezeNs uint64
+	// server, counted from when its connection's schedule had it due;
+	// WaitCoveredNs the part of that wait the exchanges it waited behind
+	// cover, whose stalls and counters it took on (pacing.go).
+	WaitNs, WaitCoveredNs uint64
 }
 
 // Budget is where the request of latNs went in the thread that served it

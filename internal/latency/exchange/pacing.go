@@ -49,6 +49,10 @@ const (
 	// stalledKept is how many of a connection's latest exchanges that
 	// stalled are kept, to charge a wait behind them to their causes.
 	stalledKept = 8
+	// longKept is how many of its latest exchanges that lasted
+	// queuedGapNs or more (long enough to hold the next request up) are
+	// kept, to split a wait behind them as their own time was split.
+	longKept    = 8
 	resortEvery = 4
 )
 
@@ -67,11 +71,17 @@ type pace struct {
 	interval    uint64
 	periodic    bool
 	newGaps     int
-	stalled     [stalledKept]stalledExchange
+	stalled     [stalledKept]keptExchange
 	nextStalled int
+	// long are its latest exchanges that could hold the next request
+	// up, stalled or not: what a wait behind them was (timesIn).
+	long     [longKept]keptExchange
+	nextLong int
 }
 
-type stalledExchange struct {
+// keptExchange is one of a connection's exchanges as it arrived and ended,
+// with its breakdown.
+type keptExchange struct {
 	startNs, endNs uint64
 	st             *stall.RequestStall
 }
@@ -174,10 +184,17 @@ func (p *pace) dueWait(s Record) (waitNs uint64, inherited *stall.RequestStall) 
 		}
 		p.push(true)
 	}
+	if inherited != nil {
+		inherited.Times, inherited.WaitCoveredNs, inherited.HasTimes = p.timesIn(due, start)
+	}
 	p.prev, p.prevDue = s, due
 	if s.Stall != nil && s.Stall.FreezeNs > 0 {
-		p.stalled[p.nextStalled] = stalledExchange{start, s.EndNs, s.Stall}
+		p.stalled[p.nextStalled] = keptExchange{start, s.EndNs, s.Stall}
 		p.nextStalled = (p.nextStalled + 1) % stalledKept
+	}
+	if s.LatNs >= queuedGapNs {
+		p.long[p.nextLong] = keptExchange{start, s.EndNs, s.Stall}
+		p.nextLong = (p.nextLong + 1) % longKept
 	}
 	return waitNs, inherited
 }
@@ -207,22 +224,12 @@ func (p *pace) idleStalls(s Record) (gap stall.RequestStall) {
 	return gap
 }
 
-// add adds b's stalls to a's, and b's own counters where it has them: a
-// request counted from when it was due has its own thread's counters for
-// its own time, and what stalled in its wait; the rest of that wait is
-// no counter's, and its budget says it waited off a CPU.
+// add adds b's stalls to a's.
 func add(a, b *stall.RequestStall) {
 	for c := range a.ByCause {
 		a.ByCause[c] += b.ByCause[c]
 	}
 	a.FreezeNs += b.FreezeNs
-	if b.HasTimes {
-		for i := range a.Times.Ns {
-			a.Times.Ns[i] += b.Times.Ns[i]
-			a.Times.InStallNs[i] += b.Times.InStallNs[i]
-		}
-		a.HasTimes = true
-	}
 }
 
 // scaledTo is st scaled down so that its freeze is no more than ns.
@@ -257,17 +264,56 @@ func (p *pace) stallsIn(fromNs, toNs uint64) *stall.RequestStall {
 	return &out
 }
 
+// timesIn is the serving thread's task times in the connection's long
+// exchanges between fromNs and toNs, each one's pro rata of its time
+// inside that span, as stallsIn charges their stalls: a request held up
+// behind an exchange that waited for a CPU waited for that CPU too.
+// covered is how much of the span they take. known is false when one of
+// them was not split (its thread's counters were not read at both ends).
+// What of the span no long exchange covers (the client's turnaround, its
+// late timer) is in none of the times: the budget says it was held up.
+func (p *pace) timesIn(fromNs, toNs uint64) (t stall.TaskTimes, covered uint64, known bool) {
+	known = true
+	for _, e := range p.long {
+		lo, hi := max(e.startNs, fromNs), min(e.endNs, toNs)
+		if hi <= lo || e.endNs <= e.startNs {
+			continue
+		}
+		covered += hi - lo
+		if e.st == nil || !e.st.HasTimes {
+			known = false
+			continue
+		}
+		share := float64(hi-lo) / float64(e.endNs-e.startNs)
+		for i := range t.Ns {
+			t.Ns[i] += uint64(share * float64(e.st.Times.Ns[i]))
+			t.InStallNs[i] += uint64(share * float64(e.st.Times.InStallNs[i]))
+		}
+	}
+	return t, covered, known
+}
+
 // withWait is r counted from when it was due, waitNs before it arrived,
-// with what stalled in that wait added to its own breakdown.
+// with what stalled in that wait added to its own breakdown, and the
+// serving thread's times in that wait (timesIn) to its own times: where
+// both are known, the wait is split as the time it waited behind was.
 func (r Record) withWait(waitNs uint64, inherited *stall.RequestStall) Record {
 	if r.Stall == nil && inherited.FreezeNs == 0 {
 		r.LatNs += waitNs // nothing is known of its own stalls, nor did any come before
 		return r
 	}
 	st := inherited
-	st.WaitNs, st.WaitFreezeNs = waitNs, min(inherited.FreezeNs, waitNs)
+	st.HasTimes = st.HasTimes && r.Stall != nil && r.Stall.HasTimes
+	st.WaitNs = waitNs
 	if r.Stall != nil {
 		add(st, r.Stall)
+		for i := range st.Times.Ns {
+			st.Times.Ns[i] += r.Stall.Times.Ns[i]
+			st.Times.InStallNs[i] += r.Stall.Times.InStallNs[i]
+		}
+	}
+	if !st.HasTimes {
+		st.Times = stall.TaskTimes{}
 	}
 	r.LatNs += waitNs
 	r.Stall = st

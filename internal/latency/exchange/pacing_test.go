@@ -72,6 +72,60 @@ func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
 	}
 }
 
+// timed is an exchange's breakdown with its thread's times: runq ns
+// waiting for a CPU, cpu ns on one, nothing stalled.
+func timed(runq, cpu uint64) *stall.RequestStall {
+	var st stall.RequestStall
+	st.Times.Ns[stall.TimeRunq], st.Times.Ns[stall.TimeCPU], st.HasTimes = runq, cpu, true
+	return &st
+}
+
+// A connection on a 4 ms schedule whose server waits 30 ms for a CPU (a
+// hog on its CPU): the requests held up behind that exchange waited for
+// that CPU too. Their budget says so, as the exchange's own does: they
+// keep their own times, and their wait is split as the time they waited
+// behind (they were all 'not split' before, the bulk of a loaded host's
+// slow requests). Behind an exchange whose times were not read, the wait
+// cannot be split, and is not, but for what of it lay outside it.
+func TestAWaitBehindASlowExchangeIsSplitAsItWas(t *testing.T) {
+	x := NewAssembler()
+	at, _ := onSchedule(x, 1000*ms)
+	handOn(x, 1, at, at+30*ms, timed(29*ms, ms/2))
+	next := at + 30*ms + ms/10
+	for k := uint64(1); k <= 7; k++ {
+		got := handOn(x, 1, next, next+ms/10, timed(0, ms/20))
+		if got.Stall == nil || !got.Stall.HasTimes {
+			t.Fatalf("request %d behind the wait for a CPU: breakdown %+v, want its times", k, got.Stall)
+		}
+		b := got.Stall.Budget(got.LatNs)
+		if b.Total() != got.LatNs {
+			t.Errorf("request %d: budget %v sums to %d ns, want its %d", k, b, b.Total(), got.LatNs)
+		}
+		wait := 30*ms - 4*k*ms // inside the exchange it waited behind
+		wantRunq := uint64(float64(wait) / float64(30*ms) * float64(29*ms))
+		if r := b[stall.PartOf(stall.RunqWait)]; diff(int(r), int(wantRunq)) > 1000 {
+			t.Errorf("request %d: runq_wait %d ns, want about %d: budget %v", k, r, wantRunq, b)
+		}
+		if c := b[stall.PartOnCPU]; c < ms/20 {
+			t.Errorf("request %d: on_cpu %d ns, want its own 0.05 ms at least: budget %v", k, c, b)
+		}
+		next += ms / 5
+	}
+
+	x = NewAssembler()
+	at, _ = onSchedule(x, 1000*ms)
+	handOn(x, 1, at, at+30*ms, &stall.RequestStall{}) // its thread's times not read
+	next = at + 30*ms + ms/10
+	got := handOn(x, 1, next, next+ms/10, timed(0, ms/20))
+	if got.Stall == nil || got.Stall.HasTimes {
+		t.Fatalf("behind an exchange not split: breakdown %+v, want no times", got.Stall)
+	}
+	// The 0.1 ms of its wait after that exchange ended is the client's.
+	if b := got.Stall.Budget(got.LatNs); b[stall.PartUnsplit] != got.LatNs-ms/10 || b[stall.PartHeldUp] != ms/10 {
+		t.Errorf("behind an exchange not split: budget %v, want all of its %d ns but the 0.1 ms outside it not split", b, got.LatNs)
+	}
+}
+
 // On a 4 ms schedule, an exchange that runs 0.5 ms past when the next
 // request was due, and the next sent 1.2 ms after its reply (its client
 // was slow to send, not only held up): the 0.5 ms it waited behind the
@@ -294,15 +348,16 @@ func diff(a, b int) int {
 }
 
 // A request counted from when it was due keeps its own thread's counters
-// for its budget: its wait's stalls are added to its own, and the rest of
-// the wait it was held up, not time that could not be split (the redis
-// incident's budget was 69% unsplit, most of its requests due-counted),
-// nor time of its own off a CPU.
+// for its budget: its wait behind a frozen exchange is that freeze's, and
+// the rest of its wait, outside any exchange, it was held up: not time
+// that could not be split (the redis incident's budget was 69% unsplit,
+// most of its requests due-counted), nor time of its own off a CPU.
 func TestADueRequestKeepsItsBudget(t *testing.T) {
 	own := &stall.RequestStall{FreezeNs: 2e6, HasTimes: true}
 	own.ByCause[stall.MemcgReclaim] = 2e6
 	own.Times.Ns[stall.TimeCPU] = 1e6
-	inherited := &stall.RequestStall{FreezeNs: 5e6}
+	// 5 ms of its 6 ms wait were behind an exchange frozen all along.
+	inherited := &stall.RequestStall{FreezeNs: 5e6, HasTimes: true, WaitCoveredNs: 5e6}
 	inherited.ByCause[stall.MemcgReclaim] = 5e6
 	r := Record{EndNs: 20e6, LatNs: 4e6, Stall: own}.withWait(6e6, inherited)
 	b := r.Stall.Budget(r.LatNs)
