@@ -38,7 +38,9 @@ const (
 	PartOtherWait
 	// PartUnsplit is time that could not be split: the thread's counters
 	// were not read at both ends (a request handed between threads, a
-	// source or kernel that does not read them).
+	// source or kernel that does not read them), or the request was
+	// counted from when it was due and no exchange whose counters were
+	// read covers that wait (RequestStall.UnsplitNs).
 	PartUnsplit
 	NumParts
 )
@@ -57,8 +59,9 @@ var partNames = [NumParts - Part(NumCauses)]struct{ name, words, advice string }
 	{"disk_io", "disk I/O wait", "the serving threads waited for block I/O: look at the device (iostat -x: utilisation, await) and at what the requests read (a cache or buffer pool too small for the working set)"},
 	{"other_wait", "other waits off CPU (locks, sleeps, another thread, the network)",
 		"the serving threads waited off a CPU for something else: a lock, another thread, a sleep or the network; their stacks (--stacks-min) say which"},
-	{"unsplit", "not split (the thread's counters were not read at both ends)",
-		"the requests' time was not split: time them on a kernel with bpf_task_from_pid (6.2+) and sock_send_length (6.3+), or with --latency-uprobe on the request handler"},
+	{"unsplit", "not split (no counters of the serving thread cover it)",
+		"the requests' time was not split: time them on a kernel with bpf_task_from_pid (6.2+) and sock_send_length (6.3+), or with --latency-uprobe on the request handler" +
+			" (time a request is counted from when it was due, before it arrived, is split only behind exchanges that were)"},
 }
 
 // Advice is what to do when the part holds the slow requests' time.
@@ -116,9 +119,10 @@ type Budget [NumParts]uint64
 // stalls (st, nil if not known) first, then from the thread's counters
 // (tt, nil if not read at both ends) its wait for a CPU, its time on one
 // and its wait for I/O, each outside the stalls; what is left was spent
-// off a CPU otherwise. Counters that claim more than the request had
-// (a CPU's tick not yet counted at the start, a wait begun before it) are
-// cut in proportion, so the parts always sum to latNs.
+// off a CPU otherwise, but for time the counters do not cover
+// (st.UnsplitNs), which is not split. Counters that claim more than the
+// request had (a CPU's tick not yet counted at the start, a wait begun
+// before it) are cut in proportion, so the parts always sum to latNs.
 func NewBudget(latNs uint64, st *RequestStall, tt *TaskTimes) Budget {
 	var b Budget
 	if st == nil {
@@ -133,6 +137,9 @@ func NewBudget(latNs uint64, st *RequestStall, tt *TaskTimes) Budget {
 		b[PartUnsplit] = left - runq
 		return b
 	}
+	unsplit := min(st.UnsplitNs, left)
+	left -= unsplit
+	b[PartUnsplit] = unsplit
 	outside := func(t Time) uint64 { return tt.Ns[t] - min(tt.InStallNs[t], tt.Ns[t]) }
 	runq, cpu, io := outside(TimeRunq), outside(TimeCPU), outside(TimeIO)
 	if sum := runq + cpu + io; sum > left {

@@ -48,6 +48,14 @@ func TestBudgetSplitsARequest(t *testing.T) {
 		// before it) are cut in proportion.
 		{"counters over the request", 10 * ms, withTimes(stalls(4*ms, map[Cause]uint64{DirectReclaim: 4 * ms}), 2*ms, 10*ms, 0, [NumTimes]uint64{}),
 			map[Part]uint64{PartOf(DirectReclaim): 4 * ms, PartOnCPU: 1 * ms, PartOf(RunqWait): 5 * ms}},
+		// Counted from when it was due, 12 ms before it arrived, of which
+		// 10 no counters cover: not split; the disk's 15 ms are its own
+		// and the wait's share of the exchange it waited behind.
+		{"a wait before it arrived", 30 * ms, func() *RequestStall {
+			st := withTimes(stalls(0, nil), 1*ms, 1*ms, 15*ms, [NumTimes]uint64{})
+			st.UnsplitNs = 10 * ms
+			return st
+		}(), map[Part]uint64{PartOnCPU: 1 * ms, PartOf(RunqWait): 1 * ms, PartDiskIO: 15 * ms, PartUnsplit: 10 * ms, PartOtherWait: 3 * ms}},
 	} {
 		b := tc.st.Budget(tc.lat)
 		var want Budget
@@ -80,6 +88,7 @@ func TestBudgetSumsToTheRequest(t *testing.T) {
 				st.Times.InStallNs[i] = r.Uint64N(lat + 1)
 			}
 			st.HasTimes = true
+			st.UnsplitNs = r.Uint64N(2*lat + 1)
 		}
 		if b := st.Budget(lat); b.Total() != lat {
 			t.Fatalf("%+v in %d ns: parts %v sum to %d", st, lat, b, b.Total())

@@ -83,6 +83,11 @@ type RequestStall struct {
 	// the rest of its time by.
 	Times    TaskTimes
 	HasTimes bool
+	// UnsplitNs is time in the request that no thread's counters account
+	// for: of a wait before it arrived, counted from when it was due
+	// (internal/latency/exchange), what no earlier exchange on its
+	// connection with its counters read covers, less the stalls in it.
+	UnsplitNs uint64
 }
 
 // Budget is where the request of latNs went in the thread that served it

@@ -49,6 +49,9 @@ const (
 	// stalledKept is how many of a connection's latest exchanges that
 	// stalled are kept, to charge a wait behind them to their causes.
 	stalledKept = 8
+	// recentKept is how many of its latest exchanges are kept to split
+	// the rest of such a wait as their own time was split.
+	recentKept  = 8
 	resortEvery = 4
 )
 
@@ -69,11 +72,21 @@ type pace struct {
 	newGaps     int
 	stalled     [stalledKept]stalledExchange
 	nextStalled int
+	recent      [recentKept]recentExchange
+	nextRecent  int
 }
 
 type stalledExchange struct {
 	startNs, endNs uint64
 	st             *stall.RequestStall
+}
+
+// recentExchange is an exchange as its serving thread's counters split
+// it: its freeze, and its task times outside it (hasTimes: they were read).
+type recentExchange struct {
+	startNs, endNs, freezeNs uint64
+	outside                  [stall.NumTimes]uint64
+	hasTimes                 bool
 }
 
 // schedule says whether the connection's requests come on a schedule:
@@ -163,6 +176,7 @@ func (p *pace) dueWait(s Record) (waitNs uint64, inherited *stall.RequestStall) 
 	switch {
 	case due < start && (start-due <= maxBacklogNs || frozenThrough(inherited, start-due)):
 		waitNs = start - due
+		p.timesIn(due, start, inherited)
 	case due < start: // a backlog too long to be a freeze
 		p.forget()
 		due, inherited = start, nil
@@ -179,7 +193,46 @@ func (p *pace) dueWait(s Record) (waitNs uint64, inherited *stall.RequestStall) 
 		p.stalled[p.nextStalled] = stalledExchange{start, s.EndNs, s.Stall}
 		p.nextStalled = (p.nextStalled + 1) % stalledKept
 	}
+	p.keepRecent(s)
 	return waitNs, inherited
+}
+
+// keepRecent keeps exchange s, as measured, among the connection's latest.
+func (p *pace) keepRecent(s Record) {
+	e := recentExchange{startNs: s.StartNs(), endNs: s.EndNs}
+	if st := s.Stall; st != nil {
+		e.freezeNs, e.hasTimes = st.FreezeNs, st.HasTimes
+		for k := range e.outside {
+			e.outside[k] = st.Times.Ns[k] - min(st.Times.InStallNs[k], st.Times.Ns[k])
+		}
+	}
+	p.recent[p.nextRecent] = e
+	p.nextRecent = (p.nextRecent + 1) % recentKept
+}
+
+// timesIn splits the rest of a wait from fromNs to toNs, whose stalls st
+// already holds, as the connection's latest exchanges' own counters split
+// their time: each one's task times outside its stalls, pro rata of its
+// time inside the wait (a request queued behind one waited for what that
+// one waited for, the disk as much as a freeze); what of the wait no
+// exchange with its counters read covers, less its stalls, is not split.
+func (p *pace) timesIn(fromNs, toNs uint64, st *stall.RequestStall) {
+	var covered, coveredFreeze uint64
+	for _, e := range p.recent {
+		lo, hi := max(e.startNs, fromNs), min(e.endNs, toNs)
+		if !e.hasTimes || hi <= lo || e.endNs <= e.startNs {
+			continue
+		}
+		share := float64(hi-lo) / float64(e.endNs-e.startNs)
+		for k, ns := range e.outside {
+			st.Times.Ns[k] += uint64(share * float64(ns))
+		}
+		covered += hi - lo
+		coveredFreeze += uint64(share * float64(e.freezeNs))
+	}
+	span := toNs - fromNs
+	rest := span - min(st.FreezeNs, span)
+	st.UnsplitNs += rest - min(covered-min(coveredFreeze, covered), rest)
 }
 
 // frozenThrough says whether the server was frozen for at least half of
@@ -207,12 +260,17 @@ func (p *pace) idleStalls(s Record) (gap stall.RequestStall) {
 	return gap
 }
 
-// add adds b's stalls to a's.
+// add adds b's stalls to a's, and its task times and time not split.
 func add(a, b *stall.RequestStall) {
 	for c := range a.ByCause {
 		a.ByCause[c] += b.ByCause[c]
 	}
 	a.FreezeNs += b.FreezeNs
+	for k := range a.Times.Ns {
+		a.Times.Ns[k] += b.Times.Ns[k]
+		a.Times.InStallNs[k] += b.Times.InStallNs[k]
+	}
+	a.UnsplitNs += b.UnsplitNs
 }
 
 // scaledTo is st scaled down so that its freeze is no more than ns.
@@ -248,15 +306,19 @@ func (p *pace) stallsIn(fromNs, toNs uint64) *stall.RequestStall {
 }
 
 // withWait is r counted from when it was due, waitNs before it arrived,
-// with what stalled in that wait added to its own breakdown.
+// with what stalled in that wait, and how the rest of it was split
+// (timesIn), added to its own breakdown; its budget is split by its own
+// counters where they were read, the wait's share with them.
 func (r Record) withWait(waitNs uint64, inherited *stall.RequestStall) Record {
 	if r.Stall == nil && inherited.FreezeNs == 0 {
 		r.LatNs += waitNs // nothing is known of its own stalls, nor did any come before
 		return r
 	}
 	st := inherited
+	st.HasTimes = false
 	if r.Stall != nil {
 		add(st, r.Stall)
+		st.HasTimes = r.Stall.HasTimes
 	}
 	r.LatNs += waitNs
 	r.Stall = st

@@ -72,6 +72,57 @@ func TestPacedConnectionCountsRequestsFromWhenDue(t *testing.T) {
 	}
 }
 
+// diskBound is an exchange's breakdown where its thread's counters were
+// read: of lat, 90% waiting for the disk and 5% on a CPU.
+func diskBound(lat uint64) *stall.RequestStall {
+	st := &stall.RequestStall{HasTimes: true}
+	st.Times.Ns[stall.TimeIO], st.Times.Ns[stall.TimeCPU] = lat*9/10, lat/20
+	return st
+}
+
+// The freeze of TestPacedConnectionCountsRequestsFromWhenDue, but no
+// memory stall: the exchange waited 27 ms of its 30 for the disk, and
+// every exchange's counters were read. The requests queued behind it
+// waited for what it waited for: each one's budget is the disk's, as
+// its own time was, and only the gaps between the exchanges it waited
+// behind (0.1 ms each) are not split. Before, a request counted from
+// when it was due lost its own counters too, and was all "not split".
+func TestAWaitBehindADiskBoundExchangeIsSplitAsItsTime(t *testing.T) {
+	x := NewAssembler()
+	at := 1000 * ms
+	for range 20 {
+		handOn(x, 1, at, at+ms/5, diskBound(ms/5))
+		at += 4 * ms
+	}
+	handOn(x, 1, at, at+30*ms, diskBound(30*ms))
+	next := at + 30*ms + ms/10
+	for k := uint64(1); k <= 7; k++ {
+		got := handOn(x, 1, next, next+ms/10, diskBound(ms/10))
+		if want := next + ms/10 - (at + 4*k*ms); got.LatNs != want {
+			t.Fatalf("request %d behind the slow exchange: %v ns, want %v (from when it was due)", k, got.LatNs, want)
+		}
+		b, gaps := got.Stall.Budget(got.LatNs), k*ms/10
+		if b[stall.PartUnsplit] > gaps+1000 {
+			t.Errorf("request %d: %d ns not split, want the %d ns of gaps between the exchanges it waited behind", k, b[stall.PartUnsplit], gaps)
+		}
+		if disk := b[stall.PartDiskIO]; disk < (got.LatNs-gaps)*88/100 {
+			t.Errorf("request %d: %d of its %d ns waiting for the disk, want 90%% of all but the gaps: %v", k, disk, got.LatNs, b)
+		}
+		next += ms / 5
+	}
+	// Behind an exchange whose counters were not read, the wait is not split.
+	at = next + 4*ms
+	handOn(x, 1, at, at+30*ms, nil)
+	next = at + 30*ms + ms/10
+	got := handOn(x, 1, next, next+ms/10, diskBound(ms/10))
+	if got.LatNs <= ms {
+		t.Fatalf("the request behind the unsplit exchange: %d ns, not counted from when it was due", got.LatNs)
+	}
+	if b := got.Stall.Budget(got.LatNs); b[stall.PartUnsplit] < got.LatNs-ms/10 {
+		t.Errorf("behind an exchange not split: %v, want all but its own 0.1 ms not split", b)
+	}
+}
+
 // On a 4 ms schedule, an exchange that runs 0.5 ms past when the next
 // request was due, and the next sent 1.2 ms after its reply (its client
 // was slow to send, not only held up): the 0.5 ms it waited behind the
