@@ -8,13 +8,17 @@ package main
 // memory management was still the likely cause, from PSI that was other
 // processes'; the queries were waiting on the disk.
 //
-// Ground truth by construction, on any host: the table is six times the
-// buffer pool and is read at uniformly random rows, so most point selects
-// read a 16 KiB page; O_DIRECT keeps the page cache out, so each read goes
-// to the disk; the throttle lets 256 such reads a second through, fewer
-// than the 300 selects asked for, so the disk is saturated and each select
-// waits for the reads queued before its own (16 connections: about 60 ms),
-// not for a CPU or a lock. No memory cgroup above mariadbd has a limit.
+// Ground truth by construction, on any host: the table is about six
+// times the buffer pool and is read at uniformly random rows, so most
+// point selects read a 16 KiB page; O_DIRECT keeps the page cache out, so
+// each read goes to the disk; the throttle lets 256 such reads a second
+// through, fewer than the 300 selects asked for, so the disk is saturated
+// and each select waits for the reads queued before its own (16
+// connections: about 60 ms), not for a CPU or a lock. No memory cgroup
+// above mariadbd has a limit.
+// The incident's PSI was other processes': here a bystander, no process
+// of mariadbd's, thrashes in a memory cgroup of its own on a disk of its
+// own, so that PSI counts memory stall machine-wide in every window.
 
 import (
 	"fmt"
@@ -23,8 +27,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
@@ -54,6 +61,7 @@ type diskSummary struct {
 	} `json:"headline"`
 	Spikes      []struct{} `json:"spikes"`
 	Correlation *struct {
+		PSINs       uint64     `json:"uncovered_psi_ns"`
 		ExplainedBy []string   `json:"explained_by"`
 		PartlyBy    []string   `json:"partly_explained_by"`
 		Conclusion  string     `json:"conclusion"`
@@ -87,6 +95,7 @@ func TestSlowQueriesWaitingOnTheDiskAreDiskIO(t *testing.T) {
 		t.Fatalf("the table's file: %v, %v; want at least four buffer pools", fi, err)
 	}
 	testutil.SlowReads(t, mnt, diskReadBps)
+	bystanderThrashes(t)
 
 	for i := range diskRuns {
 		nt := startAttach(t, "--pid", strconv.Itoa(pid), "--slo", "10ms", "--json", "--window", "1s", "--duration", "60s")
@@ -107,9 +116,10 @@ func TestSlowQueriesWaitingOnTheDiskAreDiskIO(t *testing.T) {
 }
 
 // checkDiskRun checks run i: the disk was read (reads pages in the
-// run); the spikes' slow requests' time went mostly to disk I/O wait, in
-// the JSON summary and in the verdict's opening; no memory cause explains
-// them, and memory is not called the likely cause.
+// run), and PSI counted the bystander's memory stall in the spikes'
+// windows; the spikes' slow requests' time went mostly to disk I/O wait,
+// in the JSON summary and in the verdict's opening; no memory cause
+// explains them, and memory is not called the likely cause.
 func checkDiskRun(t *testing.T, i int, s *diskSummary, reads uint64) {
 	t.Helper()
 	if reads < diskLoadSecond*diskReadBps/(16<<10)/2 {
@@ -125,6 +135,9 @@ func checkDiskRun(t *testing.T, i int, s *diskSummary, reads uint64) {
 	}
 	t.Logf("run %d: %d pages read, %d spikes, budget [%s], partly explained by %v: %s", i, reads, len(s.Spikes),
 		strings.Join(figures, ", "), c.PartlyBy, c.Conclusion)
+	if c.PSINs < 100e6 {
+		t.Errorf("run %d: PSI counted %d ns of memory stall in the spikes' windows: the bystander did not thrash", i, c.PSINs)
+	}
 	if len(s.Spikes) < 3 {
 		t.Errorf("run %d: %d spikes; the disk held every select past the 10 ms SLO", i, len(s.Spikes))
 	}
@@ -138,9 +151,70 @@ func checkDiskRun(t *testing.T, i int, s *diskSummary, reads uint64) {
 			t.Errorf("run %d: no memory limit anywhere, and the spikes are explained by %s: %s", i, name, c.Conclusion)
 		}
 	}
-	for _, text := range []string{c.Conclusion, s.Headline.Verdict, s.Headline.Next} {
-		if strings.Contains(text, "memory management is still the likely cause") {
-			t.Errorf("run %d: memory is called the likely cause: %s", i, text)
+	if text := strings.Join([]string{c.Conclusion, s.Headline.Verdict, s.Headline.Next}, "\n"); strings.Contains(text, "memory management is still the likely cause") {
+		t.Errorf("run %d: memory is called the likely cause:\n%s", i, text)
+	}
+}
+
+// bystanderThrashes starts a reader that is none of mariadbd's and
+// thrashes until the test ends: testdata/thrash.c re-reading a 160 MiB
+// file at random in a 128 MiB memory cgroup, on a disk of its own whose
+// reads are held to 20 MB/s, after two passes at full speed that mark its
+// pages as its working set (TestThrashingMatchesPSI's set-up). Its refaults
+// are memory stall that PSI counts machine-wide, about half of each second.
+func bystanderThrashes(t *testing.T) {
+	t.Helper()
+	_, err := exec.LookPath("gcc")
+	testutil.RequireFeature(t, err == nil, "gcc not installed (make deps installs it)")
+	reader := filepath.Join(t.TempDir(), "thrash")
+	if out, err := exec.Command("gcc", "-O1", "-o", reader, "testdata/thrash.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	disk := testutil.SlowDisk(t, 1<<30, 1<<30)
+	file := filepath.Join(disk, "data")
+	writeRandomFile(t, file, 160<<20)
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Out of the cache (the writer's pages are charged to the test's own
+	// cgroup), without dropping the rest of the machine's.
+	err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := testutil.MemcgCgroup(t, "numatrace-e2e-disk-bystander", 128<<20)
+	inCgroup := `echo $$ > "$1/cgroup.procs" && shift && exec "$@"`
+	const pages = 160 << 20 / 4096
+	for warmed, deadline := 0, time.Now().Add(time.Minute); warmed < 2*pages; {
+		out, err := exec.Command("sh", "-c", inCgroup, "sh", cg, reader, file, "2").CombinedOutput()
+		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(string(out)), " reads"))
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			t.Fatalf("warming the bystander's cgroup up: %v: %s (%d reads of two passes' %d in a minute)", err, out, warmed, 2*pages)
+		}
+		warmed += n
+	}
+	testutil.SlowReads(t, disk, 20<<20)
+	cmd := exec.Command("sh", "-c", inCgroup, "sh", cg, reader, file, "3600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Until PSI counts it: the refaults of pages read back soon after
+	// their eviction are thrashing once the kernel has marked them as the
+	// working set, which takes it a few passes.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		before := psiSome(t, "/proc/pressure/memory")
+		time.Sleep(time.Second)
+		grew := psiSome(t, "/proc/pressure/memory") - before
+		t.Logf("bystander: PSI some grew %v in a second", grew)
+		if grew >= 300*time.Millisecond {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bystander does not thrash: PSI grew %v in its last second", grew)
 		}
 	}
 }
