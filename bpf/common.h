@@ -53,6 +53,12 @@ const volatile __u32 cfg_request_stalls = 0;
 /* ...and its task times (enum task_time) inside its stalls, for the
  * requests' budgets: the loader sets it with cfg_request_stalls. */
 const volatile __u32 cfg_request_times = 0;
+/* ...and the sched_switch program times each traced thread's I/O waits
+ * (sched.bpf.c: io_wait), which TIME_IO reads: delay accounting's
+ * blkio_delay is not kept right on kernels that dequeue a sleeping task
+ * late (DELAY_DEQUEUE, 6.12+). Set with the run-queue job, where task
+ * storage is. */
+const volatile __u32 cfg_io_wait = 0;
 /* The causes that are not memory management's (1 << cause each), left out
  * of a thread's freeze total: the loader sets it from the Go cause table
  * (stall.Descriptor.NotMemory), the one place that says so. */
@@ -159,6 +165,11 @@ struct task_pendings {
 	 * first, on the cache line of the storage's own header, which the
 	 * lookup reads: every switch-in of a traced thread reads it. */
 	__u64 run_delay_seen;
+	/* cfg_io_wait: the runqueue clock as the thread went to sleep
+	 * waiting for I/O (in_iowait), and its run_delay then; 0: it did
+	 * not. Read as it gets a CPU back, beside run_delay_seen. */
+	__u64 io_since;
+	__u64 io_run_delay;
 	struct pending slot[SLOT_MAX];
 };
 
@@ -457,16 +468,33 @@ static __always_inline void stall_count(__u32 tgid, __u32 tid, __u32 cause, stru
 }
 
 /*
+ * Task t's (thread tid's) I/O wait so far: the sched_switch program's
+ * (cfg_io_wait), else delay accounting's, which counts only with
+ * kernel.task_delayacct on (0 without it), and on kernels with
+ * DELAY_DEQUEUE (6.12+) misses waits and adds stale ones: a sleeping task
+ * dequeued late is stamped in whichever task's context that happens.
+ */
+static __always_inline __u64 task_io_ns(struct task_struct *t, __u32 tid)
+{
+	if (cfg_io_wait) {
+		struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+		return ts ? ts->io_wait_ns : 0;
+	}
+	return BPF_CORE_READ(t, delays, blkio_delay);
+}
+
+/*
  * Reads task t's times (enum task_time) into out. The scheduler adds to
  * sum_exec_runtime at each tick and switch, and to run_delay as a wait
  * ends: a thread on a CPU now may have up to a tick more than it says.
- * blkio_delay counts only with kernel.task_delayacct on (0 without it).
+ * An I/O wait counts as the thread gets a CPU back (task_io_ns).
  */
 static __always_inline void task_times(struct task_struct *t, __u64 *out)
 {
 	out[TIME_CPU] = BPF_CORE_READ(t, se.sum_exec_runtime);
 	out[TIME_RUNQ] = BPF_CORE_READ(t, sched_info.run_delay);
-	out[TIME_IO] = BPF_CORE_READ(t, delays, blkio_delay);
+	out[TIME_IO] = task_io_ns(t, BPF_CORE_READ(t, pid));
 }
 
 /* The current thread's times into out. */
@@ -502,6 +530,26 @@ static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, b
 				ts->in_stall[i] += in[i];
 		}
 	}
+}
+
+/*
+ * Adds an I/O wait of thread tid, which is getting a CPU back (the
+ * sched_switch program runs in the thread that leaves): it does not run
+ * until the switch is done, so its entry has no other writer.
+ */
+static __always_inline void thread_io_add(__u32 tid, __u64 ns)
+{
+	if (!cfg_io_wait || !ns)
+		return;
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+	if (!ts) {
+		bpf_map_update_elem(&thread_stalls, &tid, &thread_stall_zero, BPF_NOEXIST);
+		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+		if (!ts)
+			return;
+	}
+	ts->io_wait_ns += ns;
 }
 
 /* Adds one whole stall of the current thread; in as thread_stall_add's. */

@@ -200,9 +200,11 @@ struct child_total {
 /*
  * A thread's time as the kernel counts it for every task: on a CPU
  * (se.sum_exec_runtime), runnable and waiting for one (sched_info.run_delay),
- * and waiting for block I/O (delay accounting's blkio_delay, with
- * kernel.task_delayacct on). A timed request reads them at its two ends:
- * with its stalls, where its time went.
+ * and waiting for block I/O: asleep in io_schedule (in_iowait), timed by
+ * the sched_switch program where it runs (cfg_io_wait: thread_stall's
+ * io_wait_ns), else delay accounting's blkio_delay (kernel.task_delayacct).
+ * A timed request reads them at its two ends: with its stalls, where its
+ * time went.
  */
 enum task_time {
 	TIME_CPU = 0,
@@ -222,6 +224,9 @@ enum task_time {
 struct thread_stall {
 	__u64 ns[CAUSE_MAX + 1];
 	__u64 in_stall[TIME_MAX];
+	/* cfg_io_wait: the thread's I/O wait so far (TIME_IO), each wait
+	 * added as the thread gets a CPU back (sched.bpf.c: io_wait) */
+	__u64 io_wait_ns;
 };
 
 /* Bits in lat_sample.flags. */

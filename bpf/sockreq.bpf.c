@@ -119,7 +119,7 @@ static __always_inline bool tid_times(__u32 tid, __u64 *out)
 		return false;
 	out[TIME_CPU] = t->se.sum_exec_runtime;
 	out[TIME_RUNQ] = t->sched_info.run_delay;
-	out[TIME_IO] = BPF_CORE_READ(t, delays, blkio_delay);
+	out[TIME_IO] = task_io_ns(t, tid);
 	bpf_task_release(t);
 	return true;
 }

@@ -18,6 +18,10 @@ have redis-server || need+=(redis-server) # the real-server correlation test
 have nginx || need+=(nginx)
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && have pgbench || need+=(postgresql)
 have wrk || need+=(wrk)
+# The disk I/O budget's test: MariaDB's InnoDB reading a throttled disk
+# under sysbench's point selects.
+PATH=$PATH:/usr/sbin:/sbin have mariadbd || need+=(mariadb-server)
+have sysbench || need+=(sysbench)
 have tmux || need+=(tmux)                 # drives the TUI in a real terminal in tests
 have curl || need+=(curl)                 # fetches serve's stall profile in tests
 # The redis incident's hog writes to a throttled loop device (testutil.SlowDisk).
@@ -37,7 +41,7 @@ if ((${#need[@]})); then
 	echo "install-deps: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	# Install servers (redis, prometheus, nginx, postgresql) without starting their daemons:
+	# Install servers (redis, prometheus, nginx, postgresql, mariadb) without starting their daemons:
 	# the tests start their own, on ports of their choosing.
 	policy=/usr/sbin/policy-rc.d
 	if [[ ! -e $policy ]]; then

@@ -255,12 +255,6 @@ type redisWindow struct {
 	slowNs, budgetNs uint64
 }
 
-// budgetPart is one part of a budget in the JSON summary.
-type budgetPart struct {
-	Part  string  `json:"part"`
-	Ns    uint64  `json:"ns"`
-	Share float64 `json:"share"`
-}
 
 func (r *redisRun) spikeAt(index uint64) *redisSpike {
 	for i := range r.Spikes {

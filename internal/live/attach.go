@@ -216,7 +216,9 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	}
 	sampler, closePSI := pressureSampler(tgt, fe.warn)
 	defer closePSI()
-	if a.requestStalls() && a.Latency.Mode != source.ModeOff {
+	// The budgets' disk I/O wait: timed by the tracer where it can
+	// (IOWaitTimed), else read from delay accounting, on for the run.
+	if a.requestStalls() && a.Latency.Mode != source.ModeOff && !tr.IOWaitTimed() {
 		defer delayAccounting(fe.warn)()
 	}
 	cgroup := openMemoryCgroup(tgt, fe.warn)

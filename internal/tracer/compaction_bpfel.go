@@ -61,6 +61,8 @@ type compactionPendingKey struct {
 type compactionTaskPendings struct {
 	_            structs.HostLayout
 	RunDelaySeen uint64
+	IoSince      uint64
+	IoRunDelay   uint64
 	Slot         [9]compactionPending
 }
 
@@ -75,9 +77,10 @@ type compactionThreadCounts struct {
 }
 
 type compactionThreadStall struct {
-	_       structs.HostLayout
-	Ns      [13]uint64
-	InStall [3]uint64
+	_        structs.HostLayout
+	Ns       [13]uint64
+	InStall  [3]uint64
+	IoWaitNs uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -106,6 +109,7 @@ const (
 	compactionVarCfgFilterMode        = "cfg_filter_mode"
 	compactionVarCfgFilterTgid        = "cfg_filter_tgid"
 	compactionVarCfgFilterTid         = "cfg_filter_tid"
+	compactionVarCfgIoWait            = "cfg_io_wait"
 	compactionVarCfgMemstall          = "cfg_memstall"
 	compactionVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
 	compactionVarCfgMemstallSiteStart = "cfg_memstall_site_start"
@@ -203,6 +207,7 @@ type compactionVariableSpecs struct {
 	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.VariableSpec `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
@@ -287,6 +292,7 @@ type compactionVariables struct {
 	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.Variable `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`

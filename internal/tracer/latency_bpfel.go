@@ -61,6 +61,8 @@ type latencyPendingKey struct {
 type latencyTaskPendings struct {
 	_            structs.HostLayout
 	RunDelaySeen uint64
+	IoSince      uint64
+	IoRunDelay   uint64
 	Slot         [9]latencyPending
 }
 
@@ -75,9 +77,10 @@ type latencyThreadCounts struct {
 }
 
 type latencyThreadStall struct {
-	_       structs.HostLayout
-	Ns      [13]uint64
-	InStall [3]uint64
+	_        structs.HostLayout
+	Ns       [13]uint64
+	InStall  [3]uint64
+	IoWaitNs uint64
 }
 
 type latencyTimedReq struct {
@@ -118,6 +121,7 @@ const (
 	latencyVarCfgFilterMode        = "cfg_filter_mode"
 	latencyVarCfgFilterTgid        = "cfg_filter_tgid"
 	latencyVarCfgFilterTid         = "cfg_filter_tid"
+	latencyVarCfgIoWait            = "cfg_io_wait"
 	latencyVarCfgMemstall          = "cfg_memstall"
 	latencyVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
 	latencyVarCfgMemstallSiteStart = "cfg_memstall_site_start"
@@ -217,6 +221,7 @@ type latencyVariableSpecs struct {
 	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.VariableSpec `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
@@ -305,6 +310,7 @@ type latencyVariables struct {
 	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.Variable `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`

@@ -61,6 +61,8 @@ type numaPendingKey struct {
 type numaTaskPendings struct {
 	_            structs.HostLayout
 	RunDelaySeen uint64
+	IoSince      uint64
+	IoRunDelay   uint64
 	Slot         [9]numaPending
 }
 
@@ -75,9 +77,10 @@ type numaThreadCounts struct {
 }
 
 type numaThreadStall struct {
-	_       structs.HostLayout
-	Ns      [13]uint64
-	InStall [3]uint64
+	_        structs.HostLayout
+	Ns       [13]uint64
+	InStall  [3]uint64
+	IoWaitNs uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -108,6 +111,7 @@ const (
 	numaVarCfgFilterMode        = "cfg_filter_mode"
 	numaVarCfgFilterTgid        = "cfg_filter_tgid"
 	numaVarCfgFilterTid         = "cfg_filter_tid"
+	numaVarCfgIoWait            = "cfg_io_wait"
 	numaVarCfgMemstall          = "cfg_memstall"
 	numaVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
 	numaVarCfgMemstallSiteStart = "cfg_memstall_site_start"
@@ -207,6 +211,7 @@ type numaVariableSpecs struct {
 	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.VariableSpec `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
@@ -291,6 +296,7 @@ type numaVariables struct {
 	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.Variable `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`

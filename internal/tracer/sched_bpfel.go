@@ -66,6 +66,8 @@ type schedPendingKey struct {
 type schedTaskPendings struct {
 	_            structs.HostLayout
 	RunDelaySeen uint64
+	IoSince      uint64
+	IoRunDelay   uint64
 	Slot         [9]schedPending
 }
 
@@ -80,9 +82,10 @@ type schedThreadCounts struct {
 }
 
 type schedThreadStall struct {
-	_       structs.HostLayout
-	Ns      [13]uint64
-	InStall [3]uint64
+	_        structs.HostLayout
+	Ns       [13]uint64
+	InStall  [3]uint64
+	IoWaitNs uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -117,6 +120,7 @@ const (
 	schedVarCfgFilterMode        = "cfg_filter_mode"
 	schedVarCfgFilterTgid        = "cfg_filter_tgid"
 	schedVarCfgFilterTid         = "cfg_filter_tid"
+	schedVarCfgIoWait            = "cfg_io_wait"
 	schedVarCfgMemstall          = "cfg_memstall"
 	schedVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
 	schedVarCfgMemstallSiteStart = "cfg_memstall_site_start"
@@ -220,6 +224,7 @@ type schedVariableSpecs struct {
 	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.VariableSpec `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
@@ -306,6 +311,7 @@ type schedVariables struct {
 	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.Variable `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`

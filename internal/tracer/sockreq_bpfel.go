@@ -85,6 +85,8 @@ type sockreqSockreqConn struct {
 type sockreqTaskPendings struct {
 	_            structs.HostLayout
 	RunDelaySeen uint64
+	IoSince      uint64
+	IoRunDelay   uint64
 	Slot         [9]sockreqPending
 }
 
@@ -99,9 +101,10 @@ type sockreqThreadCounts struct {
 }
 
 type sockreqThreadStall struct {
-	_       structs.HostLayout
-	Ns      [13]uint64
-	InStall [3]uint64
+	_        structs.HostLayout
+	Ns       [13]uint64
+	InStall  [3]uint64
+	IoWaitNs uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -137,6 +140,7 @@ const (
 	sockreqVarCfgFilterMode        = "cfg_filter_mode"
 	sockreqVarCfgFilterTgid        = "cfg_filter_tgid"
 	sockreqVarCfgFilterTid         = "cfg_filter_tid"
+	sockreqVarCfgIoWait            = "cfg_io_wait"
 	sockreqVarCfgMemstall          = "cfg_memstall"
 	sockreqVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
 	sockreqVarCfgMemstallSiteStart = "cfg_memstall_site_start"
@@ -242,6 +246,7 @@ type sockreqVariableSpecs struct {
 	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.VariableSpec `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
@@ -337,6 +342,7 @@ type sockreqVariables struct {
 	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.Variable `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`

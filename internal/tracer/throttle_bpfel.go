@@ -61,6 +61,8 @@ type throttlePendingKey struct {
 type throttleTaskPendings struct {
 	_            structs.HostLayout
 	RunDelaySeen uint64
+	IoSince      uint64
+	IoRunDelay   uint64
 	Slot         [9]throttlePending
 }
 
@@ -75,9 +77,10 @@ type throttleThreadCounts struct {
 }
 
 type throttleThreadStall struct {
-	_       structs.HostLayout
-	Ns      [13]uint64
-	InStall [3]uint64
+	_        structs.HostLayout
+	Ns       [13]uint64
+	InStall  [3]uint64
+	IoWaitNs uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -105,6 +108,7 @@ const (
 	throttleVarCfgFilterMode        = "cfg_filter_mode"
 	throttleVarCfgFilterTgid        = "cfg_filter_tgid"
 	throttleVarCfgFilterTid         = "cfg_filter_tid"
+	throttleVarCfgIoWait            = "cfg_io_wait"
 	throttleVarCfgMemstall          = "cfg_memstall"
 	throttleVarCfgMemstallSiteEnd   = "cfg_memstall_site_end"
 	throttleVarCfgMemstallSiteStart = "cfg_memstall_site_start"
@@ -201,6 +205,7 @@ type throttleVariableSpecs struct {
 	CfgFilterMode        *ebpf.VariableSpec `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.VariableSpec `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.VariableSpec `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.VariableSpec `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.VariableSpec `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.VariableSpec `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.VariableSpec `ebpf:"cfg_memstall_site_start"`
@@ -285,6 +290,7 @@ type throttleVariables struct {
 	CfgFilterMode        *ebpf.Variable `ebpf:"cfg_filter_mode"`
 	CfgFilterTgid        *ebpf.Variable `ebpf:"cfg_filter_tgid"`
 	CfgFilterTid         *ebpf.Variable `ebpf:"cfg_filter_tid"`
+	CfgIoWait            *ebpf.Variable `ebpf:"cfg_io_wait"`
 	CfgMemstall          *ebpf.Variable `ebpf:"cfg_memstall"`
 	CfgMemstallSiteEnd   *ebpf.Variable `ebpf:"cfg_memstall_site_end"`
 	CfgMemstallSiteStart *ebpf.Variable `ebpf:"cfg_memstall_site_start"`

@@ -337,6 +337,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		typesVarCfgTaskStorage:       boolU32(t.taskStorage),
 		typesVarCfgRequestStalls:     boolU32(cfg.RequestStalls),
 		typesVarCfgRequestTimes:      boolU32(cfg.RequestStalls),
+		typesVarCfgIoWait:            boolU32(t.IOWaitTimed()),
 		typesVarCfgNotMemory:         notMemoryMask(),
 		typesVarCfgMultiNode:         boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
 		typesVarCfgTargetCgroup:      cfg.CgroupID,
@@ -669,6 +670,15 @@ func (t *Tracer) switchJobs(cfg Config, kspec *btf.Spec) {
 		t.jiffyNs, _ = nsPerJiffy() // 0: the probe reports why it cannot attach
 	}
 }
+
+// IOWaitTimed says whether the sched_switch program times the traced
+// threads' I/O waits, which the requests' budgets read as their disk I/O
+// wait: with the run-queue job, for requests timed in the kernel, where
+// task storage keeps each thread's wait open. Elsewhere the budgets read
+// delay accounting's, which the kernel keeps only with
+// kernel.task_delayacct on, and keeps wrong from 6.12 on (common.h:
+// task_io_ns).
+func (t *Tracer) IOWaitTimed() bool { return t.runqOn && t.taskStorage && t.cfg.RequestStalls }
 
 // switchProgram is the sched_switch program built for the jobs on: both
 // probes that need it name the same one, which attaches once.

@@ -49,10 +49,10 @@ const (
 	// stalledKept is how many of a connection's latest exchanges that
 	// stalled are kept, to charge a wait behind them to their causes.
 	stalledKept = 8
-	// longKept is how many of its latest exchanges that lasted
-	// queuedGapNs or more (long enough to hold the next request up) are
-	// kept, to split a wait behind them as their own time was split.
-	longKept    = 8
+	// recentKept is how many of its latest exchanges are kept, to split a
+	// wait behind them as their own time was split: the slow one, and the
+	// short ones queued behind it that the next request waited for too.
+	recentKept  = 8
 	resortEvery = 4
 )
 
@@ -73,10 +73,10 @@ type pace struct {
 	newGaps     int
 	stalled     [stalledKept]keptExchange
 	nextStalled int
-	// long are its latest exchanges that could hold the next request
-	// up, stalled or not: what a wait behind them was (timesIn).
-	long     [longKept]keptExchange
-	nextLong int
+	// recent are its latest exchanges, stalled or not: what a wait
+	// behind them was (timesIn).
+	recent     [recentKept]keptExchange
+	nextRecent int
 }
 
 // keptExchange is one of a connection's exchanges as it arrived and ended,
@@ -192,10 +192,8 @@ func (p *pace) dueWait(s Record) (waitNs uint64, inherited *stall.RequestStall) 
 		p.stalled[p.nextStalled] = keptExchange{start, s.EndNs, s.Stall}
 		p.nextStalled = (p.nextStalled + 1) % stalledKept
 	}
-	if s.LatNs >= queuedGapNs {
-		p.long[p.nextLong] = keptExchange{start, s.EndNs, s.Stall}
-		p.nextLong = (p.nextLong + 1) % longKept
-	}
+	p.recent[p.nextRecent] = keptExchange{start, s.EndNs, s.Stall}
+	p.nextRecent = (p.nextRecent + 1) % recentKept
 	return waitNs, inherited
 }
 
@@ -264,17 +262,17 @@ func (p *pace) stallsIn(fromNs, toNs uint64) *stall.RequestStall {
 	return &out
 }
 
-// timesIn is the serving thread's task times in the connection's long
+// timesIn is the serving thread's task times in the connection's recent
 // exchanges between fromNs and toNs, each one's pro rata of its time
 // inside that span, as stallsIn charges their stalls: a request held up
 // behind an exchange that waited for a CPU waited for that CPU too.
 // covered is how much of the span they take. known is false when one of
 // them was not split (its thread's counters were not read at both ends).
-// What of the span no long exchange covers (the client's turnaround, its
+// What of the span no exchange covers (the client's turnaround, its
 // late timer) is in none of the times: the budget says it was held up.
 func (p *pace) timesIn(fromNs, toNs uint64) (t stall.TaskTimes, covered uint64, known bool) {
 	known = true
-	for _, e := range p.long {
+	for _, e := range p.recent {
 		lo, hi := max(e.startNs, fromNs), min(e.endNs, toNs)
 		if hi <= lo || e.endNs <= e.startNs {
 			continue

@@ -366,3 +366,47 @@ func TestADueRequestKeepsItsBudget(t *testing.T) {
 		t.Errorf("budget %v of a request of %d ns counted from when it was due", b, r.LatNs)
 	}
 }
+
+// read: of lat, 90% waiting for the disk and 5% on a CPU.
+func diskBound(lat uint64) *stall.RequestStall {
+	st := &stall.RequestStall{HasTimes: true}
+	st.Times.Ns[stall.TimeIO], st.Times.Ns[stall.TimeCPU] = lat*9/10, lat/20
+	return st
+}
+
+// when it was due lost its own counters too, and was all "not split".
+func TestAWaitBehindADiskBoundExchangeIsSplitAsItsTime(t *testing.T) {
+	x := NewAssembler()
+	at := 1000 * ms
+	for range 20 {
+		handOn(x, 1, at, at+ms/5, diskBound(ms/5))
+		at += 4 * ms
+	}
+	handOn(x, 1, at, at+30*ms, diskBound(30*ms))
+	next := at + 30*ms + ms/10
+	for k := uint64(1); k <= 7; k++ {
+		got := handOn(x, 1, next, next+ms/10, diskBound(ms/10))
+		if want := next + ms/10 - (at + 4*k*ms); got.LatNs != want {
+			t.Fatalf("request %d behind the slow exchange: %v ns, want %v (from when it was due)", k, got.LatNs, want)
+		}
+		b, gaps := got.Stall.Budget(got.LatNs), k*ms/10
+		if b[stall.PartUnsplit] > gaps+1000 {
+			t.Errorf("request %d: %d ns not split, want the %d ns of gaps between the exchanges it waited behind", k, b[stall.PartUnsplit], gaps)
+		}
+		if disk := b[stall.PartDiskIO]; disk < (got.LatNs-gaps)*88/100 {
+			t.Errorf("request %d: %d of its %d ns waiting for the disk, want 90%% of all but the gaps: %v", k, disk, got.LatNs, b)
+		}
+		next += ms / 5
+	}
+	// Behind an exchange whose counters were not read, the wait is not split.
+	at = next + 4*ms
+	handOn(x, 1, at, at+30*ms, nil)
+	next = at + 30*ms + ms/10
+	got := handOn(x, 1, next, next+ms/10, diskBound(ms/10))
+	if got.LatNs <= ms {
+		t.Fatalf("the request behind the unsplit exchange: %d ns, not counted from when it was due", got.LatNs)
+	}
+	if b := got.Stall.Budget(got.LatNs); b[stall.PartUnsplit] < got.LatNs-ms/10 {
+		t.Errorf("behind an exchange not split: %v, want all but its own 0.1 ms not split", b)
+	}
+}
