@@ -467,40 +467,68 @@ static __always_inline void stall_count(__u32 tgid, __u32 tid, __u32 cause, stru
 	}
 }
 
-/*
- * Task t's (thread tid's) I/O wait so far: the sched_switch program's
- * (cfg_io_wait), else delay accounting's, which counts only with
- * kernel.task_delayacct on (0 without it), and on kernels with
- * DELAY_DEQUEUE (6.12+) misses waits and adds stale ones: a sleeping task
- * dequeued late is stamped in whichever task's context that happens.
- */
-static __always_inline __u64 task_io_ns(struct task_struct *t, __u32 tid)
+/* Thread tid's entry in thread_stalls, made if it has none (NULL: the
+ * map is full). */
+static __always_inline struct thread_stall *thread_stall_entry(__u32 tid)
 {
-	if (cfg_io_wait) {
-		struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
 
-		return ts ? ts->io_wait_ns : 0;
-	}
-	return BPF_CORE_READ(t, delays, blkio_delay);
+	if (ts)
+		return ts;
+	bpf_map_update_elem(&thread_stalls, &tid, &thread_stall_zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&thread_stalls, &tid);
 }
 
 /*
- * Reads task t's times (enum task_time) into out. The scheduler adds to
- * sum_exec_runtime at each tick and switch, and to run_delay as a wait
- * ends: a thread on a CPU now may have up to a tick more than it says.
- * An I/O wait counts as the thread gets a CPU back (task_io_ns).
+ * Task t's time on a CPU so far. The scheduler adds to sum_exec_runtime
+ * at ticks and switches only: read while t runs, it can be a tick short
+ * (4 ms at HZ=250), and a request of less, on a CPU throughout, would
+ * read none. So for a running thread (running: t is current, or on a CPU
+ * now) whose last switch-in the sched_switch program noted in ts, it is
+ * what it had then plus the clock since. btf: t is a BTF pointer, whose
+ * fields are plain loads, where a raw_tp or uprobe program's needs a
+ * probe read each.
  */
-static __always_inline void task_times(struct task_struct *t, __u64 *out)
+static __always_inline __u64 task_cpu_ns(struct task_struct *t, const struct thread_stall *ts, bool btf, bool running)
 {
-	out[TIME_CPU] = BPF_CORE_READ(t, se.sum_exec_runtime);
-	out[TIME_RUNQ] = BPF_CORE_READ(t, sched_info.run_delay);
-	out[TIME_IO] = task_io_ns(t, BPF_CORE_READ(t, pid));
+	__u64 sum = btf ? t->se.sum_exec_runtime : BPF_CORE_READ(t, se.sum_exec_runtime);
+
+	if (!running || !ts || !ts->cpu_in_ns)
+		return sum;
+	__u64 now = bpf_ktime_get_ns(), in = ts->cpu_in_ns;
+	__u64 fresh = ts->cpu_in_sum + (now > in ? now - in : 0);
+
+	return fresh > sum ? fresh : sum;
 }
 
-/* The current thread's times into out. */
+/*
+ * Reads task t's counters (enum task_time) into out; ts is its entry in
+ * thread_stalls (NULL: none), running as task_cpu_ns's. The scheduler
+ * adds to run_delay as a wait ends. Its I/O wait so far is the
+ * sched_switch program's (cfg_io_wait), else delay accounting's, which
+ * counts only with kernel.task_delayacct on (0 without it), and on
+ * kernels with DELAY_DEQUEUE (6.12+) misses waits and adds stale ones: a
+ * sleeping task dequeued late is stamped in whichever task's context
+ * that happens. An I/O wait counts as the thread gets a CPU back.
+ */
+static __always_inline void task_counters(struct task_struct *t, const struct thread_stall *ts, bool btf, bool running,
+					  __u64 *out)
+{
+	out[TIME_CPU] = task_cpu_ns(t, ts, btf, running);
+	out[TIME_RUNQ] = btf ? t->sched_info.run_delay : BPF_CORE_READ(t, sched_info.run_delay);
+	if (cfg_io_wait)
+		out[TIME_IO] = ts ? ts->io_wait_ns : 0;
+	else
+		out[TIME_IO] = BPF_CORE_READ(t, delays, blkio_delay);
+}
+
+/* The current thread's counters into out, as a stall opens and closes. */
 static __always_inline void current_times(__u64 *out)
 {
-	task_times((struct task_struct *)bpf_get_current_task(), out);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	task_counters((struct task_struct *)bpf_get_current_task(), bpf_map_lookup_elem(&thread_stalls, &tid), false,
+		      true, out);
 }
 
 /*
@@ -513,14 +541,10 @@ static __always_inline void thread_stall_add(__u32 tid, __u32 cause, __u64 ns, b
 {
 	if (!cfg_request_stalls || cause >= CAUSE_MAX || !ns)
 		return;
-	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+	struct thread_stall *ts = thread_stall_entry(tid);
 
-	if (!ts) {
-		bpf_map_update_elem(&thread_stalls, &tid, &thread_stall_zero, BPF_NOEXIST);
-		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
-		if (!ts)
-			return;
-	}
+	if (!ts)
+		return;
 	ts->ns[cause] += ns;
 	if (!nested && !(cfg_not_memory & (1u << cause))) { /* the freeze total is memory management's */
 		ts->ns[CAUSE_MAX] += ns;
@@ -541,14 +565,10 @@ static __always_inline void thread_io_add(__u32 tid, __u64 ns)
 {
 	if (!cfg_io_wait || !ns)
 		return;
-	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+	struct thread_stall *ts = thread_stall_entry(tid);
 
-	if (!ts) {
-		bpf_map_update_elem(&thread_stalls, &tid, &thread_stall_zero, BPF_NOEXIST);
-		ts = bpf_map_lookup_elem(&thread_stalls, &tid);
-		if (!ts)
-			return;
-	}
+	if (!ts)
+		return;
 	ts->io_wait_ns += ns;
 }
 

@@ -40,11 +40,8 @@ static __always_inline void request_begin(__u64 key, __u32 tid, __u64 now)
 {
 	struct timed_req r = { .start_ns = now, .tid = tid };
 
-	stalls_snapshot(tid, r.stall_ns);
-	if (cfg_request_times) {
-		current_times(r.times);
-		in_stall_snapshot(tid, r.in_stall);
-	}
+	request_start(tid, cfg_request_times ? (struct task_struct *)bpf_get_current_task() : NULL, false, true,
+		      r.stall_ns, r.times, r.in_stall);
 	if (bpf_map_update_elem(&req_start, &key, &r, BPF_ANY))
 		counter_add(COUNTER_LOST_EVENTS, 1); /* full: this request goes untimed */
 }
@@ -71,16 +68,16 @@ static __always_inline void request_end(__u64 key, __u64 now, bool breakdown)
 	s->flags = 0;
 	s->_pad = 0;
 	s->conn = 0; /* no connection: each call is whole as it returns */
-	if (breakdown && cfg_request_stalls && r->tid == tid)
-		s->flags = stalls_since(tid, r->stall_ns, s->stall_ns, NULL);
-	else
-		__builtin_memset(s->stall_ns, 0, sizeof(s->stall_ns));
-	if (breakdown && cfg_request_times && r->tid == tid) {
-		__u64 t[TIME_MAX];
+	if (breakdown && cfg_request_stalls && r->tid == tid) {
+		struct request_end e = { .snap = r->stall_ns, .delta = s->stall_ns,
+					 .times = cfg_request_times ? r->times : NULL, .in = r->in_stall,
+					 .d = s->times_ns, .d_in = s->in_stall_ns };
 
-		current_times(t);
-		s->flags |= times_since(tid, t, r->times, r->in_stall, s->times_ns, s->in_stall_ns);
+		s->flags = request_since(tid, (struct task_struct *)bpf_get_current_task(), false, true, &e);
 	} else {
+		__builtin_memset(s->stall_ns, 0, sizeof(s->stall_ns));
+	}
+	if (!(s->flags & LAT_TIMES)) {
 		__builtin_memset(s->times_ns, 0, sizeof(s->times_ns));
 		__builtin_memset(s->in_stall_ns, 0, sizeof(s->in_stall_ns));
 	}

@@ -15,8 +15,15 @@ struct {
 	__uint(max_entries, 4 << 20);
 } lat_events SEC(".maps");
 
-/* Copies thread tid's stall totals so far into snap (zeros: it has not stalled). */
-static __always_inline void stalls_snapshot(__u32 tid, __u64 *snap)
+/*
+ * At a request's start: thread tid's stall totals into snap and, with t
+ * (its task; NULL not to read them), its task counters (task_counters:
+ * btf and running as its) into times and their part inside its stalls
+ * into in. Zeros where it has no entry in thread_stalls: it has not
+ * stalled. One lookup of that entry an end.
+ */
+static __always_inline void request_start(__u32 tid, struct task_struct *t, bool btf, bool running, __u64 *snap,
+					  __u64 *times, __u64 *in)
 {
 	struct thread_stall *ts = cfg_request_stalls ? bpf_map_lookup_elem(&thread_stalls, &tid) : NULL;
 
@@ -24,15 +31,37 @@ static __always_inline void stalls_snapshot(__u32 tid, __u64 *snap)
 		__builtin_memcpy(snap, ts->ns, sizeof(ts->ns));
 	else
 		__builtin_memset(snap, 0, sizeof(ts->ns));
+	if (!t)
+		return;
+	task_counters(t, ts, btf, running, times);
+#pragma unroll
+	for (int i = 0; i < TIME_MAX; i++)
+		in[i] = ts ? ts->in_stall[i] : 0;
 }
 
+/* What a request's end reads: out of what its start read (request_start),
+ * into its record's fields. times (NULL: not read at the start, or no
+ * task at the end) and the rest of the times go together. */
+struct request_end {
+	const __u64 *snap;   /* stall totals at the start */
+	__u64 *delta;        /* the stalls since */
+	__u64 *totals;       /* the stall totals now (NULL: not wanted) */
+	const __u64 *times;  /* task counters at the start */
+	const __u64 *in;     /* their part inside stalls at the start */
+	__u64 *d;            /* the task counters' growth since */
+	__u64 *d_in;         /* ...and of their part inside stalls */
+};
+
 /*
- * Fills delta with what thread tid stalled since its totals were snap, and
- * totals (unless NULL) with its totals now. Returns LAT_STALLS, or 0 when
- * the totals went back (the LRU evicted the thread's entry and it began
- * again) and the breakdown is unknown.
+ * At a request's end: thread tid's stalls since the start into e->delta
+ * (its totals into e->totals) and, with t and e->times, its task counters'
+ * growth into e->d and e->d_in. One lookup of its entry. Returns
+ * LAT_STALLS, or 0 when the totals went back (the LRU evicted the
+ * thread's entry and it began again) and the breakdown is unknown; with
+ * LAT_TIMES where the counters were read.
  */
-static __always_inline __u32 stalls_since(__u32 tid, const __u64 *snap, __u64 *delta, __u64 *totals)
+static __always_inline __u32 request_since(__u32 tid, struct task_struct *t, bool btf, bool running,
+					    const struct request_end *e)
 {
 	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
 	__u32 flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
@@ -41,44 +70,27 @@ static __always_inline __u32 stalls_since(__u32 tid, const __u64 *snap, __u64 *d
 	for (int i = 0; i <= CAUSE_MAX; i++) {
 		__u64 now_ns = ts ? ts->ns[i] : 0;
 
-		if (ts && now_ns < snap[i])
+		if (ts && now_ns < e->snap[i])
 			flags = 0;
-		delta[i] = ts && now_ns >= snap[i] ? now_ns - snap[i] : 0;
-		if (totals)
-			totals[i] = now_ns;
+		e->delta[i] = ts && now_ns >= e->snap[i] ? now_ns - e->snap[i] : 0;
+		if (e->totals)
+			e->totals[i] = now_ns;
 	}
-	return flags;
-}
+	if (!t)
+		return flags;
+	if (!e->times)
+		return flags;
+	__u64 now[TIME_MAX];
 
-/* Copies thread tid's task times inside its stalls so far into in. */
-static __always_inline void in_stall_snapshot(__u32 tid, __u64 *in)
-{
-	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
-
-	if (ts)
-		__builtin_memcpy(in, ts->in_stall, sizeof(ts->in_stall));
-	else
-		__builtin_memset(in, 0, sizeof(ts->in_stall));
-}
-
-/*
- * The request's task times: what thread tid, whose times are now, spent
- * since they were times and its part inside stalls was in, into d and
- * d_in. Returns LAT_TIMES.
- */
-static __always_inline __u32 times_since(__u32 tid, const __u64 *now, const __u64 *times, const __u64 *in,
-					 __u64 *d, __u64 *d_in)
-{
-	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
-
+	task_counters(t, ts, btf, running, now);
 #pragma unroll
 	for (int i = 0; i < TIME_MAX; i++) {
 		__u64 in_now = ts ? ts->in_stall[i] : 0;
 
-		d[i] = now[i] > times[i] ? now[i] - times[i] : 0;
-		d_in[i] = in_now > in[i] ? in_now - in[i] : 0;
+		e->d[i] = now[i] > e->times[i] ? now[i] - e->times[i] : 0;
+		e->d_in[i] = in_now > e->in[i] ? in_now - e->in[i] : 0;
 	}
-	return LAT_TIMES;
+	return flags | LAT_TIMES;
 }
 
 /* Submits a sample; as event_submit, waking the reader only when much waits. */

@@ -267,6 +267,21 @@ static __always_inline void io_wait(struct task_pendings *tp, __u32 tid, __u64 q
 }
 
 /*
+ * A traced thread gets a CPU: its time on one so far, and when, for a
+ * request's counters read while it runs (common.h: task_cpu_ns). It does
+ * not run until this switch is done, so its entry has no other writer.
+ */
+static __always_inline void cpu_in(struct task_struct *next, __u32 tid)
+{
+	struct thread_stall *ts = thread_stall_entry(tid);
+
+	if (!ts)
+		return;
+	ts->cpu_in_sum = next->se.sum_exec_runtime;
+	ts->cpu_in_ns = bpf_ktime_get_ns();
+}
+
+/*
  * Run-queue wait without a program on wakeups: the scheduler already notes
  * when a task was queued (sched_info.last_queued, in its runqueue's clock,
  * for a woken and for a preempted task alike) and adds the wait to its
@@ -518,6 +533,8 @@ static __always_inline int on_switch_jobs(void *ctx, bool preempt, struct task_s
 			tp = bpf_task_storage_get(&task_pendings, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
 	runq_wait(next, tgid, tid, storage, tp);
+	if (cfg_request_times)
+		cpu_in(next, tid);
 	return 0;
 }
 

@@ -102,26 +102,27 @@ struct sockreq_conn {
 	__u64 in_stall_ns[TIME_MAX];
 	__u32 times_flags;              /* LAT_TIMES when times_ns holds them */
 	__u32 _pad;
+	/* tid's task_struct, as its thread last read or wrote the socket: its
+	 * counters are read from it as a request arrives, in the softirq,
+	 * where the current task is anyone's. An address, not a reference:
+	 * each read checks it is still tid's (serving_task). */
+	__u64 task;
 };
 
-/* The kernel's own task lookup (6.2+): a thread's times read as a request
- * for it arrives, in the softirq, where the current task is anyone's.
- * Called only from the tp_btf programs, which load where it is. */
-extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
-extern void bpf_task_release(struct task_struct *p) __ksym;
-
-/* Reads thread tid's task times into out; false if it cannot be found. */
-static __always_inline bool tid_times(__u32 tid, __u64 *out)
+/*
+ * The serving thread tid's task, read through the address c keeps: NULL
+ * if there is none, or it is no longer tid's (the thread exited, and its
+ * task_struct, freed after an RCU grace period, was reused). No lookup of
+ * the pid and no reference: a request's start reads a few of its fields
+ * with probe reads, which fault safely, and is done.
+ */
+static __always_inline struct task_struct *serving_task(struct sockreq_conn *c, __u32 tid)
 {
-	struct task_struct *t = bpf_task_from_pid(tid);
+	struct task_struct *t = (struct task_struct *)c->task;
 
-	if (!t)
-		return false;
-	out[TIME_CPU] = t->se.sum_exec_runtime;
-	out[TIME_RUNQ] = t->sched_info.run_delay;
-	out[TIME_IO] = task_io_ns(t, tid);
-	bpf_task_release(t);
-	return true;
+	if (!t || BPF_CORE_READ(t, pid) != (pid_t)tid)
+		return NULL;
+	return t;
 }
 
 /* The target's inbound connections, by socket. An LRU: a connection
@@ -282,13 +283,14 @@ static __always_inline void exchange_begin(struct sockreq_conn *c, __u64 now, __
 	c->times_flags = 0;
 	c->flags = 0;
 	if (c->tid && cfg_request_stalls) {
-		stalls_snapshot(c->tid, c->stall_start);
 		c->start_tid = c->tid;
 		c->flags = CONN_STALLS;
-		if (btf && cfg_request_times && tid_times(c->tid, c->times_start)) {
-			in_stall_snapshot(c->tid, c->in_stall_start);
+		struct task_struct *t = cfg_request_times ? serving_task(c, c->tid) : NULL;
+
+		request_start(c->tid, t, false, t && BPF_CORE_READ(t, on_cpu), c->stall_start, c->times_start,
+			      c->in_stall_start);
+		if (t)
 			c->flags |= CONN_TIMES;
-		}
 	}
 }
 
@@ -339,18 +341,26 @@ static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c
 	c->end_ns = end;
 	c->stall_flags = 0;
 	c->times_flags = 0;
-	if ((c->flags & CONN_STALLS) && c->start_tid == tid)
-		c->stall_flags = stalls_since(tid, c->stall_start, c->stall_ns, c->stall_totals);
-	if ((c->flags & CONN_TIMES) && c->start_tid == tid) {
-		__u64 t[TIME_MAX];
-		bool known = true;
+	if ((c->flags & CONN_STALLS) && c->start_tid == tid) {
+		struct request_end e = { .snap = c->stall_start, .delta = c->stall_ns, .totals = c->stall_totals,
+					 .times = c->times_start, .in = c->in_stall_start,
+					 .d = c->times_ns, .d_in = c->in_stall_ns };
+		__u32 flags = 0;
 
-		if (current)
-			current_times(t);
-		else
-			known = btf && tid_times(tid, t);
-		if (known)
-			c->times_flags = times_since(tid, t, c->times_start, c->in_stall_start, c->times_ns, c->in_stall_ns);
+		if (!(c->flags & CONN_TIMES)) {
+			e.times = NULL;
+			flags = request_since(tid, NULL, btf, false, &e);
+		} else if (current && btf) {
+			flags = request_since(tid, bpf_get_current_task_btf(), true, true, &e);
+		} else if (current) {
+			flags = request_since(tid, (struct task_struct *)bpf_get_current_task(), false, true, &e);
+		} else { /* the softirq ends it: the writer's task as it kept it */
+			struct task_struct *t = serving_task(c, tid);
+
+			flags = request_since(tid, t, false, t && BPF_CORE_READ(t, on_cpu), &e);
+		}
+		c->stall_flags = flags & LAT_STALLS;
+		c->times_flags = flags & LAT_TIMES;
 	}
 	exchange_emit(sk, c, start, end, tid, c->flags & CONN_PIPELINED);
 }
@@ -502,6 +512,7 @@ static __always_inline struct sockreq_conn *conn_learn(struct sock *sk)
 static __always_inline void conn_own(struct sock *sk, struct sockreq_conn *c, __u32 tgid, __u32 tid)
 {
 	c->tid = tid;
+	c->task = bpf_get_current_task();
 	c->pid = tgid;
 	__u64 end = c->held_end;
 

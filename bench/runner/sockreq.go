@@ -28,6 +28,13 @@ type socketTiming struct {
 	none, with, bare []float64 // redis requests a second: no numatrace, kernel source, --request-stalls=false
 	hooks            []float64 // redis requests a second with empty programs on the kernel source's hooks
 	nsWith, nsBare   []float64 // sockreq programs' ns per request (bpf_stats)
+	// allWith and allStalls are every program's ns per request (bpf_stats:
+	// the sockreq programs, on_switch, the stall programs), with the
+	// budget and with the stall breakdown but not the budget's counters
+	// (--request-times=false): what the budget adds is allWith's excess,
+	// in the same rounds; it adds to on_switch (a traced thread's
+	// switch-in notes its time on a CPU) as well as to the sockreq programs.
+	allWith, allStalls []float64
 	other, otherNone []float64 // the non-target's seconds, with numatrace on redis and without
 	otherBPF         []float64 // the share of the non-target's run that numatrace's programs ran (bpf_stats)
 	why              string    // not measured: why
@@ -37,6 +44,7 @@ const (
 	socketRounds      = 6
 	socketRequests    = 200000 // per round and test (GET, SET)
 	socketTarget      = 0.97   // redis throughput, of none
+	budgetTarget      = 1.20   // ns per request with the budget, of without it
 	socketOtherTarget = 0.99   // the non-target's speed, of none
 	// redis and its client saturate redisCPU; numatrace runs on
 	// otherCPU, and the non-target on redisCPU with redis idle (not on
@@ -61,10 +69,19 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 		}
 	}
 	for round := 0; round < socketRounds; round++ {
-		for _, mode := range []string{"none", "kernel", "bare", "hooks"} {
+		for _, mode := range []string{"none", "kernel", "bare", "hooks", "stalls"} {
 			// Throughput with bpf_stats off (its clock reads would be
 			// charged to numatrace); then the programs' run time in a run
 			// of its own with it on.
+			if mode == "stalls" { // its run time alone: its throughput is the kernel source's
+				stats, err := socketRound(ctx, c, mode, round, true)
+				if err != nil {
+					return err
+				}
+				ex.socket.allStalls = append(ex.socket.allStalls, stats.all)
+				logf("socket timing round %d (%s): %.0f ns a request in all programs", round+1, mode, stats.all)
+				continue
+			}
 			run, err := socketRound(ctx, c, mode, round, false)
 			if err != nil {
 				return err
@@ -79,6 +96,7 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 				ns = stats.ns
 				if mode == "kernel" {
 					ex.socket.otherBPF = append(ex.socket.otherBPF, stats.otherBPF)
+					ex.socket.allWith = append(ex.socket.allWith, stats.all)
 				}
 			}
 			switch mode {
@@ -105,6 +123,7 @@ func measureSocketTiming(ctx context.Context, c *config, ex *extra) error {
 type socketRun struct {
 	rps      float64 // redis's requests a second
 	ns       float64 // the sockreq programs' ns per request (with stats)
+	all      float64 // every program's
 	other    float64 // the non-target's seconds (none and kernel, without stats)
 	otherBPF float64 // the share of the non-target's run numatrace's programs took (kernel, with stats)
 }
@@ -141,7 +160,7 @@ func socketRound(ctx context.Context, c *config, mode string, round int, stats b
 		os.Remove(ready)
 		nt, err := startProc("numatrace", filepath.Join(c.workdir, "numatrace-socket.log"), io.Discard,
 			"taskset", "-c", otherCPU, c.numatrace, "attach", "--no-tui", "--duration", "10m", "--ready-file", ready, "--pid", strconv.Itoa(pid),
-			"--request-stalls="+strconv.FormatBool(mode == "kernel"))
+			"--request-stalls="+strconv.FormatBool(mode != "bare"), "--request-times="+strconv.FormatBool(mode == "kernel"))
 		if err != nil {
 			return run, err
 		}
@@ -169,16 +188,23 @@ func socketRound(ctx context.Context, c *config, mode string, round int, stats b
 		return run, err
 	}
 	if s != nil && mode != "hooks" {
-		var u usage
+		var u, all usage
 		for id, p := range after {
-			if b := before[id]; strings.HasPrefix(p.Name, "sockreq_") && p.RunCnt >= b.RunCnt {
-				u.add(usage{ns: p.RunTimeNs - b.RunTimeNs, cnt: p.RunCnt - b.RunCnt})
+			b := before[id]
+			if p.RunCnt < b.RunCnt {
+				continue
 			}
+			d := usage{ns: p.RunTimeNs - b.RunTimeNs, cnt: p.RunCnt - b.RunCnt}
+			if strings.HasPrefix(p.Name, "sockreq_") {
+				u.add(d)
+			}
+			all.add(d)
 		}
 		run.ns = float64(u.ns) / (2 * requests)
+		run.all = float64(all.ns) / (2 * requests)
 	}
 	switch {
-	case mode != "bare" && mode != "hooks" && !stats:
+	case mode != "bare" && mode != "hooks" && mode != "stalls" && !stats:
 		run.other, err = timeNonTarget(ctx)
 	case mode == "kernel":
 		run.otherBPF, err = nonTargetBPFShare(ctx)
@@ -253,7 +279,7 @@ func (ex *extra) renderSocketTiming(w io.Writer) {
 	p("")
 	p("## Timing requests on the target's sockets")
 	p("")
-	p("The default latency source of `attach --pid` (`--latency kernel`): redis-server and redis-benchmark sharing CPU %s, which they saturate (GET and SET, 12 connections, %d each), numatrace on CPU %s; %d rounds of nothing attached, numatrace with the kernel source, with it but no per-request stall breakdown (`--request-stalls=false`), and programs that only return on the source's hooks (tcp_probe, sock_send_length, inet_sock_set_state: the floor under any program there), with bpf_stats off. Throughput ratios are the median of the rounds' pairs (the host's speed drifts between rounds by more than the cost). The sockreq programs' run time per request is from bpf_stats in runs of their own (both sides of loopback run them: the client's segments and sends miss, an early return). `dd bs=1 count=8M` (16M syscalls) is a process that is not the target, on CPU %s beside redis idle, with numatrace on redis and without; its ratio too is the median of the rounds' pairs, but a round of it swings ±5%% with the host; the target is judged on the bound that is exact: 1 less the share of its run in which any BPF program ran (bpf_stats, in the kernel source's stats runs).",
+	p("The default latency source of `attach --pid` (`--latency kernel`): redis-server and redis-benchmark sharing CPU %s, which they saturate (GET and SET, 12 connections, %d each), numatrace on CPU %s; %d rounds of nothing attached, numatrace with the kernel source, with it but no per-request stall breakdown (`--request-stalls=false`), with the breakdown but not the budget's counters (`--request-times=false`, run time only), and programs that only return on the source's hooks (tcp_probe, sock_send_length, inet_sock_set_state: the floor under any program there), with bpf_stats off. Throughput ratios are the median of the rounds' pairs (the host's speed drifts between rounds by more than the cost). The sockreq programs' run time per request is from bpf_stats in runs of their own (both sides of loopback run them: the client's segments and sends miss, an early return). `dd bs=1 count=8M` (16M syscalls) is a process that is not the target, on CPU %s beside redis idle, with numatrace on redis and without; its ratio too is the median of the rounds' pairs, but a round of it swings ±5%% with the host; the target is judged on the bound that is exact: 1 less the share of its run in which any BPF program ran (bpf_stats, in the kernel source's stats runs).",
 		redisCPU, socketRequests, otherCPU, socketRounds, redisCPU)
 	p("")
 	if ex.socket.why != "" {
@@ -276,6 +302,9 @@ func (ex *extra) renderSocketTiming(w io.Writer) {
 	p("| without the stall breakdown | %.0f (%.3f of none; rounds %s) | | |", bare, bareRatio, ratios(ex.socket.bare, ex.socket.none))
 	p("| empty programs on the same hooks (the floor) | %.0f (%.3f of none; rounds %s) | | |", median(ex.socket.hooks), pairedRatio(ex.socket.hooks, ex.socket.none), ratios(ex.socket.hooks, ex.socket.none))
 	p("| sockreq programs, ns per request (bpf_stats) | %.0f with the breakdown, %.0f without | | |", median(ex.socket.nsWith), median(ex.socket.nsBare))
+	budget := pairedRatio(ex.socket.allWith, ex.socket.allStalls)
+	p("| the budget (the serving thread's counters at each request's ends, its switch-ins noted): every program's ns per request with it, of without it (`--request-times=false`), same rounds | %.0f of %.0f: %.3f (rounds %s) | ≤ %.2f | %s |",
+		median(ex.socket.allWith), median(ex.socket.allStalls), budget, ratios(ex.socket.allWith, ex.socket.allStalls), budgetTarget, verdict(budget <= budgetTarget))
 	bpfBound := 1 - median(ex.socket.otherBPF)
 	p("| a syscall-heavy non-target's speed, of none, timed | %.3f (rounds %s) | | |", other, ratios(ex.socket.otherNone, ex.socket.other))
 	p("| the same, bounded by numatrace's programs' share of its run (bpf_stats) | ≥ %.4f (%.3f%% of its time) | ≥ %.2f | %s |", bpfBound, 100*median(ex.socket.otherBPF), socketOtherTarget, verdict(bpfBound >= socketOtherTarget))

@@ -27,7 +27,7 @@ var (
 		[]string{"pid", "children", "tid", "cgroup", "pod", "container", "include-self", "duration"}}
 	latencyGroup = flagGroup{"latency (the service's request latency, to find its spikes)",
 		[]string{"latency", "latency-port", "latency-file", "latency-format", "latency-field", "latency-unit",
-			"latency-prom", "latency-metric", "latency-uprobe", "request-stalls", "runq-wait",
+			"latency-prom", "latency-metric", "latency-uprobe", "request-stalls", "request-times", "runq-wait",
 			"slo", "spike-on", "spike-k", "spike-floor"}}
 	tuningGroup = flagGroup{"tuning",
 		[]string{"window", "min-event", "min-stall", "stacks", "stacks-min", "causes", "no-causes",

@@ -71,7 +71,7 @@ func TestThrashingMatchesPSI(t *testing.T) {
 		t.Fatalf("gcc: %v: %s", err, out)
 	}
 	for _, disk := range []struct {
-		name string
+		name   string
 		bps    int64 // reads held to this; 0: the disk's full speed
 		within int64 // numatrace's figure within 1/within of PSI's
 	}{{"a disk held to 20 MB/s", 20 << 20, 10}, {"the disk at full speed", 0, 7}} {

@@ -255,7 +255,6 @@ type redisWindow struct {
 	slowNs, budgetNs uint64
 }
 
-
 func (r *redisRun) spikeAt(index uint64) *redisSpike {
 	for i := range r.Spikes {
 		if r.Spikes[i].Index == index {

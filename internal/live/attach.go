@@ -172,7 +172,7 @@ func (a *Attach) requestStalls() bool {
 func (a *Attach) tracerConfig(tgt *target.Target, topo *topology.Topology) (tracer.Config, error) {
 	cfg := tracer.Config{MinEventNs: a.Trace.minEventNs, MinStallNs: a.Trace.minStallNs, IncludeSelf: a.IncludeSelf,
 		RingBufBytes: a.Trace.RingBufMiB << 20, Topology: topo, KernelBTF: a.Trace.BTF,
-		RequestStalls: a.requestStalls(), RunqWait: a.runqWait(tgt),
+		RequestStalls: a.requestStalls(), RequestTimes: a.RequestTimes, RunqWait: a.runqWait(tgt),
 		MmapLockVia: a.Trace.mmapLockVia, Skip: a.Trace.skip, StacksMinNs: a.Trace.stacksMinNs()}
 	switch tgt.Kind {
 	case target.Process:
@@ -218,7 +218,7 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	defer closePSI()
 	// The budgets' disk I/O wait: timed by the tracer where it can
 	// (IOWaitTimed), else read from delay accounting, on for the run.
-	if a.requestStalls() && a.Latency.Mode != source.ModeOff && !tr.IOWaitTimed() {
+	if a.requestStalls() && a.RequestTimes && a.Latency.Mode != source.ModeOff && !tr.IOWaitTimed() {
 		defer delayAccounting(fe.warn)()
 	}
 	cgroup := openMemoryCgroup(tgt, fe.warn)

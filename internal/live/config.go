@@ -156,6 +156,9 @@ type Attach struct {
 	// RequestStalls breaks each request timed in the kernel down by the
 	// stalls inside it (--latency-uprobe).
 	RequestStalls bool
+	// RequestTimes splits the rest of its time by the serving thread's
+	// own counters (--request-times): its budget.
+	RequestTimes bool
 	// RunqWait times the target's run-queue waits while a latency source
 	// is set (runq_wait); it needs a target.
 	RunqWait bool

@@ -66,7 +66,7 @@ var partNames = [NumParts - Part(NumCauses)]struct{ name, words, advice string }
 	{"held_up", "held up before reaching the server, outside the exchange before it (held_up)",
 		"requests were due before they reached the server and waited outside any exchange on their connection: the client sent them late (its timer, its CPU, its queue), which no server-side timer sees"},
 	{"unsplit", "not split (the thread's counters were not read at both ends)",
-		"the requests' time was not split: time them on a kernel with bpf_task_from_pid (6.2+) and sock_send_length (6.3+), or with --latency-uprobe on the request handler"},
+		"the requests' time was not split: time them on a kernel with sock_send_length (6.3+), or with --latency-uprobe on the request handler"},
 }
 
 // Advice is what to do when the part holds the slow requests' time.

@@ -81,6 +81,8 @@ type compactionThreadStall struct {
 	Ns       [13]uint64
 	InStall  [3]uint64
 	IoWaitNs uint64
+	CpuInSum uint64
+	CpuInNs  uint64
 }
 
 // Names of all BPF objects in the ELF.

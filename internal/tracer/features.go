@@ -27,22 +27,7 @@ type Feature struct {
 // from tracepoints, which every supported kernel has; these results say
 // which finer hooks the kernel would allow.
 func probeFeatures(kspec *btf.Spec) []Feature {
-	return []Feature{probeFexit(kspec), probeKprobe(), probeTaskFromPID(kspec), probeDelayAcct()}
-}
-
-// probeTaskFromPID says whether a request timed on a socket can have its
-// budget split: the serving thread is looked up as the request arrives,
-// in the softirq, with the kernel's bpf_task_from_pid (6.2+).
-func probeTaskFromPID(kspec *btf.Spec) Feature {
-	f := Feature{Name: "task_lookup"}
-	var fn *btf.Func
-	if kspec == nil || kspec.TypeByName("bpf_task_from_pid", &fn) != nil {
-		f.Detail = "no bpf_task_from_pid (6.2+): requests timed on sockets are split by their stalls only, the rest of their time unsplit"
-		return f
-	}
-	f.Available = true
-	f.Detail = "bpf_task_from_pid: requests timed on sockets are split where their serving thread's time went (on a CPU, waiting for one, for I/O)"
-	return f
+	return []Feature{probeFexit(kspec), probeKprobe(), probeDelayAcct()}
 }
 
 // probeDelayAcct says whether the kernel keeps delay accounting, which

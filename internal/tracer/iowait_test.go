@@ -90,7 +90,7 @@ func TestIOWaitIsTheReadsOwnWait(t *testing.T) {
 	}
 	pinned(t, "0", spin)
 	topo, _ := topology.Read("/sys")
-	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo, RunqWait: true, RequestStalls: true,
+	tr, err := Open(Config{Filter: FilterTID, TID: tid, Topology: topo, RunqWait: true, RequestStalls: true, RequestTimes: true,
 		Skip: skipAllBut(string(probeRunqWait))})
 	if err != nil {
 		t.Fatal(err)

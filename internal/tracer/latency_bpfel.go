@@ -81,6 +81,8 @@ type latencyThreadStall struct {
 	Ns       [13]uint64
 	InStall  [3]uint64
 	IoWaitNs uint64
+	CpuInSum uint64
+	CpuInNs  uint64
 }
 
 type latencyTimedReq struct {

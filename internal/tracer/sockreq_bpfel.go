@@ -80,6 +80,7 @@ type sockreqSockreqConn struct {
 	InStallNs    [3]uint64
 	TimesFlags   uint32
 	Pad          uint32
+	Task         uint64
 }
 
 type sockreqTaskPendings struct {
@@ -105,6 +106,8 @@ type sockreqThreadStall struct {
 	Ns       [13]uint64
 	InStall  [3]uint64
 	IoWaitNs uint64
+	CpuInSum uint64
+	CpuInNs  uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,30 +23,44 @@ import (
 // A real redis-server, timed on its sockets with no help from it: every
 // request of every connection (opened after attach, so its first is timed
 // too) is one exchange, no longer than the client saw it, served by the
-// main thread, with its stall breakdown.
+// main thread, with its stall breakdown and its budget's counters, read
+// from the serving thread's task as the request arrives in the softirq:
+// redis is on a CPU for each. With --request-times=false, none has them.
 func TestSocketExchangesOfARealRedis(t *testing.T) {
-	t.Run("sock tracepoints", func(t *testing.T) { testSocketExchanges(t, false) })
-	t.Run("syscalls", func(t *testing.T) { testSocketExchanges(t, true) })
+	t.Run("sock tracepoints", func(t *testing.T) { testSocketExchanges(t, false, true) })
+	t.Run("syscalls", func(t *testing.T) { testSocketExchanges(t, true, true) })
+	t.Run("without the budget", func(t *testing.T) { testSocketExchanges(t, false, false) })
 }
 
 // testSocketExchanges times redis through the socket layer's tracepoints,
-// or through the syscalls as before 6.3.
-func testSocketExchanges(t *testing.T, syscalls bool) {
-	r, lp := timeRedisSockets(t, syscalls)
+// or through the syscalls as before 6.3; with or without the budget's
+// counters.
+func testSocketExchanges(t *testing.T, syscalls, times bool) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	r := testutil.StartRedis(t)
+	lp := timeSocketsWith(t, r.Cmd.Process.Pid, r.Port, syscalls, times)
 	type got struct {
 		lat   uint64
 		tid   uint32
 		stall bool
+		times bool
+		cpuNs uint64
 	}
 	var mu sync.Mutex
 	var samples []got
 	asm, done := assemble(lp, func(end, lat uint64, tid uint32, st *stall.RequestStall) {
 		mu.Lock()
-		samples = append(samples, got{lat, tid, st != nil})
+		g := got{lat: lat, tid: tid, stall: st != nil}
+		if st != nil && st.HasTimes {
+			g.times, g.cpuNs = true, st.Times.Ns[stall.TimeCPU]
+		}
+		samples = append(samples, g)
 		mu.Unlock()
 	})
 	const conns, perConn = 3, 50
 	var slowest time.Duration
+	cpu0 := threadCPU(t, r.Cmd.Process.Pid)
 	for i := 0; i < conns; i++ {
 		c, err := r.Dial()
 		if err != nil {
@@ -62,6 +77,7 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 		c.Close() // the close emits its last exchange
 	}
 	time.Sleep(3 * PollInterval)
+	cpu := threadCPU(t, r.Cmd.Process.Pid) - cpu0
 	lp.Close()
 	<-done
 	mu.Lock()
@@ -69,7 +85,7 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 	if len(samples) != conns*perConn {
 		t.Fatalf("%d exchanges timed, want %d", len(samples), conns*perConn)
 	}
-	bare := 0
+	bare, untimed, timedWithout := 0, 0, 0
 	for _, s := range samples {
 		if s.lat == 0 || time.Duration(s.lat) > slowest {
 			t.Fatalf("an exchange of %v: outside (0, %v], the client's slowest", time.Duration(s.lat), slowest)
@@ -80,11 +96,32 @@ func testSocketExchanges(t *testing.T, syscalls bool) {
 		if !s.stall {
 			bare++
 		}
+		switch {
+		case times && (!s.times || s.cpuNs == 0):
+			untimed++
+		case !times && s.times:
+			timedWithout++
+		}
 	}
 	// Only a first request that arrived before the accept may lack it: its
 	// serving thread was not known yet.
 	if bare > conns {
 		t.Errorf("%d exchanges without their serving thread's stall breakdown, want at most %d", bare, conns)
+	}
+	if untimed > conns {
+		t.Errorf("%d exchanges without their serving thread's time on a CPU, want at most %d", untimed, conns)
+	}
+	// Read while redis runs, its time on a CPU is its last switch-in's
+	// plus the clock since: never more than the kernel counted for it.
+	var inExchanges uint64
+	for _, s := range samples {
+		inExchanges += s.cpuNs
+	}
+	if time.Duration(inExchanges) > cpu {
+		t.Errorf("the exchanges were %v on a CPU, more than redis's main thread was in all (%v, schedstat)", time.Duration(inExchanges), cpu)
+	}
+	if timedWithout > 0 {
+		t.Errorf("%d exchanges read the serving thread's counters with --request-times=false", timedWithout)
 	}
 	if p := asm.Counts().Pipelined; p != 0 {
 		t.Errorf("%d exchanges said pipelined, want none", p)
@@ -223,16 +260,37 @@ func timeRedisSockets(t *testing.T, syscalls bool) (*testutil.Redis, *SocketTime
 	return r, timeSockets(t, r.Cmd.Process.Pid, r.Port, syscalls)
 }
 
+// threadCPU is thread tid's time on a CPU so far (/proc schedstat).
+func threadCPU(t *testing.T, tid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", tid, tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns int64
+	if _, err := fmt.Sscan(string(b), &ns); err != nil {
+		t.Fatalf("schedstat %q: %v", b, err)
+	}
+	return time.Duration(ns)
+}
+
 // timeSockets times the sockets of pid's port, through the socket
 // layer's tracepoints or (syscalls) as before 6.3; the tracer closes as
 // the test ends.
 func timeSockets(t *testing.T, pid, port int, syscalls bool) *SocketTimer {
 	t.Helper()
+	return timeSocketsWith(t, pid, port, syscalls, true)
+}
+
+// timeSocketsWith is timeSockets, with (times) or without the budget's
+// counters.
+func timeSocketsWith(t *testing.T, pid, port int, syscalls, times bool) *SocketTimer {
+	t.Helper()
 	topo, err := topology.Read("/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(pid)}, Topology: topo, RequestStalls: true,
+	tr, err := Open(Config{Filter: FilterPIDs, PIDs: []uint32{uint32(pid)}, Topology: topo, RequestStalls: true, RequestTimes: times, RunqWait: true,
 		sockreqSyscalls: syscalls})
 	if err != nil {
 		t.Fatal(err)

@@ -85,6 +85,11 @@ type Config struct {
 	// RequestStalls keeps each traced thread's stall totals, which a
 	// request timer (AttachLatency) reads as requests start and end.
 	RequestStalls bool
+	// RequestTimes (with RequestStalls) reads the serving thread's
+	// counters at each request's ends, and times its I/O waits in the
+	// sched_switch program where that runs: its budget. Off, a request's
+	// time past its stalls is not split.
+	RequestTimes bool
 	// RunqWait attaches the run-queue wait probe: with a latency source,
 	// what memory management does not explain is often waiting for a CPU.
 	RunqWait bool
@@ -336,7 +341,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	set := map[string]any{
 		typesVarCfgTaskStorage:       boolU32(t.taskStorage),
 		typesVarCfgRequestStalls:     boolU32(cfg.RequestStalls),
-		typesVarCfgRequestTimes:      boolU32(cfg.RequestStalls),
+		typesVarCfgRequestTimes:      boolU32(cfg.RequestStalls && cfg.RequestTimes),
 		typesVarCfgIoWait:            boolU32(t.IOWaitTimed()),
 		typesVarCfgNotMemory:         notMemoryMask(),
 		typesVarCfgMultiNode:         boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
@@ -678,7 +683,9 @@ func (t *Tracer) switchJobs(cfg Config, kspec *btf.Spec) {
 // delay accounting's, which the kernel keeps only with
 // kernel.task_delayacct on, and keeps wrong from 6.12 on (common.h:
 // task_io_ns).
-func (t *Tracer) IOWaitTimed() bool { return t.runqOn && t.taskStorage && t.cfg.RequestStalls }
+func (t *Tracer) IOWaitTimed() bool {
+	return t.runqOn && t.taskStorage && t.cfg.RequestStalls && t.cfg.RequestTimes
+}
 
 // switchProgram is the sched_switch program built for the jobs on: both
 // probes that need it name the same one, which attaches once.
