@@ -35,9 +35,9 @@ type socketTiming struct {
 	// in the same rounds; it adds to on_switch (a traced thread's
 	// switch-in notes its time on a CPU) as well as to the sockreq programs.
 	allWith, allStalls []float64
-	other, otherNone []float64 // the non-target's seconds, with numatrace on redis and without
-	otherBPF         []float64 // the share of the non-target's run that numatrace's programs ran (bpf_stats)
-	why              string    // not measured: why
+	other, otherNone   []float64 // the non-target's seconds, with numatrace on redis and without
+	otherBPF           []float64 // the share of the non-target's run that numatrace's programs ran (bpf_stats)
+	why                string    // not measured: why
 }
 
 const (
