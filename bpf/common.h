@@ -170,6 +170,10 @@ struct task_pendings {
 	 * not. Read as it gets a CPU back, beside run_delay_seen. */
 	__u64 io_since;
 	__u64 io_run_delay;
+	/* A request timer read the thread's counters as a request ended in
+	 * it (request.h: request_since): only such a thread's switch-ins
+	 * note its time on a CPU (sched.bpf.c: cpu_in). */
+	__u64 serves;
 	struct pending slot[SLOT_MAX];
 };
 
@@ -494,6 +498,13 @@ static __always_inline __u64 task_cpu_ns(struct task_struct *t, const struct thr
 	__u64 sum = btf ? t->se.sum_exec_runtime : BPF_CORE_READ(t, se.sum_exec_runtime);
 
 	if (!running || !ts || !ts->cpu_in_ns)
+		return sum;
+	/* The scheduler counts t's runs as each begins: a snapshot of
+	 * another run than this one is stale, and the clock since it
+	 * counts time t was off a CPU. */
+	__u64 pcount = btf ? t->sched_info.pcount : BPF_CORE_READ(t, sched_info.pcount);
+
+	if (pcount != ts->cpu_in_pcount)
 		return sum;
 	__u64 now = bpf_ktime_get_ns(), in = ts->cpu_in_ns;
 	__u64 fresh = ts->cpu_in_sum + (now > in ? now - in : 0);

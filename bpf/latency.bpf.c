@@ -71,7 +71,7 @@ static __always_inline void request_end(__u64 key, __u64 now, bool breakdown)
 	if (breakdown && cfg_request_stalls && r->tid == tid) {
 		struct request_end e = { .snap = r->stall_ns, .delta = s->stall_ns,
 					 .times = cfg_request_times ? r->times : NULL, .in = r->in_stall,
-					 .d = s->times_ns, .d_in = s->in_stall_ns };
+					 .d = s->times_ns, .d_in = s->in_stall_ns, .current = true };
 
 		s->flags = request_since(tid, (struct task_struct *)bpf_get_current_task(), false, true, &e);
 	} else {

@@ -227,12 +227,17 @@ struct thread_stall {
 	/* cfg_io_wait: the thread's I/O wait so far (TIME_IO), each wait
 	 * added as the thread gets a CPU back (sched.bpf.c: io_wait) */
 	__u64 io_wait_ns;
-	/* With a request timer and the sched_switch program: the thread's
+	/* A thread that serves requests, with the sched_switch program: its
 	 * sum_exec_runtime and the clock as it last got a CPU (sched.bpf.c:
-	 * cpu_in), from which its time on one is read while it runs; the
-	 * scheduler adds to sum_exec_runtime only at ticks and switches. */
+	 * cpu_in) or was marked serving (request.h: serving_mark), from
+	 * which its time on one is read while it runs; the scheduler adds to
+	 * sum_exec_runtime only at ticks and switches. */
 	__u64 cpu_in_sum;
 	__u64 cpu_in_ns;
+	/* ...and its sched_info.pcount in that run: a reading in another run
+	 * (a switch-in the program missed) must not add the time since */
+	__u64 cpu_in_pcount;
+	__u64 serving; /* its task_pendings.serves is set */
 };
 
 /* Bits in lat_sample.flags. */

@@ -50,7 +50,35 @@ struct request_end {
 	const __u64 *in;     /* their part inside stalls at the start */
 	__u64 *d;            /* the task counters' growth since */
 	__u64 *d_in;         /* ...and of their part inside stalls */
+	bool current;        /* the end is in the serving thread (serving_mark) */
 };
+
+/*
+ * Marks the current thread tid, whose entry is ts (NULL: none yet), as
+ * serving requests, once: from then on its switch-ins note its time on a
+ * CPU (sched.bpf.c: cpu_in), which no other thread's do. It notes them
+ * now too, as if it had just got the CPU: a thread under load may serve
+ * many requests before it next does.
+ */
+static __always_inline struct thread_stall *serving_mark(__u32 tid, struct thread_stall *ts)
+{
+	if (!cfg_request_times || !cfg_task_storage || (ts && ts->serving))
+		return ts;
+	struct task_pendings *tp = task_slots(true);
+
+	if (!ts)
+		ts = thread_stall_entry(tid);
+	if (!tp || !ts)
+		return ts;
+	tp->serves = 1;
+	ts->serving = 1;
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+
+	ts->cpu_in_sum = BPF_CORE_READ(cur, se.sum_exec_runtime);
+	ts->cpu_in_ns = bpf_ktime_get_ns();
+	ts->cpu_in_pcount = BPF_CORE_READ(cur, sched_info.pcount);
+	return ts;
+}
 
 /*
  * At a request's end: thread tid's stalls since the start into e->delta
@@ -64,6 +92,9 @@ static __always_inline __u32 request_since(__u32 tid, struct task_struct *t, boo
 					    const struct request_end *e)
 {
 	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+	if (e->current)
+		ts = serving_mark(tid, ts);
 	__u32 flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
 
 #pragma unroll

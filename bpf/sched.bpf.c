@@ -267,9 +267,11 @@ static __always_inline void io_wait(struct task_pendings *tp, __u32 tid, __u64 q
 }
 
 /*
- * A traced thread gets a CPU: its time on one so far, and when, for a
- * request's counters read while it runs (common.h: task_cpu_ns). It does
- * not run until this switch is done, so its entry has no other writer.
+ * A traced thread that serves requests (request.h: serving_mark) gets a
+ * CPU: its time on one so far, and when, for a request's counters read
+ * while it runs (common.h: task_cpu_ns); any other thread's switch costs
+ * a load of task_pendings.serves. It does not run until this switch is
+ * done, so its entry has no other writer.
  */
 static __always_inline void cpu_in(struct task_struct *next, __u32 tid)
 {
@@ -279,6 +281,9 @@ static __always_inline void cpu_in(struct task_struct *next, __u32 tid)
 		return;
 	ts->cpu_in_sum = next->se.sum_exec_runtime;
 	ts->cpu_in_ns = bpf_ktime_get_ns();
+	/* The run's count as it will read: the switch counts it after this
+	 * tracepoint (sched_info_arrive). */
+	ts->cpu_in_pcount = next->sched_info.pcount + 1;
 }
 
 /*
@@ -533,7 +538,7 @@ static __always_inline int on_switch_jobs(void *ctx, bool preempt, struct task_s
 			tp = bpf_task_storage_get(&task_pendings, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
 	runq_wait(next, tgid, tid, storage, tp);
-	if (cfg_request_times)
+	if (cfg_request_times && tp && tp->serves)
 		cpu_in(next, tid);
 	return 0;
 }

@@ -347,6 +347,7 @@ static __always_inline void exchange_end(struct sock *sk, struct sockreq_conn *c
 					 .d = c->times_ns, .d_in = c->in_stall_ns };
 		__u32 flags = 0;
 
+		e.current = current;
 		if (!(c->flags & CONN_TIMES)) {
 			e.times = NULL;
 			flags = request_since(tid, NULL, btf, false, &e);

@@ -63,6 +63,7 @@ type latencyTaskPendings struct {
 	RunDelaySeen uint64
 	IoSince      uint64
 	IoRunDelay   uint64
+	Serves       uint64
 	Slot         [9]latencyPending
 }
 
@@ -77,12 +78,14 @@ type latencyThreadCounts struct {
 }
 
 type latencyThreadStall struct {
-	_        structs.HostLayout
-	Ns       [13]uint64
-	InStall  [3]uint64
-	IoWaitNs uint64
-	CpuInSum uint64
-	CpuInNs  uint64
+	_           structs.HostLayout
+	Ns          [13]uint64
+	InStall     [3]uint64
+	IoWaitNs    uint64
+	CpuInSum    uint64
+	CpuInNs     uint64
+	CpuInPcount uint64
+	Serving     uint64
 }
 
 type latencyTimedReq struct {

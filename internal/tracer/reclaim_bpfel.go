@@ -63,6 +63,7 @@ type reclaimTaskPendings struct {
 	RunDelaySeen uint64
 	IoSince      uint64
 	IoRunDelay   uint64
+	Serves       uint64
 	Slot         [9]reclaimPending
 }
 
@@ -77,12 +78,14 @@ type reclaimThreadCounts struct {
 }
 
 type reclaimThreadStall struct {
-	_        structs.HostLayout
-	Ns       [13]uint64
-	InStall  [3]uint64
-	IoWaitNs uint64
-	CpuInSum uint64
-	CpuInNs  uint64
+	_           structs.HostLayout
+	Ns          [13]uint64
+	InStall     [3]uint64
+	IoWaitNs    uint64
+	CpuInSum    uint64
+	CpuInNs     uint64
+	CpuInPcount uint64
+	Serving     uint64
 }
 
 // Names of all BPF objects in the ELF.
