@@ -89,7 +89,7 @@ func main() {
 	flag.StringVar(&c.churn, "churn", "", "bench/churn binary")
 	flag.IntVar(&c.stormRate, "storm-rate", 2000, "the storm: threads started per second")
 	flag.IntVar(&c.stormPairs, "storm-pairs", 22, "the storm: mmap+munmap pairs per thread (two stall events each)")
-	flag.DurationVar(&c.stormDur, "storm-duration", 3*time.Minute, "the storm: how long threads are started")
+	flag.DurationVar(&c.stormDur, "storm-duration", 2*time.Minute, "the storm: how long threads are started")
 	flag.BoolVar(&c.onlyStorm, "only-storm", false, "measure the storm alone (to try it; the report is then incomplete)")
 	flag.BoolVar(&c.onlySocket, "only-socket", false, "measure the socket request timer alone and print its section (BENCHMARKS.md is left as it is)")
 	flag.BoolVar(&c.onlyStacks, "only-stacks", false, "measure the cost of stacks alone and print its section (BENCHMARKS.md is left as it is)")
@@ -208,7 +208,7 @@ func run(ctx context.Context, c *config) (err error) {
 			return err
 		}
 	}
-	if err := measureStorm(ctx, c, ex); err != nil {
+	if err := r.section("storm", func() error { return measureStorm(ctx, c, ex) }); err != nil {
 		return fmt.Errorf("storm: %w", err)
 	}
 	r.elapsed = time.Since(start)
@@ -279,48 +279,63 @@ func benchTracers() []*tracerKind {
 // measureAll measures everything but the storm, in order.
 func measureAll(ctx context.Context, c *config, w *workloads, r *results, tracers []*tracerKind, ex *extra) error {
 	// Attach time first, while nothing else of ours is attached.
-	for i := 0; i < c.attachRuns; i++ {
-		d, err := attachTime(ctx, c, i)
-		if err != nil {
-			return fmt.Errorf("attach time: %w", err)
-		}
-		logf("attach time run %d: %.1f ms", i+1, float64(d)/1e6)
-		r.attach = append(r.attach, d)
-	}
-
-	for round := 0; round < c.rounds && !c.onlyExtra; round++ {
-		for i := range tracers {
-			t := tracers[(i+round)%len(tracers)]
-			if err := runPhase(ctx, c, w, r, t, round); err != nil {
-				return fmt.Errorf("round %d, %s phase: %w", round+1, t.key, err)
+	err := r.section("attach time", func() error {
+		for i := 0; i < c.attachRuns; i++ {
+			d, err := attachTime(ctx, c, i)
+			if err != nil {
+				return fmt.Errorf("attach time: %w", err)
 			}
+			logf("attach time run %d: %.1f ms", i+1, float64(d)/1e6)
+			r.attach = append(r.attach, d)
 		}
-	}
-	if err := measureRequestTimer(ctx, c, ex); err != nil {
-		return fmt.Errorf("request timer: %w", err)
-	}
-	if err := measureSocketTiming(ctx, c, ex); err != nil {
-		return fmt.Errorf("socket timing: %w", err)
-	}
-	if err := measureThroughput(ctx, c, w, ex); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if err := measureRunq(ctx, c, ex); err != nil {
-		return fmt.Errorf("run-queue tracing: %w", err)
+	err = r.section("per-program rounds", func() error {
+		for round := 0; round < c.rounds && !c.onlyExtra; round++ {
+			for i := range tracers {
+				t := tracers[(i+round)%len(tracers)]
+				if err := runPhase(ctx, c, w, r, t, round); err != nil {
+					return fmt.Errorf("round %d, %s phase: %w", round+1, t.key, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	if err := measureSwitchCost(ctx, c, ex); err != nil {
-		return fmt.Errorf("switch cost: %w", err)
-	}
-	if err := measureStacks(ctx, c, w, ex); err != nil {
-		return fmt.Errorf("stacks: %w", err)
-	}
-	if err := measureRecordingSize(ctx, c, w, ex); err != nil {
-		return fmt.Errorf("recording size: %w", err)
-	}
-	if err := measureRSS(ctx, c, ex); err != nil {
-		return fmt.Errorf("memory: %w", err)
+	for _, s := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"request timer", func() error { return measureRequestTimer(ctx, c, ex) }},
+		{"socket timing", func() error { return measureSocketTiming(ctx, c, ex) }},
+		{"throughput", func() error { return measureThroughput(ctx, c, w, ex) }},
+		{"run-queue tracing", func() error { return measureRunq(ctx, c, ex) }},
+		{"switch cost", func() error { return measureSwitchCost(ctx, c, ex) }},
+		{"stacks", func() error { return measureStacks(ctx, c, w, ex) }},
+		{"recording size", func() error { return measureRecordingSize(ctx, c, w, ex) }},
+		{"memory", func() error { return measureRSS(ctx, c, ex) }},
+	} {
+		if err := r.section(s.name, s.fn); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
 	}
 	return nil
+}
+
+// section runs one section of the benchmark and notes how long it took,
+// for the report (what to trim when the whole runs long).
+func (r *results) section(name string, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	d := time.Since(start)
+	r.sections = append(r.sections, sectionTime{name, d})
+	logf("%s took %s", name, d.Round(time.Second))
+	return err
 }
 
 // runPhase attaches one tracer alone, runs its workloads one after the

@@ -18,14 +18,21 @@ type resKey struct {
 	tracer, workload, tp, name string
 }
 
+// sectionTime is how long one section of the benchmark took.
+type sectionTime struct {
+	name string
+	d    time.Duration
+}
+
 type results struct {
-	c       *config
-	env     env
-	attach  []time.Duration
-	elapsed time.Duration
-	progs   map[resKey][]usage            // per round
-	notes   map[[2]string][]workloadNote  // tracer, workload -> per round
-	loadedP map[string]map[[2]string]bool // tracer -> {tracepoint, name}
+	c        *config
+	env      env
+	attach   []time.Duration
+	elapsed  time.Duration
+	sections []sectionTime                 // in the order run
+	progs    map[resKey][]usage            // per round
+	notes    map[[2]string][]workloadNote  // tracer, workload -> per round
+	loadedP  map[string]map[[2]string]bool // tracer -> {tracepoint, name}
 }
 
 func newResults(c *config) *results {
@@ -168,7 +175,12 @@ func (r *results) writeMachine(b *bytes.Buffer) {
 	fmt.Fprintf(b, "| Date | %s |\n", e.date)
 	fmt.Fprintf(b, "| numatrace | %s |\n", e.commit)
 	fmt.Fprintf(b, "| Tools | %s |\n", e.tools)
-	fmt.Fprintf(b, "| Measuring took | %s |\n\n", r.elapsed.Round(time.Second))
+	fmt.Fprintf(b, "| Measuring took | %s |\n", r.elapsed.Round(time.Second))
+	var parts []string
+	for _, s := range r.sections {
+		parts = append(parts, fmt.Sprintf("%s %s", s.name, s.d.Round(time.Second)))
+	}
+	fmt.Fprintf(b, "| ...by section | %s |\n\n", strings.Join(parts, ", "))
 }
 
 // writeTargets writes the per-run cost of each comparison against its

@@ -41,7 +41,7 @@ type socketTiming struct {
 }
 
 const (
-	socketRounds      = 6
+	socketRounds      = 5
 	socketRequests    = 200000 // per round and test (GET, SET)
 	socketTarget      = 0.97   // redis throughput, of none
 	budgetTarget      = 1.20   // ns per request with the budget, of without it
