@@ -388,8 +388,15 @@ func gauge(mfs map[string]*dto.MetricFamily, name string) float64 {
 // no accept error.
 func TestServeConnectionLimit(t *testing.T) {
 	testutil.RequireRoot(t)
-	listen, _, serveErr := startServeVia(t, []string{"sh", "-c", `ulimit -n 400 && exec "$@"`, "sh"})
-	const held = 600
+	// The tracer holds a descriptor per map, program and link (some 360
+	// on 6.18): 800 leave room, and the limit is half of what is left.
+	const nofile, held = 800, 600
+	listen, serve, serveErr := startServeVia(t, []string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh"})
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", serve.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracerFDs := len(fds)
 	conns := make([]net.Conn, 0, held)
 	defer func() {
 		for _, c := range conns {
@@ -409,9 +416,11 @@ func TestServeConnectionLimit(t *testing.T) {
 	}
 	limit := gauge(mfs, "numatrace_http_connection_limit")
 	closedTotal := gauge(mfs, "numatrace_http_connections_closed_total")
-	t.Logf("limit %g connections; %g closed for room", limit, closedTotal)
-	if limit < 20 || limit > 200 {
-		t.Fatalf("connection limit %g, want half of what 400 descriptors leave the tracer", limit)
+	t.Logf("limit %g connections; %g closed for room; %d descriptors open when ready", limit, closedTotal, tracerFDs)
+	// serve counts its descriptors just before it is ready; a file that
+	// doctor's first refresh reads may come or go between the two.
+	if want := float64(nofile-tracerFDs) / 2; limit < want-4 || limit > want+4 || int(limit) >= held {
+		t.Fatalf("connection limit %g, want half of what %d descriptors leave the tracer's %d: %g", limit, nofile, tracerFDs, want)
 	}
 	// All 600 were accepted before the scrape's: each past the limit
 	// closed the oldest, and so did the scrape's own.
