@@ -288,15 +288,17 @@ func (r *Report) threadTable(w io.Writer, width int) {
 	} else {
 		fmt.Fprintf(w, "THREADS (%d)\n", len(threads))
 	}
-	writeTable(w, width, func(tw io.Writer) { r.threadRows(tw, threads) })
+	writeTable(w, width, func(tw io.Writer, narrow bool) { r.threadRows(tw, threads, narrow) })
 	fmt.Fprintln(w, "(* = thread exited)")
 	if moved > 0 {
 		fmt.Fprintln(w, r.onlyMoved())
 	}
 }
 
-// threadRows are the thread table's header and rows, tab-separated.
-func (r *Report) threadRows(tw io.Writer, threads []aggregate.ThreadSummary) {
+// threadRows are the thread table's header and rows, tab-separated;
+// narrow puts a cause's kind of wait on a row of its own under it, where
+// "reclaim_throttle (writeback)" would widen the table past the width.
+func (r *Report) threadRows(tw io.Writer, threads []aggregate.ThreadSummary, narrow bool) {
 	fmt.Fprintln(tw, "PID\tTID\tCOMM\tCAUSE\tCOUNT\tTOTAL\tMAX\tP50\tP99\tMIGR\tX-NODE\t")
 	for _, t := range threads {
 		comm := sanitize.Text(t.Comm)
@@ -316,13 +318,19 @@ func (r *Report) threadRows(tw io.Writer, threads []aggregate.ThreadSummary) {
 				return
 			}
 			// With its kind of wait where it has kinds: memstall_wait (thrashing).
-			named := sanitize.Text(cause.Label(c.Kind))
+			named, kind := sanitize.Text(cause.Label(c.Kind)), ""
+			if narrow && named != cause.String() {
+				named, kind = cause.String(), sanitize.Text(strings.TrimPrefix(cause.Label(c.Kind), cause.String()+" "))
+			}
 			if !cause.Timed() { // a count: there is no time to show
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t-\t-\t-\t-\t%s\t%s\t\n", pid, tid, name, named, c.Count, mig, cross)
-				return
+			} else {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", pid, tid, name, named, c.Count,
+					Dur(c.TotalNs), Dur(c.MaxNs), Dur(c.P50Ns), Dur(c.P99Ns), mig, cross)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", pid, tid, name, named, c.Count,
-				Dur(c.TotalNs), Dur(c.MaxNs), Dur(c.P50Ns), Dur(c.P99Ns), mig, cross)
+			if kind != "" {
+				fmt.Fprintf(tw, "\t\t\t%s\t\t\t\t\t\t\t\t\n", kind)
+			}
 		}
 		for _, c := range stall.AllCauses() {
 			if cs := t.Stalls[c]; cs.Has() {
@@ -336,13 +344,18 @@ func (r *Report) threadRows(tw io.Writer, threads []aggregate.ThreadSummary) {
 }
 
 // writeTable lays out tab-separated right-aligned cells two blanks
-// apart, or one when that is what fits width.
-func writeTable(w io.Writer, width int, fill func(io.Writer)) {
+// apart, or one when that is what fits width, or one and fill's narrow
+// rows: wider than width, fitWidth would wrap each row as prose, and its
+// columns would be lost.
+func writeTable(w io.Writer, width int, fill func(tw io.Writer, narrow bool)) {
 	var out string
-	for _, pad := range []int{2, 1} {
+	for _, l := range []struct {
+		pad    int
+		narrow bool
+	}{{2, false}, {1, false}, {1, true}} {
 		var b bytes.Buffer
-		tw := tabwriter.NewWriter(&b, 0, 0, pad, ' ', tabwriter.AlignRight)
-		fill(tw)
+		tw := tabwriter.NewWriter(&b, 0, 0, l.pad, ' ', tabwriter.AlignRight)
+		fill(tw, l.narrow)
 		tw.Flush()
 		out = b.String()
 		if widest(out) <= width {

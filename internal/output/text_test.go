@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -461,4 +462,60 @@ func TestTextEvictedHistograms(t *testing.T) {
 func (r *Report) unwrapped(w io.Writer) error {
 	r.text(w, Width)
 	return nil
+}
+
+// A kind of wait in the thread table ("reclaim_throttle (writeback)")
+// widened it past 100 columns even one blank apart, and fitWidth wrapped
+// its rows as prose: "31592 31592 redis-server memcg_reclaim 93 2.34s ..."
+// under a header of single blanks, in the README's real run. The kind
+// now goes on a row of its own, under its cause, where the table would
+// not fit otherwise, and every row keeps its columns.
+func TestThreadTableWithKindsFits(t *testing.T) {
+	r := richReport()
+	snap := &stall.Snapshot{}
+	m := snap.Thread(31592, 31592, "redis-server")
+	m.Hists[stall.MemcgReclaim] = histOf(93_300_000, 8_090_000, 100_000)
+	m.Hists[stall.RunqWait] = histOf(5_150_000, 34_600)
+	m.Hists[stall.ReclaimThrottle] = histOf(84_000_000, 28_000_000)
+	snap.Thread(31592, 31596, "jemalloc_bg_thd").Hists[stall.RunqWait] = histOf(14_000)
+	r.Summary = aggregate.New(window.Grid{StartNs: 0, LenNs: 1e9}).Summarize(snap)
+	for i := range r.Summary.Threads {
+		if cs := &r.Summary.Threads[i].Stalls[stall.ReclaimThrottle]; cs.Has() {
+			cs.Kind = "writeback"
+		}
+	}
+	var buf bytes.Buffer
+	r.Text(&buf)
+	out := buf.String()
+	for _, l := range strings.Split(out, "\n") {
+		if len([]rune(l)) > Width {
+			t.Errorf("a line of %d columns: %q", len([]rune(l)), l)
+		}
+	}
+	i := strings.Index(out, "\nTHREADS (2)\n")
+	if i < 0 {
+		t.Fatalf("no THREADS table in\n%s", out)
+	}
+	rows := strings.Split(out[i+1:], "\n")[1:7]
+	want := [][]string{
+		{"PID", "TID", "COMM", "CAUSE", "COUNT", "TOTAL", "MAX", "P50", "P99", "MIGR", "X-NODE"},
+		{"31592", "31592", "redis-server", "memcg_reclaim", "3"},
+		{"runq_wait", "2"},
+		{"reclaim_throttle", "2", "112.00ms"},
+		{"(writeback)"},
+		{"31592", "31596", "jemalloc_bg_thd", "runq_wait", "1"},
+	}
+	for k, w := range want {
+		f := strings.Fields(rows[k])
+		if len(f) < len(w) || !slices.Equal(f[:len(w)], w) {
+			t.Errorf("thread table row %d %q, want it to begin %q:\n%s", k, rows[k], w, strings.Join(rows, "\n"))
+		}
+	}
+	// The columns line up: each row's CAUSE cell ends where the header's does.
+	end := strings.Index(rows[0], "CAUSE") + len("CAUSE")
+	for _, k := range []int{1, 2, 3, 4, 5} {
+		if len(rows[k]) < end || rows[k][end-1] == ' ' || (len(rows[k]) > end && rows[k][end] != ' ') {
+			t.Errorf("row %d's cause does not end under CAUSE (column %d):\n%s\n%s", k, end, rows[0], rows[k])
+		}
+	}
 }
