@@ -1,6 +1,9 @@
 package doctor_test
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -81,5 +84,50 @@ func TestMemoryCgroupWithRoom(t *testing.T) {
 	r, err := doctor.Run(doctor.Options{Root: root})
 	if err != nil || r.MemoryCgroup != nil || find(r, "memory_cgroup") != nil {
 		t.Errorf("without --pid: %+v, %v", r, err)
+	}
+}
+
+// PSI's finding names what to trace next, with no placeholder (it said
+// "numatrace attach --cgroup <the group> (which cause?)" in every
+// incident of the round-3 trial): the process's group for the group's
+// figure; for the machine's, which counts every process, the process,
+// or the whole machine when doctor was given none.
+func TestPressureNamesWhatToTrace(t *testing.T) {
+	root, later := doctortest.Machine(t, "psi_pressure")
+	// The machine under pressure too, as the group is.
+	for _, dir := range []string{root, later} {
+		group, err := os.ReadFile(filepath.Join(dir, "sys/fs/cgroup/system.slice/quote-engine.service/memory.pressure"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "proc/pressure/memory"), group, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		pid  int
+		want map[string]string // where the figure was read → its fix
+	}{
+		{4242, map[string]string{
+			"/proc/pressure/memory": "numatrace attach -p 4242 -d 60s (whether its own threads stall, and in which cause: this figure counts every process on the machine)",
+			"/sys/fs/cgroup/system.slice/quote-engine.service/memory.pressure": "numatrace attach --cgroup /system.slice/quote-engine.service -d 60s (which of the group's threads stall, and in which cause)",
+		}},
+		{0, map[string]string{
+			"/proc/pressure/memory": "numatrace attach -d 60s (the whole machine: which processes' threads stall, and in which cause)",
+		}},
+	} {
+		r, err := doctor.Run(doctor.Options{Root: root, Later: later, PID: c.pid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, f := range r.Findings {
+			if f.Check == "psi_memory" {
+				got[strings.TrimPrefix(strings.SplitN(f.Title, ": ", 2)[0], "memory pressure in ")] = f.Fix
+			}
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("pid %d: PSI's findings' fixes %q, want %q", c.pid, got, c.want)
+		}
 	}
 }

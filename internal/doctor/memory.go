@@ -315,7 +315,10 @@ func checkPSI(m *machine, p *process) ([]Finding, string) {
 		return nil, "/proc/pressure/memory not readable (PSI disabled: boot with psi=1)"
 	}
 	var out []Finding
-	add := func(where string, st *psiStats) {
+	// The next step names what to trace: the process's group for the
+	// group's figure; for the machine's, which counts every process, the
+	// process (is the pressure its?) or, with no process, the machine.
+	add := func(where, fix string, st *psiStats) {
 		if st == nil || st.some == nil {
 			return
 		}
@@ -337,16 +340,21 @@ func checkPSI(m *machine, p *process) ([]Finding, string) {
 			Evidence: e,
 			Why:      "PSI counts the time tasks waited for memory (reclaim, refaults, compaction). \"full\" means every non-idle task waited at once: lost throughput.",
 			TradeOff: "Raise the limit or the machine's memory, or find the stalling cause with numatrace attach.",
-			Fix:      "numatrace attach --cgroup <the group> (which cause?)",
+			Fix:      fix,
 			Persist:  "size the group's memory limit (MemoryHigh=/MemoryMax= in its unit) to its working set"})
 	}
-	add("/proc/pressure/memory", m.psi)
+	machineFix := "numatrace attach -d 60s (the whole machine: which processes' threads stall, and in which cause)"
+	if p != nil {
+		machineFix = fmt.Sprintf("numatrace attach -p %d -d 60s (whether its own threads stall, and in which cause: this figure counts every process on the machine)", p.pid)
+	}
+	add("/proc/pressure/memory", machineFix, m.psi)
 	if p != nil && p.cgroupPath != "" {
-		file := path.Join("sys/fs/cgroup", path.Clean("/"+p.cgroupPath), "memory.pressure")
+		group := path.Clean("/" + p.cgroupPath)
+		file := path.Join("sys/fs/cgroup", group, "memory.pressure")
 		st, err := readPSI(m.fs, file)
 		switch {
 		case err == nil:
-			add(sanitize.Text("/"+file), st)
+			add(sanitize.Text("/"+file), sanitize.Text(fmt.Sprintf("numatrace attach --cgroup %s -d 60s (which of the group's threads stall, and in which cause)", group)), st)
 		case !hostfs.Absent(err):
 			return out, "the process's cgroup memory.pressure: " + err.Error()
 		}
