@@ -26,7 +26,7 @@ func TestPressureBesideTheStalls(t *testing.T) {
 	}
 	for _, want := range []string{
 		"MEMORY PRESSURE (PSI \"some\" over the run; numatrace: the union of the target's memory stalls, 1.20s)",
-		"  PSI counted 1.90s of memory stall (system); numatrace timed 1.20s: 37% it cannot see",
+		"  PSI counted 1.90s of memory stall (system); numatrace timed 1.20s (63%): the rest is others'",
 		"  PSI counted 1.25s of memory stall in this cgroup; numatrace timed 1.20s of it (96%)",
 		"  PSI has no figure in this cgroup: memory PSI not available: PSI is off",
 	} {

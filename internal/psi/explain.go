@@ -30,8 +30,11 @@ func Explained(psiGrowth, ours time.Duration) (share float64) {
 //
 //	PSI counted 7.10s of memory stall (system); numatrace timed 6.90s of it (97%)
 //	PSI counted 1.90s of memory stall in this cgroup; numatrace timed 1.20s: 37% it cannot see
+//	PSI counted 13.36s of memory stall (system); numatrace timed 2.34s (17%): the rest is others'
 //
-// A span without a figure says why, in the words of its error.
+// The machine's figure counts every process: what the target's stalls
+// leave of it is not said to be unseen. A span without a figure says
+// why, in the words of its error.
 func (s Span) Sentence(ours time.Duration) string {
 	where := "in this cgroup"
 	if s.Scope.IsSystem() {
@@ -57,6 +60,8 @@ func (s Span) Sentence(ours time.Duration) string {
 		return fmt.Sprintf("%s; numatrace timed %s, more (PSI averages over CPUs)", counted, dur(ours))
 	case share >= wellExplained:
 		return fmt.Sprintf("%s; numatrace timed %s of it (%.0f%%)", counted, dur(ours), share*100)
+	case s.Scope.IsSystem():
+		return fmt.Sprintf("%s; numatrace timed %s (%.0f%%): the rest is others'", counted, dur(ours), share*100)
 	}
 	return fmt.Sprintf("%s; numatrace timed %s: %.0f%% it cannot see", counted, dur(ours), (1-share)*100)
 }

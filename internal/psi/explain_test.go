@@ -49,6 +49,11 @@ func TestSentence(t *testing.T) {
 			"PSI counted 40.00ms of memory stall in this cgroup; numatrace timed none of it"},
 		{with(cg, 999*time.Millisecond), 500 * time.Millisecond, // the widest figures
 			"PSI counted 999.00ms of memory stall in this cgroup; numatrace timed 500.00ms: 50% it cannot see"},
+		// The machine's figure counts every process: what the target's
+		// stalls leave of it is not said to be unseen ("84% it cannot
+		// see" of a writer's stall, in the README's run).
+		{with(sys, 999*time.Millisecond), 500 * time.Millisecond,
+			"PSI counted 999.00ms of memory stall (system); numatrace timed 500.00ms (50%): the rest is others'"},
 		{with(sys, 500*time.Millisecond), time.Second,
 			"PSI counted 500.00ms of memory stall (system); numatrace timed 1.00s, more (PSI averages over CPUs)"},
 		{with(sys, 0), 0, "PSI counted no memory stall (system); numatrace timed none"},
