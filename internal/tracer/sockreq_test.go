@@ -18,6 +18,7 @@ import (
 	"github.com/numatrace/numatrace/internal/stall"
 	"github.com/numatrace/numatrace/internal/testutil"
 	"github.com/numatrace/numatrace/internal/topology"
+	"github.com/prometheus/procfs"
 )
 
 // A real redis-server, timed on its sockets with no help from it: every
@@ -302,15 +303,15 @@ func threadCPU(t *testing.T, tid int) time.Duration {
 // far, all CPUs' (/proc/stat's steal, in whole ticks).
 func stolen(t *testing.T) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile("/proc/stat")
+	st, err := procfs.NewDefaultFS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var user, nice, system, idle, iowait, irq, softirq, steal uint64
-	if _, err := fmt.Sscanf(string(b), "cpu %d %d %d %d %d %d %d %d", &user, &nice, &system, &idle, &iowait, &irq, &softirq, &steal); err != nil {
+	s, err := st.Stat()
+	if err != nil {
 		t.Fatalf("/proc/stat: %v", err)
 	}
-	return time.Duration(steal) * time.Second / 100 // USER_HZ, 100 on every Linux architecture but alpha's
+	return time.Duration(s.CPUTotal.Steal * float64(time.Second))
 }
 
 // timeSockets times the sockets of pid's port, through the socket
