@@ -191,6 +191,10 @@ func (ex *extra) renderStacks(w io.Writer) {
 		p("Not measured: %s.", st.why)
 		return
 	}
+	if len(st.perRun[stacksOff]) == 0 { // -only-storm
+		p("Not measured in this run.")
+		return
+	}
 	p("| phase | memcg MiB/s | ratio to off | per round | %s ns/run (median) | per round | runs | stacks taken | target | result |", stacksEndProgram)
 	p("|---|--:|--:|---|--:|---|--:|--:|---|---|")
 	off := st.mibps[stacksOff]

@@ -13,17 +13,27 @@ import (
 // Memory stays bounded on a run of days: spans are held until the newest
 // one ends unionHorizon past them, and then only their merged length is
 // kept. A stall that ends that much later than another it overlaps (one
-// longer than the horizon) has the overlap counted twice.
+// longer than the horizon) has the overlap counted twice. Under a storm
+// (every lock wait streamed) more than unionKeep merged spans can lie
+// within the horizon; the oldest are folded then, and the horizon is
+// shorter for that while.
+//
+// Folding is amortized: spans are merged again only once as many have
+// come as were kept, so a storm costs O(log n) per stall, not a re-sort
+// of everything the horizon holds on each one.
 type memoryUnion struct {
 	fromNs uint64 // the run's start: a stall begun before it counts from it
 	spans  []psi.Interval
 	doneNs uint64 // the merged length of the spans folded away
 	newest uint64 // the latest end seen
+	foldAt int    // fold when this many spans are held
+	folds  int    // how many times the spans were merged: the work done
 }
 
 const (
 	unionHorizon = 60e9 // ns
 	unionHold    = 1 << 16
+	unionKeep    = 1 << 20 // 16 MiB of spans
 )
 
 func (u *memoryUnion) add(ev *stall.Event) {
@@ -33,7 +43,7 @@ func (u *memoryUnion) add(ev *stall.Event) {
 	start := max(ev.TsNs-min(ev.DurNs, ev.TsNs), u.fromNs)
 	u.spans = append(u.spans, psi.Interval{Start: start, End: ev.TsNs})
 	u.newest = max(u.newest, ev.TsNs)
-	if len(u.spans) >= unionHold {
+	if len(u.spans) >= max(u.foldAt, unionHold) {
 		u.fold()
 	}
 }
@@ -41,6 +51,7 @@ func (u *memoryUnion) add(ev *stall.Event) {
 // fold merges the spans held and keeps only those the horizon has not
 // passed.
 func (u *memoryUnion) fold() {
+	u.folds++
 	merged := psi.Merge(u.spans)
 	kept := merged[:0]
 	for _, iv := range merged {
@@ -50,7 +61,15 @@ func (u *memoryUnion) fold() {
 			kept = append(kept, iv)
 		}
 	}
+	// Merged spans are sorted and disjoint: past the cap, the oldest go.
+	if over := len(kept) - unionKeep; over > 0 {
+		for _, iv := range kept[:over] {
+			u.doneNs += iv.End - iv.Start
+		}
+		kept = kept[over:]
+	}
 	u.spans = append(u.spans[:0], kept...)
+	u.foldAt = 2 * len(u.spans)
 }
 
 // total is the union's length so far.
