@@ -67,15 +67,21 @@ func Largest(b *stall.Budget) (PartShare, bool) {
 	return s[0], true
 }
 
-// spikesBudget sums the budgets of the spikes whose slow requests were
-// timed with them.
+// spikesBudget sums the budgets of the spikes, and of the frozen
+// windows, whose slow requests were timed with them.
 func (r *Result) spikesBudget() {
-	for _, sp := range r.Spikes {
+	r.Budget, r.HasBudget = sumBudgets(r.Spikes)
+	r.FrozenBudget, r.HasFrozenBudget = sumBudgets(r.Frozen)
+}
+
+func sumBudgets(sps []Spike) (b stall.Budget, ok bool) {
+	for _, sp := range sps {
 		if sp.HasBudget {
-			r.Budget.Add(&sp.Budget)
-			r.HasBudget = true
+			b.Add(&sp.Budget)
+			ok = true
 		}
 	}
+	return b, ok
 }
 
 // unaccounted is the share of a budget that no counter split: waits off

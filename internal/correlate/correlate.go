@@ -379,6 +379,11 @@ type Result struct {
 	Budget     stall.Budget
 	HasBudget  bool
 	Conclusion string
+	// FrozenBudget is where the frozen windows' slow requests' time went,
+	// summed over those that have one (HasFrozenBudget): the frozen
+	// windows' words open with it, as the verdict does with Budget.
+	FrozenBudget    stall.Budget
+	HasFrozenBudget bool
 
 	outsideNs uint64 // the serving threads' stall time, over the run
 	// uncoveredBudget is the budget of the spikes no cause covers.

@@ -154,3 +154,31 @@ func TestTheLatencyMeasuredIsKept(t *testing.T) {
 		t.Errorf("without p99.9: %+v", m)
 	}
 }
+
+// The frozen windows' words open with where their slow requests' time
+// went, as the verdict does for spikes: a closed-loop client's freezes
+// are all the slow time there is, and a run of them named only by the
+// causes that cover half of a window hid a CPU wait that held a fifth
+// of it (issue 45's mixed incident).
+func TestFrozenWindowsSayTheirSlowRequestsBudget(t *testing.T) {
+	ws := closedLoop(20, map[int][2]float64{7: {38, 42}, 12: {30, 34}}, map[int]float64{7: 40, 12: 24})
+	for i, runq := range map[int]uint64{7: 2, 12: 10} {
+		var b stall.Budget
+		b[stall.PartOf(stall.MemcgReclaim)] = ws[i].StallNs[stall.MemcgReclaim]
+		b[stall.PartOf(stall.RunqWait)] = runq * ms
+		b[stall.PartOnCPU] = ms
+		rq := &latency.Requests{Slow: 1, SlowNs: b.Total(), SlowBudget: b, TIDs: []uint32{7044}}
+		rq.SlowStallNs[stall.MemcgReclaim] = ws[i].StallNs[stall.MemcgReclaim]
+		rq.SlowExcessStallNs[stall.MemcgReclaim] = ws[i].StallNs[stall.MemcgReclaim]
+		ws[i].Latency.Requests = rq
+	}
+	r := Analyze(ws, Config{SLONs: 5 * ms, StartNs: 1e9})
+	if len(r.Frozen) != 2 || !r.HasFrozenBudget {
+		t.Fatalf("%d frozen windows, budget %v", len(r.Frozen), r.HasFrozenBudget)
+	}
+	want := "In 2 windows p99 held but the service froze (p99.9 up to 38 ms, max up to 42 ms; the slow requests' time: " +
+		"82% memcg_reclaim, 15% waiting for a CPU (runq_wait), 3% on CPU): memcg_reclaim covers at least half of them."
+	if r.FrozenWords() != want {
+		t.Errorf("frozen windows: %q\nwant            %q", r.FrozenWords(), want)
+	}
+}

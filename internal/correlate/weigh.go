@@ -278,10 +278,11 @@ func (r *Result) conclude(cfg Config) {
 func (r *Result) FrozenWords() string { return r.frozenWords }
 
 // frozen says how many windows froze while the percentile held, their
-// worst tail, and what covers at least half of them, e.g. "In 7 windows
-// p99 held but the service froze (p99.9 up to 38 ms, max up to 42 ms):
-// memcg_reclaim covers at least half of 6 of them; no stall covers half
-// of 1."
+// worst tail and where their slow requests' time went, and what covers
+// at least half of them, e.g. "In 7 windows p99 held but the service
+// froze (p99.9 up to 38 ms, max up to 42 ms; the slow requests' time: 78%
+// memcg_reclaim, 21% waiting for a CPU (runq_wait)): memcg_reclaim covers
+// at least half of 6 of them; no stall covers half of 1."
 func (r *Result) frozen(cfg Config) string {
 	n := len(r.Frozen)
 	if n == 0 {
@@ -312,6 +313,9 @@ func (r *Result) frozen(cfg Config) string {
 	them := "them"
 	if n == 1 {
 		where, them = "window", "it"
+	}
+	if r.HasFrozenBudget {
+		tail += "; the slow requests' time: " + BudgetWords(&r.FrozenBudget)
 	}
 	s := fmt.Sprintf("In %s %s %s held but the service froze (%s)", prose.Thousands(uint64(n)), where, cfg.On, tail)
 	// The causes that cover them, the most first (of two alike, the

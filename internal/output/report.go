@@ -207,6 +207,8 @@ type correlationJSON struct {
 	// Budget is where the spikes' slow requests' time went, by part, worst
 	// first; absent where they were not timed with their threads.
 	Budget []partShareJSON `json:"budget,omitempty"`
+	// FrozenBudget is the same of the frozen windows' slow requests.
+	FrozenBudget []partShareJSON `json:"frozen_budget,omitempty"`
 }
 
 // partShareJSON is one part of a budget: a cause's name, or on_cpu,
@@ -251,6 +253,9 @@ func (r *Report) summaryLine() summaryJSON {
 		}
 		if c.HasBudget {
 			s.Correlation.Budget = budgetJSON(&c.Budget)
+		}
+		if c.HasFrozenBudget {
+			s.Correlation.FrozenBudget = budgetJSON(&c.FrozenBudget)
 		}
 	}
 	if c := r.Summary.Children; c != nil {
