@@ -209,9 +209,15 @@ func traceBudget(t *testing.T, pid int, slo string, load func(stop <-chan struct
 	time.Sleep(time.Second) // the last exchanges go out, the last window closes
 	nt.cmd.Process.Signal(os.Interrupt)
 	nt.wait(t, 30*time.Second)
+	return readBudgetRun(t, nt.stdout.Bytes())
+}
+
+// readBudgetRun reads a run's summary and window lines.
+func readBudgetRun(t *testing.T, out []byte) *budgetRun {
+	t.Helper()
 	run := &budgetRun{}
-	summaryOf(t, nt.stdout.Bytes(), run)
-	for _, l := range strings.Split(nt.stdout.String(), "\n") {
+	summaryOf(t, out, run)
+	for _, l := range strings.Split(string(out), "\n") {
 		var w budgetWindow
 		if json.Unmarshal([]byte(l), &w) == nil && w.Type == "window" && w.Latency != nil {
 			run.windows = append(run.windows, w)
@@ -245,6 +251,14 @@ func checkBudget(t *testing.T, i int, run *budgetRun, part, words string) {
 			t.Errorf("run %d: %.1f%% of the slow requests' time was not split; want under 5%%", i, p.Share*100)
 		}
 	}
+	checkWindowBudgets(t, i, run)
+}
+
+// checkWindowBudgets checks that every window's slow-request budget of
+// run i adds up to its slow requests' latency, within 2%, and that some
+// window has slow requests.
+func checkWindowBudgets(t *testing.T, i int, run *budgetRun) {
+	t.Helper()
 	slowWindows := 0
 	for _, w := range run.windows {
 		r := w.Latency.Requests
