@@ -96,3 +96,27 @@ func TestMemoryStallUnionKeepsABoundedNumber(t *testing.T) {
 		t.Errorf("union %d ns, want %d", got, want)
 	}
 }
+
+// A stall longer than the horizon reaches back over spans already folded
+// away: the union never counts more than the time it spans (it counted
+// the folded spans' length twice before).
+func TestMemoryStallUnionLongStallOverFoldedSpans(t *testing.T) {
+	u := memoryUnion{}
+	const n = 3 * unionHold
+	for i := uint64(0); i < n; i++ {
+		ev := memStall(stall.MemcgReclaim, (i+1)*1e6, 600e3, false) // one a ms, 196 s
+		u.add(&ev)
+	}
+	if u.doneNs == 0 {
+		t.Fatal("nothing was folded: the test does not reach back over folded spans")
+	}
+	end := uint64(n) * 1e6
+	long := memStall(stall.MemcgReclaim, end, end, false) // from the run's start
+	u.add(&long)
+	if got := u.total(); got > end {
+		t.Errorf("union %d ns, more than the %d ns from the run's start to the last stall's end", got, end)
+	}
+	if got, least := u.total(), end-unionHorizon; got < least {
+		t.Errorf("union %d ns, less than the horizon's %d ns the long stall covered whole", got, least)
+	}
+}

@@ -21,9 +21,10 @@ var delayAcctPath = "/proc/sys/kernel/task_delayacct"
 // that one run ending does not switch it off under another: "was", the
 // value the first of them found, which every run holds a shared lock on
 // for its duration (the last to end sets the value back), and "lock",
-// held for a moment while a run starts or ends. It is on /run, emptied
-// at boot; a run killed before it could restore leaves "was" to the next
-// run's end.
+// held for a moment while a run starts or ends. A run killed before it
+// could restore leaves delay accounting on, as it would alone. The
+// record is per mount namespace (/run), the setting the machine's: a run
+// in a container and one on the host do not see each other's.
 var delayAcctDir = "/run/numatrace/delayacct"
 
 const unsplitIO = "the requests' disk I/O wait is not split from their other waits"
@@ -50,15 +51,18 @@ func delayAccounting(notice func(error)) (restore func()) {
 		return switchAlone(now, err, notice)
 	}
 	defer unlock(mu)
-	if err := syscall.Flock(int(was.Fd()), syscall.LOCK_SH); err != nil {
-		was.Close()
-		notice(fmt.Errorf("kernel.task_delayacct: %v", err))
-		return func() {}
-	}
-	first, err := readValue(was)
-	if err == nil && len(first) == 0 {
+	// With "lock" held no run starts or ends: "was" is free only where no
+	// run is live, and then what it holds is a killed run's, which may
+	// no longer be true (the value set since): this run's reading is.
+	var first []byte
+	if syscall.Flock(int(was.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
 		first = bytes.TrimSpace(now)
 		err = writeValue(was, first)
+	} else {
+		first, err = readValue(was)
+	}
+	if err == nil {
+		err = syscall.Flock(int(was.Fd()), syscall.LOCK_SH)
 	}
 	if err == nil && !isOn(now) {
 		if err = os.WriteFile(delayAcctPath, []byte("1\n"), 0o644); err == nil {

@@ -104,3 +104,29 @@ func TestDelayAccountingWithoutTheSharedRecord(t *testing.T) {
 		t.Errorf("said %q, want one notice of what it cannot promise", said)
 	}
 }
+
+// A run killed before it restored left its record behind, unlocked: what
+// it says (on, as that run found it) is no longer true once the value was
+// set since (here switched off by hand), and the next run, alone, says
+// and restores what it found itself.
+func TestDelayAccountingAfterAKilledRun(t *testing.T) {
+	read := fakeDelayAcct(t, "0")
+	if err := os.MkdirAll(delayAcctDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(delayAcctDir, "was"), []byte("1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	restore := delayAccounting(func(err error) { said = append(said, err.Error()) })
+	if got := read(); got != "1" {
+		t.Errorf("delay accounting is %s during the run, want 1", got)
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "(it was 0;") {
+		t.Errorf("said %q, want that it was 0", said)
+	}
+	restore()
+	if got := read(); got != "0" {
+		t.Errorf("delay accounting is %s after the run, want 0 as it found it", got)
+	}
+}
