@@ -2,7 +2,7 @@
 GO ?= go
 BIN := numatrace
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-GOTEST_FLAGS ?= -count=1 -p 1 -timeout 20m
+GOTEST_FLAGS ?= -count=1 -p 1 -timeout 30m
 
 ARGS ?= --duration 10s
 

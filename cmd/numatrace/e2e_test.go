@@ -679,9 +679,12 @@ func TestAttachMissingPIDExits2(t *testing.T) {
 }
 
 // A mistyped uprobe symbol, or a target that is not ELF, is bad input:
-// one line naming it and exit 2, not a panic.
+// one line naming it and exit 2, not a panic. Delay accounting is off, as
+// at boot: a run switched it on, and said so, before it found the symbol
+// missing (CI saw two lines once a run before had set it back).
 func TestLatencyUprobeBadTargetIsOneLine(t *testing.T) {
 	testutil.RequireRoot(t)
+	delayAcctOff(t)
 	text := filepath.Join(t.TempDir(), "script")
 	if err := os.WriteFile(text, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -1434,4 +1437,20 @@ func TestAttachEndsAtOnce(t *testing.T) {
 			t.Errorf("--duration %s: no summary line in %q", d, out.String())
 		}
 	}
+}
+
+// delayAcctOff switches kernel.task_delayacct off until the test ends.
+func delayAcctOff(t *testing.T) {
+	t.Helper()
+	const path = "/proc/sys/kernel/task_delayacct"
+	was, err := os.ReadFile(path)
+	testutil.RequireFeature(t, err == nil, "the kernel keeps no delay accounting")
+	if err := os.WriteFile(path, []byte("0\n"), 0o644); err != nil {
+		t.Fatalf("delay accounting off: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(path, was, 0o644); err != nil {
+			t.Errorf("restore %s: %v", path, err)
+		}
+	})
 }

@@ -80,6 +80,9 @@ func runAgainstOracle(t *testing.T, i int, dir string) *budgetRun {
 	cg := testutil.MemcgCgroup(t, fmt.Sprintf("numatrace-e2e-oracle-%d", i), 256<<20)
 	pid, port := startRedisInCgroup(t, cg)
 	writer := make(chan struct{})
+	// The writer outlasts the trace: 4 s before it, bpftrace's and
+	// numatrace's attach, 6 s of requests and a second for the last
+	// window, with room for a slow attach.
 	go func() { defer close(writer); runHog(t, cg, dir, 25*time.Second) }()
 	time.Sleep(4 * time.Second) // the incident is on
 

@@ -216,11 +216,6 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	}
 	sampler, closePSI := pressureSampler(tgt, fe.warn)
 	defer closePSI()
-	// The budgets' disk I/O wait: timed by the tracer where it can
-	// (IOWaitTimed), else read from delay accounting, on for the run.
-	if a.requestStalls() && a.RequestTimes && a.Latency.Mode != source.ModeOff && !tr.IOWaitTimed() {
-		defer delayAccounting(fe.warn)()
-	}
 	cgroup := openMemoryCgroup(tgt, fe.warn)
 	defer cgroup.close()
 	d := a.describe(tr.Probes(), tgt, started, startNs)
@@ -239,6 +234,12 @@ func (a *Attach) trace(tr *tracer.Tracer, tgt *target.Target, topo *topology.Top
 	rec, err := a.newRecording(h, &opt, targetPIDs(tr, tgt), stderr)
 	if err != nil {
 		return err
+	}
+	// The budgets' disk I/O wait: timed by the tracer where it can
+	// (IOWaitTimed), else read from delay accounting, on for the run.
+	// Switched once the input is known good: bad input is one line.
+	if a.requestStalls() && a.RequestTimes && a.Latency.Mode != source.ModeOff && !tr.IOWaitTimed() {
+		defer delayAccounting(fe.warn)()
 	}
 	// Every probe, the request timer's too, is attached now.
 	if err := writeReady(a.Trace.ReadyFile); err != nil {
