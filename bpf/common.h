@@ -59,6 +59,9 @@ const volatile __u32 cfg_request_times = 0;
  * late (DELAY_DEQUEUE, 6.12+). Set with the run-queue job, where task
  * storage is. */
 const volatile __u32 cfg_io_wait = 0;
+/* ...and, with stacks on, takes the stacks of serving threads' long
+ * sleeps inside requests (sched.bpf.c: wait_begin, wait_end). */
+const volatile __u32 cfg_wait_stacks = 0;
 /* The causes that are not memory management's (1 << cause each), left out
  * of a thread's freeze total: the loader sets it from the Go cause table
  * (stall.Descriptor.NotMemory), the one place that says so. */
@@ -174,6 +177,14 @@ struct task_pendings {
 	 * it (request.h: request_since): only such a thread's switch-ins
 	 * note its time on a CPU (sched.bpf.c: cpu_in). */
 	__u64 serves;
+	/* cfg_wait_stacks: the runqueue clock as the thread went to sleep
+	 * inside a request (0: it did not), its kind (enum wait_part), and,
+	 * per kind, how many of its next sleeps of that kind take their
+	 * stacks as they begin: WAIT_TRIES from its last long one (wait_end). */
+	__u64 sleep_since;
+	__u32 sleep_part;
+	__u8 wait_tries[2];
+	__u16 _pad_tries;
 	struct pending slot[SLOT_MAX];
 };
 
@@ -666,17 +677,18 @@ static __always_inline struct event *event_reserve(__u32 tgid, __u32 tid, __u32 
 
 /*
  * Takes the current thread's kernel and user stacks, its user rbp and the
- * words at its user stack pointer into se. Out of line, so that the stall
+ * words at its user stack pointer into se; for a stall (not a wait, whose
+ * stacks the record itself shows), counting those not taken. Out of line, so that the stall
  * programs keep one copy of it beside their own path, which a stall under
  * the threshold runs alone.
  */
-static __noinline void stacks_take(void *ctx, struct stack_event *se)
+static __noinline void stacks_take(void *ctx, struct stack_event *se, bool stall)
 {
 	se->kernel_len = bpf_get_stack(ctx, se->kernel, sizeof(se->kernel), 0);
-	if (se->kernel_len <= 0)
+	if (se->kernel_len <= 0 && stall)
 		counter_add(COUNTER_KSTACK_LOST, 1);
 	se->user_len = bpf_get_stack(ctx, se->user, sizeof(se->user), BPF_F_USER_STACK);
-	if (se->user_len <= 0)
+	if (se->user_len <= 0 && stall)
 		counter_add(COUNTER_USTACK_LOST, 1);
 	se->user_bp = 0;
 	se->exec_id = BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), self_exec_id);
@@ -730,7 +742,7 @@ static __always_inline struct event *stall_reserve(void *ctx, __u32 tgid, __u32 
 	event_init(e, tgid, tid, cause, now, dur, NULL);
 	if (se) {
 		se->e.flags = FLAG_STACKS;
-		stacks_take(ctx, se);
+		stacks_take(ctx, se, true);
 	}
 	return e;
 }

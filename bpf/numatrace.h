@@ -38,6 +38,16 @@ enum memstall_reason {
 enum event_kind {
 	KIND_STALL = 0,
 	KIND_EXIT = 1, /* a traced thread exited; carries its last comm */
+	/* A serving thread slept at least cfg_stacks_min_ns inside a request,
+	 * off CPU for no memory stall (sched.bpf.c: wait_end): reason is enum
+	 * wait_part, and FLAG_STACKS says its stacks follow. */
+	KIND_WAIT = 2,
+};
+
+/* What a KIND_WAIT waited for: the budget's parts off CPU. */
+enum wait_part {
+	WAIT_DISK = 0,  /* asleep in io_schedule (in_iowait): disk_io */
+	WAIT_OTHER = 1, /* any other sleep: a lock, another thread, a timer, the network: other_wait */
 };
 
 /* Bits in event.flags. */
@@ -238,6 +248,13 @@ struct thread_stall {
 	 * (a switch-in the program missed) must not add the time since */
 	__u64 cpu_in_pcount;
 	__u64 serving; /* its task_pendings.serves is set */
+	/* Requests begun on the thread (request_start), and that count as a
+	 * request last ended on it (request_since): it is inside a request
+	 * while they differ, and only then are its sleeps' stacks taken
+	 * (sched.bpf.c: wait_begin). A request that never ends is forgotten
+	 * at the next one that does. */
+	__u64 req_begun;
+	__u64 req_ended;
 };
 
 /* Bits in lat_sample.flags. */

@@ -27,9 +27,10 @@ static __always_inline void request_start(__u32 tid, struct task_struct *t, bool
 {
 	struct thread_stall *ts = cfg_request_stalls ? bpf_map_lookup_elem(&thread_stalls, &tid) : NULL;
 
-	if (ts)
+	if (ts) {
 		__builtin_memcpy(snap, ts->ns, sizeof(ts->ns));
-	else
+		ts->req_begun++;
+	} else
 		__builtin_memset(snap, 0, sizeof(ts->ns));
 	if (!t)
 		return;
@@ -95,6 +96,8 @@ static __always_inline __u32 request_since(__u32 tid, struct task_struct *t, boo
 
 	if (e->current)
 		ts = serving_mark(tid, ts);
+	if (ts)
+		ts->req_ended = ts->req_begun;
 	__u32 flags = LAT_STALLS; /* no entry yet: the thread has not stalled */
 
 #pragma unroll

@@ -491,6 +491,101 @@ static __always_inline void memstall_in(struct task_struct *next, __u64 now)
 }
 
 /*
+ * The stacks of a serving thread's long sleeps inside requests
+ * (cfg_wait_stacks): disk reads, lock waits, sleeps, the network, the
+ * budget's disk_io and other_wait. A sleep's length is known only as the
+ * thread gets a CPU back, when the sleeping thread's user stack can no
+ * longer be read (it is not current). So a sleep of a kind that ran past
+ * cfg_stacks_min_ns arms the thread: its next WAIT_TRIES sleeps of that
+ * kind take their stacks as they begin, here, and each goes out with
+ * them if it runs long too (and arms the thread again). At most
+ * WAIT_TRIES captures per long sleep; the first long sleep of each kind
+ * in a thread, and one after WAIT_TRIES short ones, goes out without
+ * stacks, and is counted so.
+ */
+#define WAIT_TRIES 4
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct stack_event); /* e.ts_ns: the sleep_since it was taken at */
+} wait_stacks SEC(".maps");
+
+/* prev, current, leaves its CPU not preempted: it goes to sleep. */
+static __always_inline void wait_begin(void *ctx, struct task_struct *prev, bool io)
+{
+	if (cfg_filter_tgid && prev->tgid != cfg_filter_tgid)
+		return;
+	struct task_pendings *tp = bpf_task_storage_get(&task_pendings, prev, 0, 0);
+
+	if (!tp || !tp->serves)
+		return;
+	__u32 tid = prev->pid;
+	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
+
+	if (!ts || ts->req_begun == ts->req_ended)
+		return; /* between requests: waiting for the next one */
+	struct cfs_rq *cfs = prev->se.cfs_rq;
+	__u64 since = cfs ? cfs->rq->clock : 0;
+	__u32 part = io ? WAIT_DISK : WAIT_OTHER;
+
+	tp->sleep_since = since;
+	tp->sleep_part = part;
+	if (!since || !tp->wait_tries[part])
+		return;
+	tp->wait_tries[part]--;
+	struct stack_event *ws = bpf_task_storage_get(&wait_stacks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!ws)
+		return;
+	stacks_take(ctx, ws, false);
+	ws->e.ts_ns = since;
+}
+
+/*
+ * next gets a CPU back after a sleep wait_begin noted: it slept until it
+ * was queued (the runqueue clock runq_wait reads). A long one arms its
+ * kind, and goes out, with the stacks its beginning took if it did.
+ */
+static __always_inline void wait_end(struct task_struct *next, struct task_pendings *tp, __u32 tgid, __u32 tid)
+{
+	__u64 since = tp->sleep_since, queued = next->sched_info.last_queued;
+	__u32 part = tp->sleep_part;
+
+	tp->sleep_since = 0;
+	if (!since || queued <= since || queued - since < cfg_stacks_min_ns)
+		return;
+	__u64 dur = queued - since, now = bpf_ktime_get_ns();
+
+	tp->wait_tries[part & 1] = WAIT_TRIES;
+	struct stack_event *ws = bpf_task_storage_get(&wait_stacks, next, 0, 0);
+	struct event *e;
+
+	if (ws && ws->e.ts_ns == since) {
+		struct stack_event *se = bpf_ringbuf_reserve(&events, sizeof(*se), 0);
+
+		ws->e.ts_ns = 0;
+		if (!se) {
+			counter_add(COUNTER_LOST_EVENTS, 1);
+			return;
+		}
+		bpf_probe_read_kernel(se, sizeof(*se), ws);
+		event_init(&se->e, tgid, tid, 0, now, dur, next);
+		se->e.flags = FLAG_STACKS;
+		e = &se->e;
+	} else {
+		e = event_reserve(tgid, tid, 0, now, dur, next);
+		if (!e)
+			return;
+	}
+	e->kind = KIND_WAIT;
+	e->reason = part;
+	comm_of(e->comm, next);
+	event_submit(e);
+}
+
+/*
  * Every context switch: one program for the jobs that need it, so the
  * hottest hook runs one program, built once per set of jobs so that no
  * switch reads which jobs are on. On this hook each cache line the
@@ -513,8 +608,14 @@ static __always_inline int on_switch_jobs(void *ctx, bool preempt, struct task_s
 		return 0;
 	/* in_iowait is set only inside io_schedule: a switch there that is
 	 * no preemption is the thread going to sleep for its I/O. */
-	if (cfg_io_wait && !preempt && BPF_CORE_READ_BITFIELD(prev, in_iowait))
-		io_sleep(prev);
+	if (cfg_io_wait && !preempt) {
+		bool io = BPF_CORE_READ_BITFIELD(prev, in_iowait);
+
+		if (io)
+			io_sleep(prev);
+		if (cfg_wait_stacks)
+			wait_begin(ctx, prev, io);
+	}
 	__u32 tid = next->pid;
 	__u32 tgid = next->tgid;
 
@@ -538,8 +639,11 @@ static __always_inline int on_switch_jobs(void *ctx, bool preempt, struct task_s
 			tp = bpf_task_storage_get(&task_pendings, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
 	runq_wait(next, tgid, tid, storage, tp);
-	if (cfg_request_times && tp && tp->serves)
+	if (cfg_request_times && tp && tp->serves) {
 		cpu_in(next, tid);
+		if (cfg_wait_stacks)
+			wait_end(next, tp, tgid, tid);
+	}
 	return 0;
 }
 

@@ -22,3 +22,4 @@ const enum lat_flag *unused_lat_flag __attribute__((unused));
 const struct child_total *unused_child_total __attribute__((unused));
 const enum pending_slot *unused_slot __attribute__((unused));
 const enum memstall_reason *unused_memstall_reason __attribute__((unused));
+const enum wait_part *unused_wait_part __attribute__((unused));

@@ -67,6 +67,7 @@ type diskSummary struct {
 		Conclusion  string     `json:"conclusion"`
 		Budget      []diskPart `json:"budget"`
 	} `json:"correlation"`
+	Waits []waitRow `json:"waits"`
 }
 
 func TestSlowQueriesWaitingOnTheDiskAreDiskIO(t *testing.T) {
@@ -112,6 +113,9 @@ func TestSlowQueriesWaitingOnTheDiskAreDiskIO(t *testing.T) {
 		var s diskSummary
 		summaryOf(t, nt.stdout.Bytes(), &s)
 		checkDiskRun(t, i, &s, reads)
+		// The disk's waits have their code path: InnoDB's pread asleep
+		// in io_schedule_timeout (O_DIRECT's wait), from libc's pread64.
+		checkWaitStacks(t, i, s.Waits, "disk_io", "io_schedule")
 	}
 }
 

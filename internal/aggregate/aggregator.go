@@ -27,6 +27,9 @@ type Aggregator struct {
 	// stacks counts the stalls that carry a stack per cause, thread and
 	// stack: the report's and the exports' account of them.
 	stacks StackTable
+	// waits counts the serving threads' long sleeps inside requests
+	// (stall.KindWait) per part, thread and stack, those without one too.
+	waits StackTable
 	// memory is the union of the traced threads' memory stalls, set
 	// beside PSI's count in the report.
 	memory memoryUnion
@@ -52,6 +55,7 @@ func New(grid window.Grid) *Aggregator {
 	return &Aggregator{
 		grid:   grid,
 		open:   map[uint64]*Window{},
+		waits:  StackTable{Waits: true},
 		memory: memoryUnion{fromNs: grid.StartNs},
 	}
 }
@@ -107,8 +111,12 @@ func (a *Aggregator) Add(ev *stall.Event) {
 	if ev.Comm != "" && st.name != ev.Comm { // a compare is cheaper than a store
 		st.name = ev.Comm
 	}
-	if ev.Kind == stall.KindExit {
+	switch ev.Kind {
+	case stall.KindExit:
 		st.exited = true
+		return
+	case stall.KindWait:
+		a.waits.Add(ev)
 		return
 	}
 	a.stacks.Add(ev)

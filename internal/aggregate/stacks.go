@@ -34,8 +34,11 @@ type StackTable struct {
 	// Unstacked counts the stalls without a stack too, in a row with a
 	// nil Stack per cause and thread: a profile of every streamed stall.
 	Unstacked bool
-	rows      map[stackRowKey]*StackSample
-	bytes     int // the Size of the rows' stacks
+	// Waits: the table counts waits (stall.KindWait), each under its
+	// part of the budget (Kind) and its stack, or none, and no stalls.
+	Waits bool
+	rows  map[stackRowKey]*StackSample
+	bytes int // the Size of the rows' stacks
 }
 
 // MaxStackTableBytes bounds the Size of a table's rows' stacks: some
@@ -58,7 +61,12 @@ type stackRowKey struct {
 // Add counts ev if it carries a stack (or if the table is Unstacked and
 // ev is a timed stall).
 func (t *StackTable) Add(ev *stall.Event) {
-	if ev.Kind != stall.KindStall || ev.Stack == nil && !(t.Unstacked && ev.Cause.Timed()) {
+	switch {
+	case t.Waits:
+		if ev.Kind != stall.KindWait {
+			return
+		}
+	case ev.Kind != stall.KindStall || ev.Stack == nil && !(t.Unstacked && ev.Cause.Timed()):
 		return
 	}
 	if t.rows == nil {
@@ -78,6 +86,9 @@ func (t *StackTable) Add(ev *stall.Event) {
 // thread's for the cause under tableLeftOut.
 func (t *StackTable) row(ev *stall.Event) *StackSample {
 	k := stackRowKey{cause: ev.Cause, kind: ev.WaitKind(), tid: ev.TID, stack: ev.Stack.Key()}
+	if ev.Kind == stall.KindWait {
+		k.cause, k.kind = 0, ev.Reason
+	}
 	if r := t.rows[k]; r != nil {
 		return r
 	}
@@ -92,7 +103,7 @@ func (t *StackTable) row(ev *stall.Event) *StackSample {
 			t.bytes += size
 		}
 	}
-	r := &StackSample{Cause: ev.Cause, Kind: k.kind, PID: ev.PID, TID: ev.TID, Stack: s}
+	r := &StackSample{Cause: k.cause, Kind: k.kind, PID: ev.PID, TID: ev.TID, Stack: s}
 	t.rows[k] = r
 	return r
 }

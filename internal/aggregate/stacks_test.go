@@ -139,3 +139,46 @@ func TestWindowKeepsTheLongestStallsStack(t *testing.T) {
 		t.Errorf("merged: stack %v, want the longest's", merged.Stack)
 	}
 }
+
+// A serving thread's waits (stall.KindWait) are counted in the summary's
+// Waits by part, thread and stack, those without a stack too, and in
+// nothing of the stalls': no stack row, no window, no memory stall.
+func TestWaitsAreCountedApartFromStalls(t *testing.T) {
+	a := New(window.Grid{StartNs: start, LenNs: win})
+	lock, read := stackOf("futex", "serve"), stackOf("pread64", "os_file_read")
+	for _, ev := range []stall.Event{
+		{Kind: stall.KindWait, Reason: "other_wait", TsNs: start + 10, DurNs: 3e6, TID: 101, PID: 100, Comm: "w1", Stack: lock},
+		{Kind: stall.KindWait, Reason: "other_wait", TsNs: start + 20, DurNs: 2e6, TID: 101, PID: 100, Comm: "w1", Stack: lock},
+		{Kind: stall.KindWait, Reason: "other_wait", TsNs: start + 30, DurNs: 4e6, TID: 101, PID: 100, Comm: "w1"},
+		{Kind: stall.KindWait, Reason: "disk_io", TsNs: start + 40, DurNs: 9e6, TID: 102, PID: 100, Comm: "w2", Stack: read},
+	} {
+		a.Add(&ev)
+	}
+	windows := a.CloseAll(start + 3*win)
+	for _, w := range windows {
+		if len(w.Threads) != 0 {
+			t.Errorf("window %d has threads %+v: waits are no stalls", w.Index, w.Threads)
+		}
+	}
+	s := a.Summarize(snapshot())
+	if len(s.Stacks) != 0 || s.MemoryStallNs != 0 {
+		t.Errorf("stacks %+v, memory stall %d: waits are no stalls", s.Stacks, s.MemoryStallNs)
+	}
+	type row struct {
+		part      string
+		tid       uint32
+		count, ns uint64
+		stack     *stall.Stack
+	}
+	want := []row{{"disk_io", 102, 1, 9e6, read}, {"other_wait", 101, 2, 5e6, lock}, {"other_wait", 101, 1, 4e6, nil}}
+	if len(s.Waits) != len(want) {
+		t.Fatalf("waits %+v, want %+v", s.Waits, want)
+	}
+	for i, w := range want {
+		g := s.Waits[i]
+		if g.Kind != w.part || g.TID != w.tid || g.Count != w.count || g.Ns != w.ns || (g.Stack == nil) != (w.stack == nil) ||
+			g.Stack.Key() != w.stack.Key() || g.Process != "main" {
+			t.Errorf("wait row %d: %+v, want %+v (of process main)", i, g, w)
+		}
+	}
+}

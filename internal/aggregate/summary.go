@@ -82,6 +82,10 @@ type Summary struct {
 	// Stacks are the streamed stalls that carry a stack (--stacks-min),
 	// per cause, thread and stack, the most time first.
 	Stacks []StackSample
+	// Waits are the serving threads' sleeps inside requests of at least
+	// --stacks-min (stall.KindWait), per part (Kind: disk_io, other_wait),
+	// thread and stack (nil: taken without one), the most time first.
+	Waits []StackSample
 	// HistMapFull means the kernel's histogram map filled up during the
 	// run, so the least recently used threads' histograms were evicted.
 	HistMapFull bool
@@ -164,6 +168,7 @@ func (a *Aggregator) Summarize(snap *stall.Snapshot) Summary {
 		names[p.PID] = p.Comm
 	}
 	s.Stacks = a.stacks.Samples(func(pid uint32) string { return names[pid] })
+	s.Waits = a.waits.Samples(func(pid uint32) string { return names[pid] })
 	return s
 }
 

@@ -401,7 +401,7 @@ func TestSummaryLine(t *testing.T) {
 	}
 	s := lines[0]
 	want := []string{"bad_records", "causes", "duration_ns", "events", "headline", "histogram_map_full", "histograms_evicted", "kernel", "late_events", "lost_events", "lost_events_per_cpu", "memory_stall_ns", "probes",
-		"processes", "stacks", "stream_min_ns", "system", "target", "threads", "type", "windows"}
+		"processes", "stacks", "stream_min_ns", "system", "target", "threads", "type", "waits", "windows"}
 	if got := keys(s); !reflect.DeepEqual(got, want) {
 		t.Errorf("summary keys %v, want %v", got, want)
 	}

@@ -120,6 +120,7 @@ type summaryJSON struct {
 	LatencyInput     *latencyInputJSON           `json:"latency_input,omitempty"`
 	LatencySource    *latencySourceJSON          `json:"latency_source,omitempty"`
 	Stacks           []stackJSON                 `json:"stacks"`
+	Waits            []waitJSON                  `json:"waits"`
 	MemoryStallNs    uint64                      `json:"memory_stall_ns"`
 	PSI              []pressureJSON              `json:"psi,omitempty"`
 	MemoryCgroup     *memcgSpanJSON              `json:"memory_cgroup,omitempty"`
@@ -287,6 +288,7 @@ func (r *Report) summaryLine() summaryJSON {
 	sys := r.Summary.System
 	s.System = systemJSON(sys)
 	s.Stacks = stacksJSON(r.Summary.Stacks)
+	s.Waits = waitsJSON(r.Summary.Waits)
 	s.MemoryStallNs = r.Summary.MemoryStallNs
 	s.PSI = pressuresJSON(r.Pressure, r.Summary.MemoryStallNs)
 	return s

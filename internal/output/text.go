@@ -169,6 +169,7 @@ func (r *Report) text(w io.Writer, width int) {
 		r.histograms(w)
 		r.stacks(w)
 	}
+	r.waits(w)
 	r.system(w)
 	r.pressure(w)
 	r.latency(w)

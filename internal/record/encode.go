@@ -201,7 +201,7 @@ func (e *blockEncoder) event(ev *stall.Event) {
 		e.record(recEventStack, binary.AppendUvarint(nil, e.stackID(ev.Stack)))
 	}
 	typ, chain := byte(recEvent), 0
-	if ev.Kind == stall.KindStall && ev.Cause >= firstLaterCause {
+	if ev.Kind == stall.KindStall && ev.Cause >= firstLaterCause || ev.Kind == stall.KindWait {
 		typ, chain = recLaterEvent, 1
 	}
 	body := make([]byte, 0, 32)
@@ -529,7 +529,7 @@ func (d *blockDecoder) eventInto(body []byte, chain int, ev *stall.Event) error 
 		}
 		return fmt.Errorf("%w: bad varint", errCorrupt)
 	}
-	if ev.Kind > stall.KindExit || ev.Cause >= stall.NumCauses {
+	if ev.Kind > stall.KindWait || ev.Cause >= stall.NumCauses {
 		// Checked after the fields are read, so a corrupt body is still
 		// called corrupt.
 		return fmt.Errorf("%w: kind %d cause %d", errNewerEvent, ev.Kind, ev.Cause)

@@ -30,8 +30,9 @@ const (
 	// the stalls' stacks, 1.5 the throttle and memstall causes (later
 	// events), the limit field and the header's PSI figures, 1.6 the
 	// requests' budgets (latency records' slow_budget_ns) and the
-	// header's psi_scope.
-	VersionMinor = 6
+	// header's psi_scope, 1.7 the serving threads' waits (kind 2, later
+	// events).
+	VersionMinor = 7
 )
 
 // Limits that keep a reader's memory bounded on any input.
@@ -110,7 +111,7 @@ const (
 	recEnd      = 7 // JSON: how the run ended; only in a complete recording
 	recLatency  = 8 // JSON: one window's request latency (since 1.1)
 	// recLaterEvent is an event of a cause added after 1.2 (runq_wait and
-	// on). Same body as recEvent, but its own timestamp chain: a 1.2
+	// on), or of a kind added after 1.6 (wait). Same body as recEvent, but its own timestamp chain: a 1.2
 	// reader skips the type without upsetting the deltas of the events it
 	// does read, where a new cause in a type-3 record would make it drop
 	// the rest of the block as corrupt.

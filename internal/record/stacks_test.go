@@ -362,3 +362,67 @@ func TestWriterBlocksStayWithinTheReadersBound(t *testing.T) {
 		t.Errorf("%d stalls of %d in %d blocks, the last stack left out: %v; %+v", len(evs), n+1, r.Blocks(), evs[len(evs)-1].Stack.LeftOut(), l)
 	}
 }
+
+// A serving thread's waits (kind 2, 1.7) round-trip with their part and
+// stack, and travel as later events: a 1.2 reader, which reads type 3
+// alone, reads every stall of type 3 as it was and meets no wait.
+func TestWaitsRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.ntr")
+	w, err := Create(path, testHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stacks := testStacks()
+	var want []stall.Event
+	for i := 0; i < 60; i++ {
+		ev := stall.Event{Kind: stall.KindStall, Cause: stall.MemcgReclaim, TsNs: uint64(1e6 + i*1000), DurNs: uint64(2000 + i),
+			PID: 1, TID: uint32(1 + i%3), Comm: "db", Node: -1, DstNode: -1, SrcCPU: -1, DstCPU: -1}
+		if i%3 != 0 {
+			ev.Kind, ev.Cause, ev.Reason = stall.KindWait, 0, []string{"disk_io", "other_wait"}[i%2]
+			if i%5 != 0 { // some waits carry no stack
+				ev.Stack = stacks[i%2]
+			}
+		}
+		w.Event(&ev)
+		want = append(want, ev)
+	}
+	if err := w.Close(run.End{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, _, _ := readAll(t, r)
+	if len(got) != len(want) {
+		t.Fatalf("read %d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Kind != w.Kind || g.Cause != w.Cause || g.Reason != w.Reason || g.TsNs != w.TsNs || g.DurNs != w.DurNs || g.TID != w.TID ||
+			(g.Stack == nil) != (w.Stack == nil) || w.Stack != nil && g.Stack.Key() != w.Stack.Key() {
+			t.Fatalf("event %d: read\n%+v, want\n%+v", i, g, w)
+		}
+	}
+	r2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	older := olderReaderEvents(t, r2, false)
+	var stalls int
+	for _, ev := range want {
+		if ev.Kind == stall.KindStall {
+			stalls++
+		}
+	}
+	if len(older) != stalls {
+		t.Fatalf("a 1.2 reader reads %d events, want the %d stalls", len(older), stalls)
+	}
+	for i, ev := range older {
+		if ev.Kind != stall.KindStall || ev.TsNs != want[3*i].TsNs {
+			t.Fatalf("a 1.2 reader's event %d: %+v, want %+v", i, ev, want[3*i])
+		}
+	}
+}

@@ -59,10 +59,11 @@ func (p Part) Cause() (Cause, bool) { return Cause(p), p < Part(NumCauses) }
 // time (a cause's part has its descriptor's Advice).
 var partNames = [NumParts - Part(NumCauses)]struct{ name, words, advice string }{
 	{"on_cpu", "on CPU", "the serving threads ran on a CPU: profile them (perf top -p PID, or numatrace's stacks) and look at what the requests compute"},
-	{"disk_io", "disk I/O wait", "the serving threads waited for block I/O: look at the device (iostat -x: utilisation, await) and at what the requests read (a cache or buffer pool too small for the working set)"},
+	{"disk_io", "disk I/O wait", "the serving threads waited for block I/O: look at the device (iostat -x: utilisation, await) and at what the requests read (a cache or buffer pool too small for the working set); " +
+		"the report's WAITS say which code path read"},
 	{"other_wait", "waiting off CPU on a lock, a sleep, another thread or the network (other_wait)",
-		"the serving threads waited off a CPU for something numatrace does not time: a lock, another thread, a sleep or the network; " +
-			"where they blocked says which: `perf record -e sched:sched_switch -g -p PID` (or bcc's offcputime -p PID), a futex under a lock's function is a lock"},
+		"the serving threads waited off a CPU on a lock, another thread, a sleep or the network; " +
+			"where they slept says which: the report's WAITS (where numatrace timed the requests) or `perf record -e sched:sched_switch -g -p PID`, a futex under a lock's function is a lock"},
 	{"held_up", "held up before reaching the server, outside the exchange before it (held_up)",
 		"requests were due before they reached the server and waited outside any exchange on their connection: the client sent them late (its timer, its CPU, its queue), which no server-side timer sees"},
 	{"unsplit", "not split (the thread's counters were not read at both ends)",

@@ -6,6 +6,13 @@ type Kind uint8
 const (
 	KindStall Kind = iota // a closed stall (or a NUMA task move)
 	KindExit              // a traced thread exited
+	// KindWait is a serving thread's sleep inside a request, off CPU for
+	// no memory stall, at least --stacks-min long: Reason names its part
+	// of the budget (disk_io, other_wait), and Stack is where it slept
+	// where the tracer took it (the thread's earlier sleep of that kind
+	// ran long too). Only the stack tables count it: the budget has the
+	// time from the thread's own counters.
+	KindWait
 )
 
 // Event is one closed stall or thread exit, as it left the kernel.

@@ -64,6 +64,10 @@ type compactionTaskPendings struct {
 	IoSince      uint64
 	IoRunDelay   uint64
 	Serves       uint64
+	SleepSince   uint64
+	SleepPart    uint32
+	WaitTries    [2]uint8
+	PadTries     uint16
 	Slot         [9]compactionPending
 }
 
@@ -86,6 +90,8 @@ type compactionThreadStall struct {
 	CpuInNs     uint64
 	CpuInPcount uint64
 	Serving     uint64
+	ReqBegun    uint64
+	ReqEnded    uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -131,6 +137,7 @@ const (
 	compactionVarCfgTargetCgroup      = "cfg_target_cgroup"
 	compactionVarCfgTaskRegs          = "cfg_task_regs"
 	compactionVarCfgTaskStorage       = "cfg_task_storage"
+	compactionVarCfgWaitStacks        = "cfg_wait_stacks"
 	compactionVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	compactionVarCfgWatchChildren     = "cfg_watch_children"
 	compactionVarThreadStallZero      = "thread_stall_zero"
@@ -229,6 +236,7 @@ type compactionVariableSpecs struct {
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.VariableSpec `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
@@ -314,6 +322,7 @@ type compactionVariables struct {
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.Variable `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`

@@ -67,7 +67,7 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 		return stall.Event{}, fmt.Errorf("short record: %d bytes, want %d", len(raw), EventSize)
 	}
 	r := (*typesEvent)(unsafe.Pointer(&raw[0]))
-	if r.Kind > uint32(typesEventKindKIND_EXIT) {
+	if r.Kind > uint32(typesEventKindKIND_WAIT) {
 		return stall.Event{}, fmt.Errorf("record with unknown kind %d", r.Kind)
 	}
 	if r.Cause >= uint32(stall.NumCauses) {
@@ -107,6 +107,9 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 	ev.Stick = flags&typesEventFlagFLAG_STICK != 0
 	ev.GroupDead = flags&typesEventFlagFLAG_GROUP_DEAD != 0
 	ev.Nested = flags&typesEventFlagFLAG_NESTED != 0
+	if ev.Kind == stall.KindWait {
+		ev.Reason = waitParts[min(uint32(r.Reason), uint32(len(waitParts)-1))].String()
+	}
 	if ev.Kind == stall.KindStall {
 		switch ev.Cause {
 		case stall.NUMAMigration:
@@ -123,6 +126,10 @@ func (d *Decoder) Decode(raw []byte) (stall.Event, error) {
 	}
 	return ev, nil
 }
+
+// waitParts are the budget's parts by enum wait_part: what a KIND_WAIT
+// waited for.
+var waitParts = [...]stall.Part{typesWaitPartWAIT_DISK: stall.PartDiskIO, typesWaitPartWAIT_OTHER: stall.PartOtherWait}
 
 // The histogram slots must agree; bpf2go generated typesHist from the C
 // header. The causes are checked at load (checkCauses), against the

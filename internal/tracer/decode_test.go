@@ -126,9 +126,18 @@ func TestDecodeUnknownCauseAndKind(t *testing.T) {
 		t.Errorf("cause 0xffffffff: %v", err)
 	}
 	rec = stallRecord(typesCauseCAUSE_DIRECT_RECLAIM)
-	rec.Kind = 2
-	if _, err := d.Decode(raw(rec)); err == nil || !strings.Contains(err.Error(), "unknown kind 2") {
-		t.Errorf("kind 2: %v", err)
+	rec.Kind = 3
+	if _, err := d.Decode(raw(rec)); err == nil || !strings.Contains(err.Error(), "unknown kind 3") {
+		t.Errorf("kind 3: %v", err)
+	}
+	// A wait names its part of the budget; a part this reader does not
+	// know is the last it knows, other_wait.
+	for reason, want := range map[int32]stall.Part{0: stall.PartDiskIO, 1: stall.PartOtherWait, 7: stall.PartOtherWait} {
+		rec = stallRecord(typesCauseCAUSE_DIRECT_RECLAIM)
+		rec.Kind, rec.Reason = uint32(typesEventKindKIND_WAIT), reason
+		if ev, err := d.Decode(raw(rec)); err != nil || ev.Kind != stall.KindWait || ev.Reason != want.String() {
+			t.Errorf("wait of part %d: %+v, %v; want %s", reason, ev, err, want)
+		}
 	}
 	// The last valid cause and kind still decode.
 	rec = stallRecord(typesCauseCAUSE_MMAP_LOCK)

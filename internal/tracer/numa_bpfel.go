@@ -64,6 +64,10 @@ type numaTaskPendings struct {
 	IoSince      uint64
 	IoRunDelay   uint64
 	Serves       uint64
+	SleepSince   uint64
+	SleepPart    uint32
+	WaitTries    [2]uint8
+	PadTries     uint16
 	Slot         [9]numaPending
 }
 
@@ -86,6 +90,8 @@ type numaThreadStall struct {
 	CpuInNs     uint64
 	CpuInPcount uint64
 	Serving     uint64
+	ReqBegun    uint64
+	ReqEnded    uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -133,6 +139,7 @@ const (
 	numaVarCfgTargetCgroup      = "cfg_target_cgroup"
 	numaVarCfgTaskRegs          = "cfg_task_regs"
 	numaVarCfgTaskStorage       = "cfg_task_storage"
+	numaVarCfgWaitStacks        = "cfg_wait_stacks"
 	numaVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	numaVarCfgWatchChildren     = "cfg_watch_children"
 	numaVarThreadStallZero      = "thread_stall_zero"
@@ -233,6 +240,7 @@ type numaVariableSpecs struct {
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.VariableSpec `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
@@ -318,6 +326,7 @@ type numaVariables struct {
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.Variable `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`

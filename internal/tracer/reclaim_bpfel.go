@@ -64,6 +64,10 @@ type reclaimTaskPendings struct {
 	IoSince      uint64
 	IoRunDelay   uint64
 	Serves       uint64
+	SleepSince   uint64
+	SleepPart    uint32
+	WaitTries    [2]uint8
+	PadTries     uint16
 	Slot         [9]reclaimPending
 }
 
@@ -86,6 +90,8 @@ type reclaimThreadStall struct {
 	CpuInNs     uint64
 	CpuInPcount uint64
 	Serving     uint64
+	ReqBegun    uint64
+	ReqEnded    uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -136,6 +142,7 @@ const (
 	reclaimVarCfgTargetCgroup      = "cfg_target_cgroup"
 	reclaimVarCfgTaskRegs          = "cfg_task_regs"
 	reclaimVarCfgTaskStorage       = "cfg_task_storage"
+	reclaimVarCfgWaitStacks        = "cfg_wait_stacks"
 	reclaimVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	reclaimVarCfgWatchChildren     = "cfg_watch_children"
 	reclaimVarThreadStallZero      = "thread_stall_zero"
@@ -239,6 +246,7 @@ type reclaimVariableSpecs struct {
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.VariableSpec `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
@@ -324,6 +332,7 @@ type reclaimVariables struct {
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.Variable `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`

@@ -63,12 +63,55 @@ type schedPendingKey struct {
 	Slot uint32
 }
 
+type schedStackEvent struct {
+	_ structs.HostLayout
+	E struct {
+		_        structs.HostLayout
+		TsNs     uint64
+		DurNs    uint64
+		Pages    uint64
+		CgroupId uint64
+		TotalNs  uint64
+		Kind     uint32
+		Cause    uint32
+		Pid      uint32
+		Tid      uint32
+		Gfp      uint32
+		Flags    uint32
+		Order    int32
+		Node     int32
+		DstNode  int32
+		SrcCpu   int32
+		DstCpu   int32
+		Reason   int32
+		Mode     int32
+		Status   int32
+		OtherTid uint32
+		Cpu      uint32
+		Pass     uint32
+		Pad      uint32
+		Limit    uint64
+		Comm     [16]int8
+	}
+	KernelLen int32
+	UserLen   int32
+	UserBp    uint64
+	ExecId    uint64
+	UserSp    [32]uint64
+	Kernel    [127]uint64
+	User      [127]uint64
+}
+
 type schedTaskPendings struct {
 	_            structs.HostLayout
 	RunDelaySeen uint64
 	IoSince      uint64
 	IoRunDelay   uint64
 	Serves       uint64
+	SleepSince   uint64
+	SleepPart    uint32
+	WaitTries    [2]uint8
+	PadTries     uint16
 	Slot         [9]schedPending
 }
 
@@ -91,6 +134,8 @@ type schedThreadStall struct {
 	CpuInNs     uint64
 	CpuInPcount uint64
 	Serving     uint64
+	ReqBegun    uint64
+	ReqEnded    uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -111,6 +156,7 @@ const (
 	schedMapTaskPendings         = "task_pendings"
 	schedMapThreadCountsMap      = "thread_counts_map"
 	schedMapThreadStalls         = "thread_stalls"
+	schedMapWaitStacks           = "wait_stacks"
 	schedMapWatchedTgids         = "watched_tgids"
 	schedProgFollowAttach        = "follow_attach"
 	schedProgFollowFork          = "follow_fork"
@@ -142,6 +188,7 @@ const (
 	schedVarCfgTargetCgroup      = "cfg_target_cgroup"
 	schedVarCfgTaskRegs          = "cfg_task_regs"
 	schedVarCfgTaskStorage       = "cfg_task_storage"
+	schedVarCfgWaitStacks        = "cfg_wait_stacks"
 	schedVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	schedVarCfgWatchChildren     = "cfg_watch_children"
 	schedVarThreadStallZero      = "thread_stall_zero"
@@ -218,6 +265,7 @@ type schedMapSpecs struct {
 	TaskPendings    *ebpf.MapSpec `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.MapSpec `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.MapSpec `ebpf:"thread_stalls"`
+	WaitStacks      *ebpf.MapSpec `ebpf:"wait_stacks"`
 	WatchedTgids    *ebpf.MapSpec `ebpf:"watched_tgids"`
 }
 
@@ -246,6 +294,7 @@ type schedVariableSpecs struct {
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.VariableSpec `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
@@ -285,6 +334,7 @@ type schedMaps struct {
 	TaskPendings    *ebpf.Map `ebpf:"task_pendings"`
 	ThreadCountsMap *ebpf.Map `ebpf:"thread_counts_map"`
 	ThreadStalls    *ebpf.Map `ebpf:"thread_stalls"`
+	WaitStacks      *ebpf.Map `ebpf:"wait_stacks"`
 	WatchedTgids    *ebpf.Map `ebpf:"watched_tgids"`
 }
 
@@ -304,6 +354,7 @@ func (m *schedMaps) Close() error {
 		m.TaskPendings,
 		m.ThreadCountsMap,
 		m.ThreadStalls,
+		m.WaitStacks,
 		m.WatchedTgids,
 	)
 }
@@ -333,6 +384,7 @@ type schedVariables struct {
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.Variable `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`

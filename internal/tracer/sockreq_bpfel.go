@@ -89,6 +89,10 @@ type sockreqTaskPendings struct {
 	IoSince      uint64
 	IoRunDelay   uint64
 	Serves       uint64
+	SleepSince   uint64
+	SleepPart    uint32
+	WaitTries    [2]uint8
+	PadTries     uint16
 	Slot         [9]sockreqPending
 }
 
@@ -111,6 +115,8 @@ type sockreqThreadStall struct {
 	CpuInNs     uint64
 	CpuInPcount uint64
 	Serving     uint64
+	ReqBegun    uint64
+	ReqEnded    uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -164,6 +170,7 @@ const (
 	sockreqVarCfgTargetCgroup      = "cfg_target_cgroup"
 	sockreqVarCfgTaskRegs          = "cfg_task_regs"
 	sockreqVarCfgTaskStorage       = "cfg_task_storage"
+	sockreqVarCfgWaitStacks        = "cfg_wait_stacks"
 	sockreqVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sockreqVarCfgWatchChildren     = "cfg_watch_children"
 	sockreqVarThreadStallZero      = "thread_stall_zero"
@@ -270,6 +277,7 @@ type sockreqVariableSpecs struct {
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.VariableSpec `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
@@ -366,6 +374,7 @@ type sockreqVariables struct {
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.Variable `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`

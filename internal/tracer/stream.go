@@ -113,7 +113,7 @@ func (t *Tracer) decode(raw []byte) (stall.Event, error) {
 		return ev, err
 	}
 	switch {
-	case ev.Kind == stall.KindStall:
+	case ev.Kind == stall.KindStall || ev.Kind == stall.KindWait:
 		if st, ok := stacksOf(raw); ok {
 			ev.Stack = t.stacks.stack(&ev, st)
 		}

@@ -64,6 +64,10 @@ type throttleTaskPendings struct {
 	IoSince      uint64
 	IoRunDelay   uint64
 	Serves       uint64
+	SleepSince   uint64
+	SleepPart    uint32
+	WaitTries    [2]uint8
+	PadTries     uint16
 	Slot         [9]throttlePending
 }
 
@@ -86,6 +90,8 @@ type throttleThreadStall struct {
 	CpuInNs     uint64
 	CpuInPcount uint64
 	Serving     uint64
+	ReqBegun    uint64
+	ReqEnded    uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -130,6 +136,7 @@ const (
 	throttleVarCfgTargetCgroup      = "cfg_target_cgroup"
 	throttleVarCfgTaskRegs          = "cfg_task_regs"
 	throttleVarCfgTaskStorage       = "cfg_task_storage"
+	throttleVarCfgWaitStacks        = "cfg_wait_stacks"
 	throttleVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	throttleVarCfgWatchChildren     = "cfg_watch_children"
 	throttleVarThreadStallZero      = "thread_stall_zero"
@@ -227,6 +234,7 @@ type throttleVariableSpecs struct {
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.VariableSpec `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
@@ -312,6 +320,7 @@ type throttleVariables struct {
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.Variable `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`

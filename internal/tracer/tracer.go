@@ -343,6 +343,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		typesVarCfgRequestStalls:     boolU32(cfg.RequestStalls),
 		typesVarCfgRequestTimes:      boolU32(cfg.RequestStalls && cfg.RequestTimes),
 		typesVarCfgIoWait:            boolU32(t.IOWaitTimed()),
+		typesVarCfgWaitStacks:        boolU32(t.WaitStacksTaken()),
 		typesVarCfgNotMemory:         notMemoryMask(),
 		typesVarCfgMultiNode:         boolU32(cfg.Topology != nil && len(cfg.Topology.Nodes) > 1),
 		typesVarCfgTargetCgroup:      cfg.CgroupID,
@@ -361,6 +362,10 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		typesVarCfgMemstallSiteStart: t.siteStart,
 		typesVarCfgMemstallSiteEnd:   t.siteEnd,
 		typesVarCfgNsPerJiffy:        t.jiffyNs,
+	}
+	if ms, ok := spec.Maps[schedMapWaitStacks]; ok && !t.taskStorage {
+		// As task_pendings without task storage: never used.
+		ms.Type, ms.Flags, ms.MaxEntries = ebpf.Hash, 0, 1
 	}
 	for name, v := range set {
 		vs, ok := spec.Variables[name]
@@ -686,6 +691,11 @@ func (t *Tracer) switchJobs(cfg Config, kspec *btf.Spec) {
 func (t *Tracer) IOWaitTimed() bool {
 	return t.runqOn && t.taskStorage && t.cfg.RequestStalls && t.cfg.RequestTimes
 }
+
+// WaitStacksTaken reports whether the serving threads' long sleeps inside
+// requests go out as waits (stall.KindWait), with stacks where they can:
+// where their I/O waits are timed, with stacks on.
+func (t *Tracer) WaitStacksTaken() bool { return t.IOWaitTimed() && t.cfg.StacksMinNs > 0 }
 
 // switchProgram is the sched_switch program built for the jobs on: both
 // probes that need it name the same one, which attaches once.

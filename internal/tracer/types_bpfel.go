@@ -107,6 +107,7 @@ type typesEventKind uint32
 const (
 	typesEventKindKIND_STALL typesEventKind = 0
 	typesEventKindKIND_EXIT  typesEventKind = 1
+	typesEventKindKIND_WAIT  typesEventKind = 2
 )
 
 type typesFilterMode uint32
@@ -231,6 +232,10 @@ type typesTaskPendings struct {
 	IoSince      uint64
 	IoRunDelay   uint64
 	Serves       uint64
+	SleepSince   uint64
+	SleepPart    uint32
+	WaitTries    [2]uint8
+	PadTries     uint16
 	Slot         [9]typesPending
 }
 
@@ -253,7 +258,16 @@ type typesThreadStall struct {
 	CpuInNs     uint64
 	CpuInPcount uint64
 	Serving     uint64
+	ReqBegun    uint64
+	ReqEnded    uint64
 }
+
+type typesWaitPart uint32
+
+const (
+	typesWaitPartWAIT_DISK  typesWaitPart = 0
+	typesWaitPartWAIT_OTHER typesWaitPart = 1
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -294,6 +308,7 @@ const (
 	typesVarCfgTargetCgroup      = "cfg_target_cgroup"
 	typesVarCfgTaskRegs          = "cfg_task_regs"
 	typesVarCfgTaskStorage       = "cfg_task_storage"
+	typesVarCfgWaitStacks        = "cfg_wait_stacks"
 	typesVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	typesVarCfgWatchChildren     = "cfg_watch_children"
 	typesVarThreadStallZero      = "thread_stall_zero"
@@ -313,6 +328,7 @@ const (
 	typesVarUnusedSlot           = "unused_slot"
 	typesVarUnusedStackEvent     = "unused_stack_event"
 	typesVarUnusedThreadCounts   = "unused_thread_counts"
+	typesVarUnusedWaitPart       = "unused_wait_part"
 )
 
 // loadTypes returns the embedded CollectionSpec for types.
@@ -404,6 +420,7 @@ type typesVariableSpecs struct {
 	CfgTargetCgroup      *ebpf.VariableSpec `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.VariableSpec `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.VariableSpec `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.VariableSpec `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.VariableSpec `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.VariableSpec `ebpf:"thread_stall_zero"`
@@ -423,6 +440,7 @@ type typesVariableSpecs struct {
 	UnusedSlot           *ebpf.VariableSpec `ebpf:"unused_slot"`
 	UnusedStackEvent     *ebpf.VariableSpec `ebpf:"unused_stack_event"`
 	UnusedThreadCounts   *ebpf.VariableSpec `ebpf:"unused_thread_counts"`
+	UnusedWaitPart       *ebpf.VariableSpec `ebpf:"unused_wait_part"`
 }
 
 // typesObjects contains all objects after they have been loaded into the kernel.
@@ -505,6 +523,7 @@ type typesVariables struct {
 	CfgTargetCgroup      *ebpf.Variable `ebpf:"cfg_target_cgroup"`
 	CfgTaskRegs          *ebpf.Variable `ebpf:"cfg_task_regs"`
 	CfgTaskStorage       *ebpf.Variable `ebpf:"cfg_task_storage"`
+	CfgWaitStacks        *ebpf.Variable `ebpf:"cfg_wait_stacks"`
 	CfgWakeupBytes       *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CfgWatchChildren     *ebpf.Variable `ebpf:"cfg_watch_children"`
 	ThreadStallZero      *ebpf.Variable `ebpf:"thread_stall_zero"`
@@ -524,6 +543,7 @@ type typesVariables struct {
 	UnusedSlot           *ebpf.Variable `ebpf:"unused_slot"`
 	UnusedStackEvent     *ebpf.Variable `ebpf:"unused_stack_event"`
 	UnusedThreadCounts   *ebpf.Variable `ebpf:"unused_thread_counts"`
+	UnusedWaitPart       *ebpf.Variable `ebpf:"unused_wait_part"`
 }
 
 // typesPrograms contains all programs after they have been loaded into the kernel.
