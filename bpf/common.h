@@ -182,6 +182,7 @@ struct task_pendings {
 	 * per kind, how many of its next sleeps of that kind take their
 	 * stacks as they begin: WAIT_TRIES from its last long one (wait_end). */
 	__u64 sleep_since;
+	__u64 sleep_pcount; /* its sched_info.pcount then: a switch-in missed since moves it */
 	__u32 sleep_part;
 	__u8 wait_tries[2];
 	__u16 _pad_tries;

@@ -521,6 +521,14 @@ static __always_inline void wait_begin(void *ctx, struct task_struct *prev, bool
 
 	if (!tp || !tp->serves)
 		return;
+	/* A sleep inside a memory stall, or in a timed stall (an mmap_lock
+	 * wait), is that stall's: its cause has the time, and its stacks. */
+	if (in_memstall(prev))
+		return;
+#pragma unroll
+	for (__u32 slot = 0; slot < SLOT_MEMSTALL; slot++)
+		if (tp->slot[slot].start_ns)
+			return;
 	__u32 tid = prev->pid;
 	struct thread_stall *ts = bpf_map_lookup_elem(&thread_stalls, &tid);
 
@@ -531,6 +539,7 @@ static __always_inline void wait_begin(void *ctx, struct task_struct *prev, bool
 	__u32 part = io ? WAIT_DISK : WAIT_OTHER;
 
 	tp->sleep_since = since;
+	tp->sleep_pcount = prev->sched_info.pcount;
 	tp->sleep_part = part;
 	if (!since || !tp->wait_tries[part])
 		return;
@@ -554,7 +563,11 @@ static __always_inline void wait_end(struct task_struct *next, struct task_pendi
 	__u32 part = tp->sleep_part;
 
 	tp->sleep_since = 0;
-	if (!since || queued <= since || queued - since < cfg_stacks_min_ns)
+	/* A switch-in the program missed (its run count moved) leaves no
+	 * telling how long this sleep was. */
+	if (!since || next->sched_info.pcount != tp->sleep_pcount)
+		return;
+	if (queued <= since || queued - since < cfg_stacks_min_ns)
 		return;
 	__u64 dur = queued - since, now = bpf_ktime_get_ns();
 

@@ -65,6 +65,7 @@ type reclaimTaskPendings struct {
 	IoRunDelay   uint64
 	Serves       uint64
 	SleepSince   uint64
+	SleepPcount  uint64
 	SleepPart    uint32
 	WaitTries    [2]uint8
 	PadTries     uint16

@@ -167,6 +167,42 @@ func (t *Tracer) SocketTiming() SocketTiming {
 	if coll != nil {
 		coll.Close()
 	}
+	if err == nil {
+		err = t.budgetLoads()
+	}
 	st.Err = err
 	return st
+}
+
+// budgetLoads loads, without attaching it, the sched_switch program as a
+// request timer's run sets it up: run-queue and I/O waits timed, and the
+// waits' stacks taken. That code is left out of the program loaded
+// without a request timer, so only this load verifies it on this kernel.
+// Nothing to load where its jobs cannot run (no run-queue job, no task
+// storage).
+func (t *Tracer) budgetLoads() error {
+	if !t.runqOn || !t.taskStorage {
+		return nil
+	}
+	spec, err := loadSched()
+	if err == nil {
+		err = t.configure(spec)
+	}
+	for name, v := range map[string]any{typesVarCfgRequestStalls: uint32(1), typesVarCfgRequestTimes: uint32(1),
+		typesVarCfgIoWait: uint32(1), typesVarCfgWaitStacks: uint32(1), typesVarCfgStacksMinNs: uint64(1e6)} {
+		if err == nil {
+			err = spec.Variables[name].Set(v)
+		}
+	}
+	var coll *ebpf.Collection
+	if err == nil {
+		coll, err = t.loadPrograms(spec, t.kspec, t.switchProgram())
+	}
+	if coll != nil {
+		coll.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("the sched_switch program that splits a request's time: %w", err)
+	}
+	return nil
 }

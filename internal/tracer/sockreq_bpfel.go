@@ -90,6 +90,7 @@ type sockreqTaskPendings struct {
 	IoRunDelay   uint64
 	Serves       uint64
 	SleepSince   uint64
+	SleepPcount  uint64
 	SleepPart    uint32
 	WaitTries    [2]uint8
 	PadTries     uint16
