@@ -16,6 +16,10 @@ type TotalsLimits struct {
 type RunTotals struct {
 	limits  TotalsLimits
 	threads map[uint32]*ThreadTotals
+	// waits are the serving threads' sleeps inside requests, by thread:
+	// apart from threads, so that a wait makes no thread a row of the
+	// view that the report's tables do not have.
+	waits   map[uint32]*StackTable
 	windows []*Window
 	rebuilt EventHists
 
@@ -58,7 +62,7 @@ type StallPoint struct {
 
 // NewTotals starts empty totals.
 func NewTotals(limits TotalsLimits) *RunTotals {
-	return &RunTotals{limits: limits, threads: map[uint32]*ThreadTotals{}}
+	return &RunTotals{limits: limits, threads: map[uint32]*ThreadTotals{}, waits: map[uint32]*StackTable{}}
 }
 
 func (r *RunTotals) thread(pid, tid uint32, comm string) *ThreadTotals {
@@ -73,8 +77,18 @@ func (r *RunTotals) thread(pid, tid uint32, comm string) *ThreadTotals {
 	return t
 }
 
-// Stall takes one streamed stall.
+// Stall takes one streamed stall, or a serving thread's wait, which only
+// its thread's waits count.
 func (r *RunTotals) Stall(ev *stall.Event) {
+	if ev.Kind == stall.KindWait {
+		w := r.waits[ev.TID]
+		if w == nil {
+			w = &StackTable{Waits: true}
+			r.waits[ev.TID] = w
+		}
+		w.Add(ev)
+		return
+	}
 	r.Events++
 	r.LastNs = max(r.LastNs, ev.TsNs)
 	t := r.thread(ev.PID, ev.TID, ev.Comm)
@@ -181,6 +195,15 @@ func (t *ThreadTotals) Recent() []stall.Event {
 // Stacks are where the thread's stalls that carried stacks stalled, per
 // cause and stack, the most time first.
 func (t *ThreadTotals) Stacks() []StackSample { return t.stacks.Samples(nil) }
+
+// Waits are where thread tid slept inside its requests (stall.KindWait),
+// per part and stack (nil: its waits without one), the most time first.
+func (r *RunTotals) Waits(tid uint32) []StackSample {
+	if w := r.waits[tid]; w != nil {
+		return w.Samples(nil)
+	}
+	return nil
+}
 
 // Kind is the kind of wait most of the thread's streamed stalls of c
 // were, where c has kinds (memstall_wait's thrashing); "" otherwise.

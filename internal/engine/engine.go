@@ -25,7 +25,9 @@ const Grace = 250 * time.Millisecond
 // Sink receives stalls as they arrive and windows as they close. It must
 // not block: the engine runs in the loop that takes the events.
 type Sink interface {
-	// Stall's event is valid only during the call: keep a copy.
+	// Stall's event is valid only during the call: keep a copy. It is a
+	// stall (stall.KindStall) or a serving thread's wait (stall.KindWait),
+	// which a sink that shows stalls alone leaves out.
 	Stall(*stall.Event) error
 	Window(*aggregate.Window) error
 	Flush() error
@@ -164,7 +166,7 @@ func (e *Engine) correlate() {
 func (e *Engine) Run() run.Description { return e.run }
 
 // Event takes one event from the source, in the order the source saw
-// them. Stalls go on to the sinks at once.
+// them. Stalls and waits go on to the sinks at once.
 func (e *Engine) Event(ev stall.Event) { e.EventRef(&ev) }
 
 // EventRef takes one event by reference, which it does not keep: replay
@@ -172,7 +174,7 @@ func (e *Engine) Event(ev stall.Event) { e.EventRef(&ev) }
 func (e *Engine) EventRef(ev *stall.Event) {
 	e.agg.Add(ev)
 	e.lastNs = max(e.lastNs, ev.TsNs)
-	if ev.Kind != stall.KindStall || len(e.sinks) == 0 {
+	if ev.Kind == stall.KindExit || len(e.sinks) == 0 {
 		return
 	}
 	e.scratch = *ev

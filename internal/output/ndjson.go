@@ -95,8 +95,12 @@ func AppendStallLine(b []byte, ev *stall.Event) []byte {
 	return append(b, '}')
 }
 
-// Stall writes one {"type":"stall"} line.
+// Stall writes one {"type":"stall"} line; a wait has none (the summary
+// line's waits count them).
 func (n *NDJSON) Stall(ev *stall.Event) error {
+	if ev.Kind != stall.KindStall {
+		return nil
+	}
 	n.line = append(AppendStallLine(n.line[:0], ev), '\n')
 	_, err := n.w.Write(n.line)
 	return err

@@ -12,25 +12,25 @@ import (
 	"github.com/numatrace/numatrace/internal/sanitize"
 )
 
-// waitStack is one stack's waits of one part, over every thread that
+// WaitStack is one stack's waits of one part, over every thread that
 // slept there: a thread pool's workers wait in the same place.
-type waitStack struct {
+type WaitStack struct {
 	aggregate.StackSample
 	Threads int
 }
 
-// waitParts are the waits of samples by part, in the budget's order, each
+// WaitParts are the waits of samples by part, in the budget's order, each
 // part's stacks the most time first (nil Stack: the waits taken without
 // one), and each part's total time and time with a stack.
-func waitParts(samples []aggregate.StackSample) []waitPart {
-	byPart := map[string]*waitPart{}
-	keys := map[string]map[string]*waitStack{}
+func WaitParts(samples []aggregate.StackSample) []WaitPart {
+	byPart := map[string]*WaitPart{}
+	keys := map[string]map[string]*WaitStack{}
 	for _, s := range samples {
 		p := byPart[s.Kind]
 		if p == nil {
-			p = &waitPart{Part: s.Kind}
+			p = &WaitPart{Part: s.Kind}
 			byPart[s.Kind] = p
-			keys[s.Kind] = map[string]*waitStack{}
+			keys[s.Kind] = map[string]*WaitStack{}
 		}
 		p.Count += s.Count
 		p.Ns += s.Ns
@@ -41,7 +41,7 @@ func waitParts(samples []aggregate.StackSample) []waitPart {
 		k := s.Stack.Key()
 		ws := keys[s.Kind][k]
 		if ws == nil {
-			ws = &waitStack{StackSample: s}
+			ws = &WaitStack{StackSample: s}
 			ws.Count, ws.Ns = 0, 0
 			keys[s.Kind][k] = ws
 			p.Stacks = append(p.Stacks, ws)
@@ -50,30 +50,30 @@ func waitParts(samples []aggregate.StackSample) []waitPart {
 		ws.Ns += s.Ns
 		ws.Threads++
 	}
-	out := make([]waitPart, 0, len(byPart))
+	out := make([]WaitPart, 0, len(byPart))
 	for _, p := range byPart {
-		slices.SortFunc(p.Stacks, func(a, b *waitStack) int {
+		slices.SortFunc(p.Stacks, func(a, b *WaitStack) int {
 			return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Stack.Key(), b.Stack.Key()))
 		})
 		out = append(out, *p)
 	}
-	slices.SortFunc(out, func(a, b waitPart) int { return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Part, b.Part)) })
+	slices.SortFunc(out, func(a, b WaitPart) int { return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Part, b.Part)) })
 	return out
 }
 
-// waitPart is the waits of one part of the budget.
-type waitPart struct {
+// WaitPart is the waits of one part of the budget.
+type WaitPart struct {
 	Part      string // disk_io, other_wait
 	Count     uint64
 	Ns        uint64
 	StackedNs uint64 // of Ns, the waits that carry a stack
-	Stacks    []*waitStack
+	Stacks    []*WaitStack
 }
 
 // waits says where the serving threads slept inside their requests: the
 // budget's disk I/O and other waits have code paths too, as stalls do.
 func (r *Report) waits(w io.Writer) {
-	parts := waitParts(r.Summary.Waits)
+	parts := WaitParts(r.Summary.Waits)
 	if len(parts) == 0 {
 		return
 	}

@@ -71,3 +71,35 @@ func TestViewShowsStacks(t *testing.T) {
 		}
 	}
 }
+
+// The thread screen lists where the thread slept inside its requests
+// (its waits), as the report's WAITS do; a thread with waits alone is no
+// row of the view, as it is none of the report's tables.
+func TestViewShowsWaits(t *testing.T) {
+	s := NewStore(Info{Run: run.Description{Target: "pid 10 (lockserver)", StartNs: 1, WindowNs: 1e9}}, liveWindowsForTest)
+	w := &aggregate.Window{Index: 0, StartNs: 1, EndNs: 1e9 + 1, Threads: map[uint32]*aggregate.ThreadWindow{}}
+	tw := &aggregate.ThreadWindow{PID: 10, TID: 11, Comm: "lockserver"}
+	w.Threads[11] = tw
+	s.Stall(&stall.Event{Kind: stall.KindStall, Cause: stall.RunqWait, TsNs: 5e8, DurNs: 2e6, PID: 10, TID: 11, Comm: "lockserver"})
+	tw.TotalNs += 2e6
+	tw.ByCause[stall.RunqWait].TotalNs += 2e6
+	tw.ByCause[stall.RunqWait].Count++
+	lock := stall.NewStack([]stall.Frame{{Func: "futex_wait", Module: stall.KernelModule}, {Func: "__x64_sys_futex", Module: stall.KernelModule}},
+		[]stall.Frame{{Func: "__lll_lock_wait", Module: "/lib/libc.so.6"}, {Func: "serve", Module: "/bin/lockserver"}}, "")
+	for _, d := range []uint64{3e6, 2e6} {
+		s.Stall(&stall.Event{Kind: stall.KindWait, Reason: "other_wait", TsNs: 5e8, DurNs: d, PID: 10, TID: 11, Comm: "lockserver", Stack: lock})
+	}
+	s.Stall(&stall.Event{Kind: stall.KindWait, Reason: "other_wait", TsNs: 5e8, DurNs: 9e6, PID: 10, TID: 12, Comm: "waiter", Stack: lock})
+	s.Window(w)
+	if f := s.Frame(); len(f.Rows) != 1 || f.Rows[0].TID != 11 {
+		t.Errorf("the view's rows %+v; want tid 11's alone", f.Rows)
+	}
+	m := drive(t, NewLive(s, Options{NoTicks: true, Now: func() uint64 { return 2e9 }}), 80, 60, keyEnter)
+	thread := m.View()
+	for _, want := range []string{"WAITS", "other_wait: 5.00ms in 2 waits, 5.00ms with stacks", "100% 5.00ms in 2 waits",
+		"user   serve → __lll_lock_wait", "kernel __x64_sys_futex → futex_wait"} {
+		if !strings.Contains(thread, want) {
+			t.Errorf("the thread screen lacks %q:\n%s", want, thread)
+		}
+	}
+}

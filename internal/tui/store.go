@@ -219,6 +219,7 @@ type Detail struct {
 	Recent   []stall.Event // newest first
 	Timeline []aggregate.StallPoint
 	Stacks   []aggregate.StackSample // the most time first
+	Waits    []aggregate.StackSample // its sleeps inside requests, the most time first
 	// Kinds are, per cause with kinds of wait, the kind most of its
 	// streamed stalls were (memstall_wait's thrashing).
 	Kinds [stall.NumCauses]string
@@ -232,7 +233,7 @@ func (s *Store) Detail(tid uint32) (*Detail, bool) {
 	if t == nil {
 		return nil, false
 	}
-	d := &Detail{Row: t.Row(s.info.Machine.CPUNode), Recent: t.Recent(), Timeline: t.Timeline(), Stacks: t.Stacks()}
+	d := &Detail{Row: t.Row(s.info.Machine.CPUNode), Recent: t.Recent(), Timeline: t.Timeline(), Stacks: t.Stacks(), Waits: s.totals.Waits(tid)}
 	d.Hists, d.Exact = s.totals.Hists(tid)
 	for c := range d.Kinds {
 		d.Kinds[c] = t.Kind(stall.Cause(c))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/numatrace/numatrace/internal/aggregate"
 	"github.com/numatrace/numatrace/internal/output"
+	"github.com/numatrace/numatrace/internal/prose"
 	"github.com/numatrace/numatrace/internal/sanitize"
 	"github.com/numatrace/numatrace/internal/stall"
 )
@@ -56,6 +57,7 @@ func (t *threadScreen) View() []string {
 		" │ ", t.width)
 	lines = append(lines, t.histograms(d)...)
 	lines = append(lines, t.stacks(d)...)
+	lines = append(lines, t.waits(d)...)
 	lines = append(lines, t.timeline(d)...)
 	lines = append(lines, "", styleHead.Render("RECENT STALLS")+styleDim.Render(" (newest first)"))
 	if len(d.Recent) == 0 {
@@ -114,6 +116,31 @@ func (t *threadScreen) stacks(d *Detail) []string {
 		lines = append(lines, fmt.Sprintf("%s: %s in stalls with stacks", sanitize.Text(c.Label(d.Kinds[c])), output.Dur(total)))
 		for _, st := range top {
 			lines = append(lines, "  "+output.StackShare(st, total))
+			for _, l := range output.StackLines(st.Stack, max(20, t.width-4)) {
+				lines = append(lines, "    "+l)
+			}
+		}
+	}
+	return lines
+}
+
+// waits shows where the thread slept inside its requests, per part of
+// the requests' budget, as the report's WAITS do.
+func (t *threadScreen) waits(d *Detail) []string {
+	parts := output.WaitParts(d.Waits)
+	if len(parts) == 0 {
+		return nil
+	}
+	lines := []string{"", styleHead.Render("WAITS") + styleDim.Render(" (its sleeps inside requests, the most time first)")}
+	for _, p := range parts {
+		lines = append(lines, fmt.Sprintf("%s: %s in %s, %s with stacks", sanitize.Text(p.Part), output.Dur(p.Ns),
+			prose.Count(p.Count, "wait"), output.Dur(p.StackedNs)))
+		for i, st := range p.Stacks {
+			if i == stacksShown {
+				break
+			}
+			lines = append(lines, fmt.Sprintf("  %3.0f%% %s in %s", 100*float64(st.Ns)/float64(max(p.StackedNs, 1)), output.Dur(st.Ns),
+				prose.Count(st.Count, "wait")))
 			for _, l := range output.StackLines(st.Stack, max(20, t.width-4)) {
 				lines = append(lines, "    "+l)
 			}
