@@ -40,6 +40,7 @@ need gcc gcc
 need trace-cmd trace-cmd
 need redis-server redis-server
 need redis-benchmark redis-tools
+need wrk wrk
 command -v go >/dev/null 2>&1 || { echo "bench: needs the Go toolchain (go.mod's version) on PATH" >&2; exit 1; }
 
 STATS=/proc/sys/kernel/bpf_stats_enabled
@@ -81,15 +82,16 @@ echo "bench: building numatrace and the benchmark helpers" >&2
 go build -o "$WORK/numatrace" ./cmd/numatrace
 go build -o "$WORK/" ./bench/floor ./bench/flip ./bench/mmaploop ./bench/threads ./bench/churn ./bench/runner ./bench/connflood
 gcc -O1 -o "$WORK/cserver" cmd/numatrace/testdata/cserver.c
+gcc -O1 -pthread -o "$WORK/lockserver" cmd/numatrace/testdata/lockserver.c
 
 # shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
 "$WORK/runner" \
 	-numatrace "$WORK/numatrace" -floor "$WORK/floor" -flip "$WORK/flip" -mmaploop "$WORK/mmaploop" -threads "$WORK/threads" \
-	-cserver "$WORK/cserver" -churn "$WORK/churn" \
+	-cserver "$WORK/cserver" -lockserver "$WORK/lockserver" -churn "$WORK/churn" \
 	-bpftrace-script "$ROOT/bench/equivalent.bt" -workdir "$WORK" -out "$ROOT/BENCHMARKS.md" \
 	-rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}
 case " ${BENCH_ARGS:-} " in
-*" -only-socket "* | *" -only-stacks "* | *" -only-switch "*) exit 0 ;; # its section went to stdout; BENCHMARKS.md is as it was
+*" -only-socket "* | *" -only-stacks "* | *" -only-switch "* | *" -only-waits "*) exit 0 ;; # its section went to stdout; BENCHMARKS.md is as it was
 esac
 
 # serve under idle connections: file descriptors, memory while they are

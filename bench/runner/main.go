@@ -45,6 +45,7 @@ type config struct {
 
 	threads        string // bench/threads binary
 	cserver        string // cmd/numatrace/testdata/cserver.c, built
+	lockserver     string // cmd/numatrace/testdata/lockserver.c, built
 	requestDur     time.Duration
 	overheadRounds int
 	stressDur      time.Duration
@@ -59,6 +60,7 @@ type config struct {
 	onlySocket bool
 	onlyStacks bool
 	onlySwitch bool
+	onlyWaits  bool
 }
 
 func main() {
@@ -81,6 +83,7 @@ func main() {
 	flag.StringVar(&c.cgroupName, "cgroup", "nt-bench", "memory cgroup to create for the memcg workload")
 	flag.StringVar(&c.threads, "threads", "", "bench/threads binary")
 	flag.StringVar(&c.cserver, "cserver", "", "the C server of the --latency-uprobe tests, built (cmd/numatrace/testdata/cserver.c)")
+	flag.StringVar(&c.lockserver, "lockserver", "", "the lock server of the budget tests, built (cmd/numatrace/testdata/lockserver.c)")
 	flag.DurationVar(&c.requestDur, "request-duration", 3*time.Second, "how long the request timer's cost is measured, per round")
 	flag.IntVar(&c.overheadRounds, "overhead-rounds", 5, "rounds of the throughput comparison")
 	flag.DurationVar(&c.stressDur, "stress-duration", 3*time.Second, "stress-ng run per stressor and phase")
@@ -93,6 +96,7 @@ func main() {
 	flag.BoolVar(&c.onlyStorm, "only-storm", false, "measure the storm alone (to try it; the report is then incomplete)")
 	flag.BoolVar(&c.onlySocket, "only-socket", false, "measure the socket request timer alone and print its section (BENCHMARKS.md is left as it is)")
 	flag.BoolVar(&c.onlyStacks, "only-stacks", false, "measure the cost of stacks alone and print its section (BENCHMARKS.md is left as it is)")
+	flag.BoolVar(&c.onlyWaits, "only-waits", false, "measure the waits' stacks alone and print their section (BENCHMARKS.md is left as it is)")
 	flag.BoolVar(&c.onlySwitch, "only-switch", false, "measure run-queue tracing and the sched_switch program alone and print their sections (BENCHMARKS.md is left as it is)")
 	flag.Parse()
 
@@ -174,6 +178,14 @@ func run(ctx context.Context, c *config) (err error) {
 			return fmt.Errorf("socket timing: %w", err)
 		}
 		ex.renderSocketTiming(os.Stdout)
+		return nil
+	}
+	if c.onlyWaits {
+		ex := &extra{}
+		if err := measureWaits(ctx, c, ex); err != nil {
+			return fmt.Errorf("waits: %w", err)
+		}
+		ex.renderWaits(os.Stdout)
 		return nil
 	}
 	if c.onlySwitch {
@@ -317,6 +329,7 @@ func measureAll(ctx context.Context, c *config, w *workloads, r *results, tracer
 		{"run-queue tracing", func() error { return measureRunq(ctx, c, ex) }},
 		{"switch cost", func() error { return measureSwitchCost(ctx, c, ex) }},
 		{"stacks", func() error { return measureStacks(ctx, c, w, ex) }},
+		{"waits", func() error { return measureWaits(ctx, c, ex) }},
 		{"recording size", func() error { return measureRecordingSize(ctx, c, w, ex) }},
 		{"memory", func() error { return measureRSS(ctx, c, ex) }},
 	} {

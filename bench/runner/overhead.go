@@ -57,6 +57,7 @@ type extra struct {
 	runq       runqCost
 	switchCost switchCost
 	stacks     stacksCost
+	waits      waitsCost
 	storm      *stormResult
 }
 

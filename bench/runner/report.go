@@ -135,6 +135,7 @@ func (r *results) write(path string, ex *extra) []string {
 	ex.renderRunq(&b)
 	ex.renderSwitchCost(&b)
 	ex.renderStacks(&b)
+	ex.renderWaits(&b)
 
 	if !replaceFile(path, b.Bytes()) {
 		return append(problems, "report not written")
