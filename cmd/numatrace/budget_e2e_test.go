@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,11 +79,14 @@ func TestBudgetOtherWaitBehindALock(t *testing.T) {
 	// when it is due, none queued in the client behind the one before
 	// (which would be estimated, pacing.go, not measured).
 	for i := range budgetRuns {
-		run := traceBudget(t, srv.Process.Pid, "5ms", func(stop <-chan struct{}) { <-httpClient(t, port, clientConns, 200, stop) })
+		rec := filepath.Join(t.TempDir(), "lock.ntr")
+		run := traceBudget(t, srv.Process.Pid, "5ms", func(stop <-chan struct{}) { <-httpClient(t, port, clientConns, 200, stop) },
+			"--record", rec)
 		checkBudget(t, i, run, "other_wait", stall.PartOtherWait.Words())
 		// The lock's waits have their code path: the server's handler
 		// asleep in the mutex's futex.
 		checkWaitStacks(t, i, run.Waits, "other_wait", "futex_wait")
+		checkWaitsReplay(t, i, run.Waits, rec)
 		if advice := stall.PartOtherWait.Advice(); run.Headline.Next != advice {
 			t.Errorf("run %d: the next step is %q; want %q", i, run.Headline.Next, advice)
 		}
@@ -244,6 +248,38 @@ func checkWaitStacks(t *testing.T, i int, runWaits []waitRow, part, kfn string) 
 	}
 }
 
+// checkWaitsReplay checks that the report of run i's recording counts
+// the waits the live run did: the same rows, each the same waits and time.
+func checkWaitsReplay(t *testing.T, i int, live []waitRow, rec string) {
+	t.Helper()
+	out, err := exec.Command(binary(t), "report", "--json", rec).Output()
+	if err != nil {
+		t.Fatalf("run %d: report of the recording: %v", i, err)
+	}
+	var replayed budgetRun
+	summaryOf(t, out, &replayed)
+	type key struct {
+		part    string
+		tid     uint32
+		stacked bool
+		kernel  string
+	}
+	sum := func(rows []waitRow) map[key]uint64 {
+		m := map[key]uint64{}
+		for _, w := range rows {
+			var names []string
+			for _, f := range w.Kernel {
+				names = append(names, f.Func)
+			}
+			m[key{w.Part, w.TID, w.Stacked, strings.Join(names, ";")}] += w.TotalNs
+		}
+		return m
+	}
+	if l, r := sum(live), sum(replayed.Waits); len(l) == 0 || !reflect.DeepEqual(l, r) {
+		t.Errorf("run %d: the live run's waits %v, its recording's %v; want the same", i, l, r)
+	}
+}
+
 // budgetWindow is a window line's slow requests.
 type budgetWindow struct {
 	Type    string `json:"type"`
@@ -261,9 +297,9 @@ type budgetWindow struct {
 // traceBudget attaches to pid with the SLO and no latency flag, runs load
 // for 6 s (it returns once stop is closed and its client is done), and
 // reads the summary and the window lines.
-func traceBudget(t *testing.T, pid int, slo string, load func(stop <-chan struct{})) *budgetRun {
+func traceBudget(t *testing.T, pid int, slo string, load func(stop <-chan struct{}), more ...string) *budgetRun {
 	t.Helper()
-	nt := startAttach(t, "--pid", strconv.Itoa(pid), "--json", "--window", "1s", "--slo", slo, "--duration", "60s")
+	nt := startAttach(t, append([]string{"--pid", strconv.Itoa(pid), "--json", "--window", "1s", "--slo", slo, "--duration", "60s"}, more...)...)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { defer close(done); load(stop) }()
