@@ -230,9 +230,14 @@ func meterSwitch(ctx context.Context, s *session, u *usage) (func() error, error
 // startNumatraceOn starts numatrace attach with a target and options,
 // and waits until it is tracing.
 func startNumatraceOn(ctx context.Context, c *config, n int, args ...string) (*session, error) {
+	return startNumatraceTo(ctx, c, n, io.Discard, args...)
+}
+
+// startNumatraceTo is startNumatraceOn with numatrace's output to stdout.
+func startNumatraceTo(ctx context.Context, c *config, n int, stdout io.Writer, args ...string) (*session, error) {
 	ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-ready-%d", n))
-	os.Remove(ready)
-	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", n)), io.Discard, numatraceArgs(c, ready, args...)...)
+	os.Remove(ready) // another section's, left with the same number: not this run's
+	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", n)), stdout, numatraceArgs(c, ready, args...)...)
 	if err != nil {
 		return nil, err
 	}

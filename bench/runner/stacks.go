@@ -165,17 +165,26 @@ func stacksPhase(ctx context.Context, c *config, w *workloads, phase string, n i
 // stacksTaken reads stacks_taken from the summary that ends attach's
 // NDJSON.
 func stacksTaken(ndjson string) (uint64, error) {
-	lines := strings.Split(strings.TrimSpace(ndjson), "\n")
 	var sum struct {
-		Type   string `json:"type"`
 		System struct {
 			StacksTaken uint64 `json:"stacks_taken"`
 		} `json:"system"`
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil || sum.Type != "summary" {
-		return 0, fmt.Errorf("no summary line from numatrace (%v)", err)
+	err := summaryLine(ndjson, &sum)
+	return sum.System.StacksTaken, err
+}
+
+// summaryLine reads the summary line that ends attach's NDJSON into v.
+func summaryLine(ndjson string, v any) error {
+	lines := strings.Split(strings.TrimSpace(ndjson), "\n")
+	last := []byte(lines[len(lines)-1])
+	var typ struct {
+		Type string `json:"type"`
 	}
-	return sum.System.StacksTaken, nil
+	if err := json.Unmarshal(last, &typ); err != nil || typ.Type != "summary" {
+		return fmt.Errorf("no summary line from numatrace (%v)", err)
+	}
+	return json.Unmarshal(last, v)
 }
 
 // renderStacks writes the stacks section.

@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -156,19 +153,12 @@ func waitsPhase(ctx context.Context, c *config, port int, phase string, n int) (
 	if err != nil {
 		return m, err
 	}
-	ready := filepath.Join(c.workdir, fmt.Sprintf("numatrace-ready-%d", n))
-	os.Remove(ready)
 	out := &strings.Builder{}
-	args := numatraceArgs(c, ready, append([]string{"-p", strconv.Itoa(pid), "--slo", "5ms"}, waitsArgs[phase]...)...)
-	p, err := startProc("numatrace", filepath.Join(c.workdir, fmt.Sprintf("numatrace-%d.log", n)), out, args...)
+	s, err := startNumatraceTo(ctx, c, n, out, append([]string{"-p", strconv.Itoa(pid), "--slo", "5ms"}, waitsArgs[phase]...)...)
 	if err != nil {
 		return m, err
 	}
-	s := &session{p: p, stopSig: syscall.SIGINT}
 	defer s.stop()
-	if _, err := waitFile(ctx, p, ready, 5*time.Millisecond); err != nil {
-		return m, err
-	}
 	if err := s.findPrograms(ctx); err != nil {
 		return m, err
 	}
@@ -225,16 +215,14 @@ func pidOfPort(port int) (int, error) {
 // waitsCounted reads the summary's waits: all of them, and those that
 // carried a stack.
 func waitsCounted(ndjson string) (all, stacked uint64, err error) {
-	lines := strings.Split(strings.TrimSpace(ndjson), "\n")
 	var sum struct {
-		Type  string `json:"type"`
 		Waits []struct {
 			Count   uint64 `json:"count"`
 			Stacked bool   `json:"stacked"`
 		} `json:"waits"`
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil || sum.Type != "summary" {
-		return 0, 0, fmt.Errorf("no summary line from numatrace (%v)", err)
+	if err := summaryLine(ndjson, &sum); err != nil {
+		return 0, 0, err
 	}
 	for _, w := range sum.Waits {
 		all += w.Count
